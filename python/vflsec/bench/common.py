@@ -1,0 +1,124 @@
+"""Shared pieces of the benchmarks: timing, machine description, output files."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Optional
+
+
+def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1, min_total: float = 0.0) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs.
+
+    With ``min_total`` > 0, keeps repeating (up to 5x ``repeats``) until the
+    measured runs add up to at least that many seconds, so fast kernels are
+    not timed from a single noisy sample.
+    """
+    for _ in range(warmup):
+        fn()
+    samples: List[float] = []
+    while len(samples) < repeats or (sum(samples) < min_total and len(samples) < 5 * repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def machine_info() -> Dict[str, Any]:
+    """CPU model, SIMD flags the dispatcher sees, cores, memory, OS."""
+    from .. import cpu_features, get_num_threads
+
+    mem_gib: Optional[float] = None
+    try:
+        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return {
+        "cpu": cpu_model(),
+        "cpu_features": cpu_features(),
+        "logical_cores": os.cpu_count(),
+        "vflsec_threads": get_num_threads(),
+        "memory_gib": mem_gib,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def package_versions(names: Iterable[str]) -> Dict[str, Optional[str]]:
+    out: Dict[str, Optional[str]] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_revision() -> Optional[str]:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def write_json(path: Path, payload: Dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(payload, fh, indent=2, sort_keys=False, default=_json_default)
+        fh.write("\n")
+
+
+def _json_default(obj: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, np.ndarray):
+            return obj.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"not JSON serializable: {type(obj).__name__}")
+
+
+def markdown_table(headers: List[str], rows: List[List[Any]]) -> str:
+    def fmt(v: Any) -> str:
+        if v is None:
+            return "n/a"
+        if isinstance(v, float):
+            if v == 0 or 1e-3 <= abs(v) < 1e5:
+                return f"{v:.4g}"
+            return f"{v:.3e}"
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def pyplot():
+    """matplotlib.pyplot with the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
