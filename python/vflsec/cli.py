@@ -9,6 +9,7 @@ from typing import List, Optional
 # name -> module under vflsec.bench exposing add_arguments(parser) and run(**args)
 BENCHMARKS = {
     "kernels": "vflsec.bench.kernels",
+    "glm": "vflsec.bench.glm",
 }
 
 

@@ -264,7 +264,7 @@ def run(quick: bool = False, datasets: str = "breast,credit,adult", data_dir: Op
                       batch_size=PAPER["batch_size"], epochs=PAPER["epochs"], he_methods=["paillier", "ckks"],
                       max_rows=None, runtime_sizes=[10000, 20000, 50000, 100000], runtime_epochs=list(range(1, 11)),
                       runtime_epochs_n=10000, he_budget=he_budget, lr=LEARNING_RATE)
-    features = [50, 55]  # Adult's one-hot widths for the 7 / 7 attribute split, approximately
+    features = [35, 73]  # Adult one-hot widths of the active / passive blocks under PAPER_SPLITS["adult"]
     accuracy = run_accuracy(config["datasets"], data_dir=data_dir, seeds=config["seeds"], he_seeds=config["he_seeds"],
                             epsilons=config["epsilons"], batch_size=config["batch_size"], epochs=config["epochs"],
                             he_methods=config["he_methods"], max_rows=config["max_rows"])
