@@ -163,8 +163,8 @@ VFLSEC_ALWAYS_INLINE void box_muller(uint64_t w1, uint64_t w2, double& z0, doubl
     const double phi = (small_to_double(k2 & ((1ull << 51) - 1)) * 0x1p-51 - 0.5) * kPiOver2;
     double s, c;
     sincos_small(phi, s, c);
-    // Selects as bit masks: AVX2 has no 64-bit blend on a computed condition
-    // that GCC's if-conversion would use here.
+    // Selects as bit masks: written with ?:, GCC kept branches in the AVX2 and
+    // SSE2 loops and left them scalar.
     const uint64_t swap = 0 - (q & 1);  // all ones for q = 1, 3
     const uint64_t sb = to_bits(s), cb = to_bits(c);
     const uint64_t neg_cos = (q ^ (q >> 1)) & 1;  // q = 1, 2

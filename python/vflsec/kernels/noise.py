@@ -284,8 +284,8 @@ def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerat
 
     ``x`` (numpy array, array-like or torch CPU tensor) is not modified.
     float32 and float64 keep their dtype (float32: the sum is formed in float64
-    and rounded once); integers give float64; a torch tensor gives a torch
-    tensor. NaN/inf in ``x`` and bool/complex/object dtypes are errors; an empty
+    and rounded once); integers give float64 and float16 gives float32; a
+    torch tensor gives a torch tensor. NaN/inf in ``x`` and bool/complex/object dtypes are errors; an empty
     ``x`` gives an empty result; ``sigma == 0`` gives a copy.
     """
     arr, wrap = as_float_array(x, "x", allow_empty=True)
