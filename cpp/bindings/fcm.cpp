@@ -1,5 +1,34 @@
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "fcm.hpp"
+
 namespace py = pybind11;
+
 namespace vflsec::bindings {
-void bind_fcm(py::module_& m) { (void)m; }  // placeholder until the kernel lands
+namespace {
+
+template <typename T>
+py::tuple fcm(py::array_t<T, py::array::c_style> X, std::size_t c, double m, int max_iter, double tol,
+              bool start_from_centers, py::array_t<T, py::array::c_style> V, py::array_t<T, py::array::c_style> U) {
+    const std::size_t n = static_cast<std::size_t>(X.shape(0)), d = static_cast<std::size_t>(X.shape(1));
+    const T* x = X.data();
+    T* v = V.mutable_data();
+    T* u = U.mutable_data();
+    FCMStatus st;
+    {
+        py::gil_scoped_release release;
+        st = fuzzy_cmeans<T>(x, n, d, c, m, max_iter, tol, start_from_centers, v, u);
+    }
+    return py::make_tuple(st.n_iter, st.converged, st.objective, st.objective_history);
+}
+
+}  // namespace
+
+void bind_fcm(py::module_& m) {
+    m.def("fuzzy_cmeans_f32", &fcm<float>);
+    m.def("fuzzy_cmeans_f64", &fcm<double>);
+}
+
 }  // namespace vflsec::bindings
