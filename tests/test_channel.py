@@ -176,3 +176,19 @@ def test_abort_wakes_blocked_receivers():
     assert len(errors) == 1 and "test" in str(errors[0])
     with pytest.raises(ChannelClosed):
         a.send("b", "x", b"")
+
+
+def test_transcript_keeps_payload_copies_only_when_asked():
+    hub = InMemoryHub(keep_payloads=True)
+    a, b = hub.endpoint("a"), hub.endpoint("b")
+    x = np.arange(3.0)
+    a.send("b", "ir", x)
+    x[:] = -1
+    b.recv("a", "ir")[:] = 99  # the receiver's copy is its own
+    ((rec, payload),) = hub.transcript
+    assert rec.tag == "ir"
+    np.testing.assert_array_equal(payload, [0.0, 1.0, 2.0])
+    plain = InMemoryHub()
+    plain.endpoint("b")
+    plain.endpoint("a").send("b", "ir", x)
+    assert plain.transcript == [] and len(plain.records) == 1

@@ -247,10 +247,12 @@ class InMemoryHub:
     """Connects in-process endpoints; records every message.
 
     ``default_timeout`` applies to ``recv`` calls that pass ``timeout=None``
-    (``None`` here means wait without limit).
+    (``None`` here means wait without limit). ``keep_payloads=True`` also
+    keeps a copy of every payload (:attr:`transcript`), e.g. to evaluate
+    what a party observed during a run.
     """
 
-    def __init__(self, *, default_timeout: Optional[float] = None):
+    def __init__(self, *, default_timeout: Optional[float] = None, keep_payloads: bool = False):
         if default_timeout is not None and not default_timeout > 0:
             raise ValueError(f"default_timeout must be > 0 or None, got {default_timeout!r}")
         self.default_timeout = default_timeout
@@ -261,6 +263,8 @@ class InMemoryHub:
         self._seq = 0
         self._t0 = time.perf_counter()
         self._abort_reason: Optional[str] = None
+        self._keep_payloads = bool(keep_payloads)
+        self._transcript: List[Tuple[MessageRecord, Any]] = []
 
     def endpoint(self, name: str) -> "InMemoryEndpoint":
         """The endpoint of party ``name`` (created on first use)."""
@@ -283,6 +287,13 @@ class InMemoryHub:
         """Copy of every message record, in send order."""
         with self._cond:
             return list(self._records)
+
+    @property
+    def transcript(self) -> List[Tuple[MessageRecord, Any]]:
+        """``(record, payload copy)`` for every message, in send order
+        (empty unless the hub was created with ``keep_payloads=True``)."""
+        with self._cond:
+            return list(self._transcript)
 
     def total_bytes(self) -> int:
         with self._cond:
@@ -320,9 +331,10 @@ class InMemoryHub:
                     f"known parties: {sorted(self._endpoints)}"
                 )
             self._queues[(sender, receiver, tag)].append(copied)
-            self._records.append(
-                MessageRecord(sender, receiver, tag, nbytes, self._seq, time.perf_counter() - self._t0)
-            )
+            record = MessageRecord(sender, receiver, tag, nbytes, self._seq, time.perf_counter() - self._t0)
+            self._records.append(record)
+            if self._keep_payloads:
+                self._transcript.append((record, _copy_payload(payload)))
             self._seq += 1
             self._cond.notify_all()
 

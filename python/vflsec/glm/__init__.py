@@ -22,3 +22,8 @@ __all__ = [
     "register_protocol",
     "run_job",
 ]
+
+from . import hdp, plain  # noqa: E402,F401  (register the built-in protocols)
+from .estimator import VerticalLogisticRegression  # noqa: E402
+
+__all__ += ["VerticalLogisticRegression"]
