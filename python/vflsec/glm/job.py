@@ -101,7 +101,7 @@ class GLMJob:
         setting with a privacy guarantee); an int makes noise reproducible.
     key_bits : key size for HE protocols.
     options : protocol-specific public options (e.g. CKKS parameters); values
-        must be wire-encodable scalars (int, float, str, bool).
+        are int, float, str, bool, None or a list of numbers (kept as a tuple).
     """
 
     protocol: str
@@ -179,12 +179,20 @@ class GLMJob:
         set_("key_bits", check_positive_int(self.key_bits, "key_bits", minimum=8))
         if not isinstance(self.options, Mapping):
             raise TypeError(f"options must be a mapping, got {type(self.options).__name__}")
+        options = {}
         for key, value in self.options.items():
-            if not isinstance(key, str) or not isinstance(value, (bool, int, float, str, type(None))):
+            if isinstance(value, (list, tuple)) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+            ):
+                value = tuple(value)
+            elif not isinstance(value, (bool, int, float, str, type(None))):
                 raise TypeError(
-                    f"options[{key!r}] must map a str to an int, float, str, bool or None"
+                    f"options[{key!r}] must be an int, float, str, bool, None or a list of numbers"
                 )
-        set_("options", dict(self.options))
+            if not isinstance(key, str):
+                raise TypeError(f"options keys must be str, got {key!r}")
+            options[key] = value
+        set_("options", options)
 
     @property
     def parties(self) -> Tuple[str, ...]:
