@@ -276,7 +276,7 @@ def test_every_loss_and_penalty_decreases_the_loss(loss, penalty):
     # (The Poisson negative log-likelihood without log(y!) can be negative.)
     assert losses[-1] < losses[0] - 0.1 * abs(losses[0]), losses
     # The DP protocol runs the same losses and penalties.
-    private = VerticalLogisticRegression("hdp", loss=loss, penalty=penalty, lr=0.2, epochs=2,
+    private = VerticalLogisticRegression("hdp", loss=loss, penalty=penalty, lr=0.2, epochs=2, y_max=50.0,
                                          batch_size=30, noise_seed=1).fit(parts, y)
     assert all(np.all(np.isfinite(w)) for w in private.coef_)
     assert private.history_["sigma_passive"] > 0 and private.history_["sigma_active"] > 0
@@ -383,3 +383,20 @@ def test_bad_inputs(breast):
         model.predict([parts[0], parts[1][:, :-1]])
     with pytest.raises(ValueError, match="2 parties"):
         model.predict([parts[0], parts[1], parts[1]])
+
+
+def test_hdp_refuses_settings_its_sensitivity_does_not_cover():
+    parts, y = _problem("svm")
+    with pytest.raises(ValueError, match=r"2 / \(beta_theta \+ lam\)"):
+        VerticalLogisticRegression("hdp", loss="svm", lr=1.0, lam=0.001).fit(parts, y)
+    with pytest.raises(ValueError, match="beta_theta"):
+        VerticalLogisticRegression("hdp", loss="svm", lr=1.5, penalty="l1").fit(parts, y)
+    counts_parts, counts = _problem("poisson")
+    with pytest.raises(ValueError, match="y_max"):
+        VerticalLogisticRegression("hdp", loss="poisson", lr=0.1).fit(counts_parts, counts)
+    with pytest.raises(ValueError, match="y_max"):
+        VerticalLogisticRegression("hdp", loss="poisson", lr=0.1, y_max=1.0).fit(counts_parts, counts)
+    ls_parts, targets = _problem("least_squares")
+    job = _job("hdp", len(targets), 1, loss="least_squares", lr=0.1, k=1.0)
+    with pytest.raises(ValueError, match=r"\|y\| <= k_y"):
+        run_job(job, _data(job, ls_parts, 10.0 * targets))

@@ -44,6 +44,7 @@ __all__ = ["VerticalLogisticRegression", "REFERENCE_PROTECTIONS"]
 
 REFERENCE_PROTECTIONS = ("centralized", "single_party")
 ROW_NORMS = ("clip", None)
+LSQ_TARGET_CLIP = 3.0
 
 
 def _clip_rows(X: np.ndarray) -> np.ndarray:
@@ -86,13 +87,16 @@ class VerticalLogisticRegression(BaseEstimator):
     epsilon, delta, calibration : DP budget for the whole training run and
         the Gaussian calibration ("analytic" or the paper's "classic").
     loss : "logistic" (default), "svm" (L2-loss SVM), "least_squares"
-        (targets are standardized internally) or "poisson" (counts).
+        (targets are standardized internally and clipped to +-3 standard
+        deviations) or "poisson" (counts; "hdp" needs the public bound
+        ``y_max``).
     penalty, lam, mu : "l2", "l1" or "elasticnet" and their strengths.
     lr, epochs, batch_size : mini-batch gradient descent settings.
     k : per-party weight-norm clip (None disables; "hdp" needs it).
     seed : mini-batch order. noise_seed : None (default) = OS-entropy noise;
         an int makes DP noise reproducible (testing only). noise : False
         disables DP noise -- a testing aid with no privacy.
+    y_max : public upper bound of the labels (loss "poisson").
     key_bits, he_options : HE protocol settings (``he_options`` is a dict of
         protocol-specific public options passed to ``GLMJob.options``).
     row_norm : "clip" (default) or None, see the module docstring.
@@ -128,6 +132,7 @@ class VerticalLogisticRegression(BaseEstimator):
         seed: int = 0,
         noise_seed: Optional[int] = None,
         noise: bool = True,
+        y_max: Optional[float] = None,
         key_bits: int = 3072,
         he_options: Optional[Dict[str, Any]] = None,
         row_norm: Optional[str] = "clip",
@@ -148,6 +153,7 @@ class VerticalLogisticRegression(BaseEstimator):
         self.seed = seed
         self.noise_seed = noise_seed
         self.noise = noise
+        self.y_max = y_max
         self.key_bits = key_bits
         self.he_options = he_options
         self.row_norm = row_norm
@@ -196,7 +202,9 @@ class VerticalLogisticRegression(BaseEstimator):
             if self.loss == "least_squares":
                 self.y_mean_ = float(signed.mean())
                 self.y_scale_ = float(signed.std()) or 1.0
-                signed = (signed - self.y_mean_) / self.y_scale_
+                # Clipped to the bound |y| <= 3 that HDP-VFL's least-squares
+                # constants assume (same preprocessing for every protection).
+                signed = np.clip((signed - self.y_mean_) / self.y_scale_, -LSQ_TARGET_CLIP, LSQ_TARGET_CLIP)
         if signed.shape[0] != n:
             raise ValueError(f"y has {signed.shape[0]} entries, X_parts have {n} rows")
         return signed
@@ -222,6 +230,7 @@ class VerticalLogisticRegression(BaseEstimator):
             calibration=self.calibration,
             noise=self.noise,
             noise_seed=self.noise_seed,
+            y_max=self.y_max,
             key_bits=self.key_bits,
             options=dict(self.he_options or {}),
         )

@@ -55,9 +55,12 @@ def active_program(
     info: Optional[Dict] = None,
     X: Optional[np.ndarray] = None,
     y: Optional[np.ndarray] = None,
+    theta_bound: Optional[float] = None,
 ) -> PartyResult:
     """Active party: labels + features X_A. ``X``/``y`` may be passed
-    already validated (then ``data`` is not re-checked)."""
+    already validated (then ``data`` is not re-checked). ``theta_bound``
+    clips theta before the loss derivative (needed by the Poisson DP
+    constants, see ``vflsec.dp.loss_constants``)."""
     clock = PhaseClock() if clock is None else clock
     if X is None:
         X, y = data.checked(job, endpoint.name, needs_labels=True)
@@ -79,7 +82,7 @@ def active_program(
                     f"passive party {passive!r} sent an IR of shape {received.shape}, expected ({len(idx)},)"
                 )
             theta = theta + received
-        ir = loss_gradient(job.loss, theta, ys)
+        ir = loss_gradient(job.loss, theta, ys, theta_bound=theta_bound)
         released = release(ir)
         for passive in job.passives:
             endpoint.send(passive, TAG_IR_ACTIVE, released)
@@ -87,7 +90,7 @@ def active_program(
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
         # Training metrics from the thetas of this step (what the active
         # party sees anyway); no extra messages are needed.
-        loss_sum += float(np.sum(loss_value(job.loss, theta, ys)))
+        loss_sum += float(np.sum(loss_value(job.loss, theta, ys, theta_bound=theta_bound)))
         if classify:
             correct += float(np.sum(np.where(theta >= 0, 1.0, -1.0) == ys))
         seen += len(idx)

@@ -99,6 +99,8 @@ class GLMJob:
         compute exactly what "plain" computes); never use it for privacy.
     noise_seed : None draws noise from the OS-entropy CSPRNG (the only
         setting with a privacy guarantee); an int makes noise reproducible.
+    y_max : public bound on the labels, ``0 <= y <= y_max`` (Poisson counts);
+        the "hdp" sensitivity for loss "poisson" needs it.
     key_bits : key size for HE protocols.
     options : protocol-specific public options (e.g. CKKS parameters); values
         are int, float, str, bool, None or a list of numbers (kept as a tuple).
@@ -123,6 +125,7 @@ class GLMJob:
     calibration: str = "analytic"
     noise: bool = True
     noise_seed: Optional[int] = None
+    y_max: Optional[float] = None
     key_bits: int = 3072
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -176,6 +179,8 @@ class GLMJob:
             isinstance(self.noise_seed, bool) or not isinstance(self.noise_seed, numbers.Integral)
         ):
             raise TypeError(f"noise_seed must be an int or None, got {type(self.noise_seed).__name__}")
+        if self.y_max is not None:
+            set_("y_max", check_real(self.y_max, "y_max", low=0.0, low_inclusive=False))
         set_("key_bits", check_positive_int(self.key_bits, "key_bits", minimum=8))
         if not isinstance(self.options, Mapping):
             raise TypeError(f"options must be a mapping, got {type(self.options).__name__}")
