@@ -3,10 +3,23 @@
 Framework: :mod:`.job` (the job / party-program contract),
 :mod:`.registry` (protocol name -> role programs), :mod:`.runner`
 (``run_job``: one thread per party over an in-memory hub).
+
+Protocols: ``"plain"`` (:mod:`.plain`, IRs in the clear) and ``"hdp"``
+(:mod:`.hdp`, HDP-VFL), both on the IR-exchange loop of :mod:`.ir_exchange`.
+Adding a protocol: write a module ``vflsec/glm/<name>.py`` whose role
+programs follow :mod:`.job` and that calls
+``register_protocol("<name>", {"active": ..., "passive": ...,
+"coordinator": ...})`` at import; :func:`get_protocol` imports it on first
+use, and ``VerticalLogisticRegression(protection="<name>")`` runs it (with a
+party named "coordinator" when the protocol has that role).
+
+Estimator: :class:`VerticalLogisticRegression` (:mod:`.estimator`).
 """
 from .job import GLMJob, PartyData, PartyResult, PhaseClock, batch_indices
 from .registry import Protocol, available_protocols, get_protocol, register_protocol
 from .runner import JobResult, PartyError, run_job
+from . import hdp, plain  # noqa: F401  (registers the built-in protocols)
+from .estimator import VerticalLogisticRegression
 
 __all__ = [
     "GLMJob",
@@ -16,6 +29,7 @@ __all__ = [
     "PartyResult",
     "PhaseClock",
     "Protocol",
+    "VerticalLogisticRegression",
     "available_protocols",
     "batch_indices",
     "get_protocol",
@@ -23,7 +37,3 @@ __all__ = [
     "run_job",
 ]
 
-from . import hdp, plain  # noqa: E402,F401  (register the built-in protocols)
-from .estimator import VerticalLogisticRegression  # noqa: E402
-
-__all__ += ["VerticalLogisticRegression"]
