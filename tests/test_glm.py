@@ -400,3 +400,11 @@ def test_hdp_refuses_settings_its_sensitivity_does_not_cover():
     job = _job("hdp", len(targets), 1, loss="least_squares", lr=0.1, k=1.0)
     with pytest.raises(ValueError, match=r"\|y\| <= k_y"):
         run_job(job, _data(job, ls_parts, 10.0 * targets))
+
+
+def test_classic_calibration_warns_outside_its_validity(breast):
+    from vflsec.dp import PrivacyWarning
+
+    parts, y = breast
+    with pytest.warns(PrivacyWarning, match="epsilon < 1"):
+        VerticalLogisticRegression("hdp", calibration="classic", epsilon=2.0, epochs=1, noise_seed=0).fit(parts, y)
