@@ -19,11 +19,12 @@ namespace {
 // on a centre (d_j == 0) gets membership 1 there, split evenly over ties.
 // Returns sum_j u_j^m d_j, the point's share of the objective.
 template <typename T>
-inline double membership_row(const double* dist2, std::size_t c, double m, double inv_m1, T* u) {
+__attribute__((always_inline)) inline double membership_row(const double* dist2, std::size_t c, double m, double inv_m1, T* u) {
     double dmin = dist2[0];
     for (std::size_t j = 1; j < c; ++j) dmin = std::min(dmin, dist2[j]);
-    double w[256];
-    double* wp = c <= 256 ? w : new double[c];
+    double w[64];
+    std::vector<double> heap(c > 64 ? c : 0);
+    double* wp = c <= 64 ? w : heap.data();
     double total = 0.0;
     if (dmin == 0.0) {
         for (std::size_t j = 0; j < c; ++j) {
@@ -48,38 +49,37 @@ inline double membership_row(const double* dist2, std::size_t c, double m, doubl
         const double um = m == 2.0 ? uj * uj : std::pow(uj, m);
         obj += um * dist2[j];
     }
-    if (wp != w) delete[] wp;
     return obj;
 }
 
+// Vt holds the centres transposed and padded to cp columns (a multiple of 8),
+// so the distance loop runs across clusters in full SIMD vectors.
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default")))
-double assign_rows(const T* X, std::size_t begin, std::size_t end, std::size_t d, std::size_t c, double m,
-                   double inv_m1, const double* V, T* U) {
-    double dist2[256];
-    double* dp = c <= 256 ? dist2 : new double[c];
+__attribute__((always_inline)) inline double assign_rows_impl(const T* X, std::size_t begin, std::size_t end, std::size_t d, std::size_t c, std::size_t cp,
+                   double m, double inv_m1, const double* Vt, T* U) {
+    std::vector<double> dist2(cp);
+    double* dp = dist2.data();
     double obj = 0.0;
     for (std::size_t i = begin; i < end; ++i) {
         const T* x = X + i * d;
-        for (std::size_t j = 0; j < c; ++j) {
-            const double* v = V + j * d;
-            double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-            for (std::size_t k = 0; k < d; ++k) {
-                const double diff = static_cast<double>(x[k]) - v[k];
-                acc += diff * diff;
+#pragma omp simd
+        for (std::size_t j = 0; j < cp; ++j) dp[j] = 0.0;
+        for (std::size_t k = 0; k < d; ++k) {
+            const double xk = static_cast<double>(x[k]);
+            const double* vk = Vt + k * cp;
+#pragma omp simd
+            for (std::size_t j = 0; j < cp; ++j) {
+                const double diff = xk - vk[j];
+                dp[j] += diff * diff;
             }
-            dp[j] = acc;
         }
         obj += membership_row(dp, c, m, inv_m1, U + i * c);
     }
-    if (dp != dist2) delete[] dp;
     return obj;
 }
 
 template <typename T>
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void accumulate_centers(const T* X, std::size_t begin, std::size_t end, std::size_t d, std::size_t c, double m,
+__attribute__((always_inline)) inline void accumulate_centers_impl(const T* X, std::size_t begin, std::size_t end, std::size_t d, std::size_t c, double m,
                         const T* U, double* num, double* den) {
     for (std::size_t i = begin; i < end; ++i) {
         const T* x = X + i * d;
@@ -93,6 +93,42 @@ void accumulate_centers(const T* X, std::size_t begin, std::size_t end, std::siz
             for (std::size_t k = 0; k < d; ++k) row[k] += um * static_cast<double>(x[k]);
         }
     }
+}
+
+// GCC clones only non-template functions: one per precision, each compiled
+// for AVX-512, AVX2 and baseline x86-64 and picked at load time.
+#define VFLSEC_FCM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+VFLSEC_FCM_CLONES double assign_rows_f64(const double* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c,
+                                         std::size_t cp, double m, double inv_m1, const double* Vt, double* U) {
+    return assign_rows_impl<double>(X, b, e, d, c, cp, m, inv_m1, Vt, U);
+}
+VFLSEC_FCM_CLONES double assign_rows_f32(const float* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c,
+                                         std::size_t cp, double m, double inv_m1, const double* Vt, float* U) {
+    return assign_rows_impl<float>(X, b, e, d, c, cp, m, inv_m1, Vt, U);
+}
+VFLSEC_FCM_CLONES void accumulate_centers_f64(const double* X, std::size_t b, std::size_t e, std::size_t d,
+                                              std::size_t c, double m, const double* U, double* num, double* den) {
+    accumulate_centers_impl<double>(X, b, e, d, c, m, U, num, den);
+}
+VFLSEC_FCM_CLONES void accumulate_centers_f32(const float* X, std::size_t b, std::size_t e, std::size_t d,
+                                              std::size_t c, double m, const float* U, double* num, double* den) {
+    accumulate_centers_impl<float>(X, b, e, d, c, m, U, num, den);
+}
+inline double assign_rows(const double* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, std::size_t cp,
+                          double m, double inv_m1, const double* Vt, double* U) {
+    return assign_rows_f64(X, b, e, d, c, cp, m, inv_m1, Vt, U);
+}
+inline double assign_rows(const float* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, std::size_t cp,
+                          double m, double inv_m1, const double* Vt, float* U) {
+    return assign_rows_f32(X, b, e, d, c, cp, m, inv_m1, Vt, U);
+}
+inline void accumulate_centers(const double* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, double m,
+                               const double* U, double* num, double* den) {
+    accumulate_centers_f64(X, b, e, d, c, m, U, num, den);
+}
+inline void accumulate_centers(const float* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, double m,
+                               const float* U, double* num, double* den) {
+    accumulate_centers_f32(X, b, e, d, c, m, U, num, den);
 }
 
 // The thread count fixes the partition, so every thread's partial is combined
@@ -113,14 +149,18 @@ FCMStatus fuzzy_cmeans(const T* X, std::size_t n, std::size_t d, std::size_t c, 
     std::vector<double> V(c * d), V_prev(c * d);
     std::vector<double> partial_num(static_cast<std::size_t>(nt) * c * d), partial_den(static_cast<std::size_t>(nt) * c);
     std::vector<double> partial_obj(nt);
+    const std::size_t cp = (c + 7) / 8 * 8;
+    std::vector<double> Vt(d * cp, 0.0);
 
     auto assign = [&]() {
+        for (std::size_t j = 0; j < c; ++j)
+            for (std::size_t k = 0; k < d; ++k) Vt[k * cp + j] = V[j * d + k];
 #pragma omp parallel num_threads(nt)
         {
             const int t = omp_get_thread_num();
             std::size_t b, e;
             chunk(n, t, nt, b, e);
-            partial_obj[t] = assign_rows<T>(X, b, e, d, c, m, inv_m1, V.data(), U);
+            partial_obj[t] = assign_rows(X, b, e, d, c, cp, m, inv_m1, Vt.data(), U);
         }
         double obj = 0.0;
         for (int t = 0; t < nt; ++t) obj += partial_obj[t];
@@ -142,7 +182,7 @@ FCMStatus fuzzy_cmeans(const T* X, std::size_t n, std::size_t d, std::size_t c, 
             const int t = omp_get_thread_num();
             std::size_t b, e;
             chunk(n, t, nt, b, e);
-            accumulate_centers<T>(X, b, e, d, c, m, U, partial_num.data() + static_cast<std::size_t>(t) * c * d,
+            accumulate_centers(X, b, e, d, c, m, U, partial_num.data() + static_cast<std::size_t>(t) * c * d,
                                   partial_den.data() + static_cast<std::size_t>(t) * c);
         }
         for (std::size_t j = 0; j < c; ++j) {
