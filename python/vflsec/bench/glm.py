@@ -22,8 +22,9 @@ from .common import git_revision, machine_info, markdown_table, package_versions
 
 EPSILONS = [0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0]
 # The paper's settings (HDP-VFL Sec. 6.2, Fig. 1): b=3200, lambda=0.001, e=10, k=1, delta=0.01.
+# A batch never exceeds the training set (Breast has 455 training rows: one batch per epoch).
 PAPER = dict(batch_size=3200, lam=0.001, epochs=10, k=1.0, delta=0.01)
-LEARNING_RATE = 0.5
+LEARNING_RATE = 2.0  # the paper gives none; must stay below 2/(beta_theta + lam) = 7.97 for the logistic DP bound
 REFERENCE_METHODS = ["centralized", "single_party", "plain", "paillier", "ckks"]
 
 
@@ -38,7 +39,7 @@ def _fit_score(method: str, split: Any, *, seed: int, lr: float, key_bits: int =
         warnings.simplefilter("ignore")
         model = VerticalLogisticRegression(
             protection=method, epsilon=epsilon, delta=PAPER["delta"], calibration=calibration,
-            lam=PAPER["lam"], lr=lr, epochs=epochs, batch_size=batch_size, k=PAPER["k"],
+            lam=PAPER["lam"], lr=lr, epochs=epochs, batch_size=min(batch_size, len(split.y_train)), k=PAPER["k"],
             seed=seed, key_bits=key_bits, **extra,
         ).fit(split.X_train, split.y_train)
     return model, model.score(split.X_test, split.y_test)
@@ -98,7 +99,8 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = VerticalLogisticRegression(protection=method, epsilon=1.0, delta=PAPER["delta"], lam=PAPER["lam"],
-                                               lr=LEARNING_RATE, epochs=ep, batch_size=batch_size, k=PAPER["k"],
+                                               lr=LEARNING_RATE, epochs=ep, batch_size=min(batch_size, rows),
+                                               k=PAPER["k"],
                                                seed=0, key_bits=2048)
             t0 = time.perf_counter()
             model.fit([p[:rows] for p in parts], y[:rows])
