@@ -1,0 +1,359 @@
+"""Tabular datasets used by the vertical-GLM experiments, encoded as float64.
+
+Breast cancer ships with scikit-learn. Adult and Credit are read from files
+(the layout of the shared datasets folder, or a flat folder), found in
+``data_dir`` or else the ``VFLSEC_DATA`` environment variable. A synthetic
+logistic model with known weights needs nothing.
+
+Every dataset records its *attributes*: the original columns before
+encoding. A categorical attribute one-hot encoded into several columns stays
+one attribute, so a vertical split never separates its columns.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .._arrays import check_positive_int
+
+__all__ = [
+    "DATASETS",
+    "Dataset",
+    "load_adult",
+    "load_breast",
+    "load_credit",
+    "load_dataset",
+    "make_synthetic",
+]
+
+DATASETS = ("breast", "adult", "credit", "synthetic")
+DATA_ENV = "VFLSEC_DATA"
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """An encoded tabular dataset.
+
+    ``X``: float64 ``(n, p)``; ``y``: int64 labels (0/1 for ``task="binary"``);
+    ``feature_names``: the ``p`` column names; ``attributes``: tuple of
+    ``(attribute_name, column_indices)`` in column order, covering every
+    column once; ``coef``: the true weights when known (synthetic data).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: Tuple[str, ...]
+    attributes: Tuple[Tuple[str, Tuple[int, ...]], ...]
+    name: str
+    task: str = "binary"
+    coef: Optional[np.ndarray] = None
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def attribute_names(self) -> Tuple[str, ...]:
+        return tuple(name for name, _ in self.attributes)
+
+
+def _one_column_attributes(names: Sequence[str]) -> Tuple[Tuple[str, Tuple[int, ...]], ...]:
+    return tuple((name, (j,)) for j, name in enumerate(names))
+
+
+# --------------------------------------------------------------------- files
+
+def _search_dirs(data_dir: Any) -> List[Path]:
+    if data_dir is not None:
+        if not isinstance(data_dir, (str, os.PathLike)):
+            raise TypeError(f"data_dir must be a path, got {type(data_dir).__name__}")
+        return [Path(data_dir)]
+    env = os.environ.get(DATA_ENV)
+    return [Path(env)] if env else []
+
+
+def _find_file(dataset: str, subdir: str, basename: str, data_dir: Any) -> Path:
+    """First existing file among ``<dir>/<subdir>/<basename>[.gz]`` and ``<dir>/<basename>[.gz]``."""
+    dirs = _search_dirs(data_dir)
+    tried: List[Path] = []
+    for d in dirs:
+        for folder in (d / subdir, d):
+            for name in (basename + ".gz", basename):
+                path = folder / name
+                tried.append(path)
+                if path.is_file():
+                    return path
+    where = ("\n  " + "\n  ".join(str(p) for p in tried)) if tried else " nowhere (no directory given)"
+    raise FileNotFoundError(
+        f"{dataset} dataset: file {basename!r} (or {basename}.gz) not found; looked in:{where}\n"
+        f"Pass data_dir= (--data-dir on the command line) or set the {DATA_ENV} environment "
+        f"variable to a folder holding {subdir}/{basename}[.gz] or {basename}[.gz]."
+    )
+
+
+def _read_text(path: Path) -> str:
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+            return fh.read()
+    return path.read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------- breast
+
+def load_breast() -> Dataset:
+    """Wisconsin diagnostic breast cancer (scikit-learn's bundled copy).
+
+    569 rows, 30 real features (each its own attribute); ``y``: 0 = malignant,
+    1 = benign (scikit-learn's coding).
+    """
+    from sklearn.datasets import load_breast_cancer
+
+    raw = load_breast_cancer()
+    names = tuple(str(n) for n in raw.feature_names)
+    return Dataset(
+        X=np.ascontiguousarray(raw.data, dtype=np.float64),
+        y=np.ascontiguousarray(raw.target, dtype=np.int64),
+        feature_names=names,
+        attributes=_one_column_attributes(names),
+        name="breast",
+    )
+
+
+# --------------------------------------------------------------------- adult
+
+# Attribute order and category lists as given in UCI's adult.names. Fixed
+# lists keep the columns identical whichever file(s) are loaded.
+_ADULT_ATTRIBUTES: Tuple[Tuple[str, Optional[Tuple[str, ...]]], ...] = (
+    ("age", None),
+    ("workclass", ("Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov",
+                   "State-gov", "Without-pay", "Never-worked")),
+    ("fnlwgt", None),
+    ("education", ("Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm",
+                   "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th",
+                   "Doctorate", "5th-6th", "Preschool")),
+    ("education-num", None),
+    ("marital-status", ("Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
+                        "Married-spouse-absent", "Married-AF-spouse")),
+    ("occupation", ("Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
+                    "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
+                    "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv",
+                    "Armed-Forces")),
+    ("relationship", ("Wife", "Own-child", "Husband", "Not-in-family", "Other-relative",
+                      "Unmarried")),
+    ("race", ("White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black")),
+    ("sex", ("Female", "Male")),
+    ("capital-gain", None),
+    ("capital-loss", None),
+    ("hours-per-week", None),
+    ("native-country", ("United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
+                        "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China",
+                        "Cuba", "Iran", "Honduras", "Philippines", "Italy", "Poland", "Jamaica",
+                        "Vietnam", "Mexico", "Portugal", "Ireland", "France", "Dominican-Republic",
+                        "Laos", "Ecuador", "Taiwan", "Haiti", "Columbia", "Hungary", "Guatemala",
+                        "Nicaragua", "Scotland", "Thailand", "Yugoslavia", "El-Salvador",
+                        "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands")),
+)
+# The attributes in which UCI's files contain '?' (unknown).
+_ADULT_MAY_BE_MISSING = ("workclass", "occupation", "native-country")
+_ADULT_SPLITS = ("train", "test", "all")
+_ADULT_MISSING = ("category", "drop")
+
+
+def _parse_adult(path: Path) -> Tuple[List[List[str]], List[int]]:
+    rows: List[List[str]] = []
+    labels: List[int] = []
+    n_fields = len(_ADULT_ATTRIBUTES) + 1
+    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("|"):  # blank tail, adult.test's "|1x3 Cross validator"
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) != n_fields:
+            raise ValueError(f"{path}:{lineno}: expected {n_fields} comma-separated fields, "
+                             f"got {len(fields)}")
+        label = fields[-1].rstrip(".")  # adult.test writes '<=50K.'
+        if label == ">50K":
+            labels.append(1)
+        elif label == "<=50K":
+            labels.append(0)
+        else:
+            raise ValueError(f"{path}:{lineno}: unknown income label {fields[-1]!r}")
+        rows.append(fields[:-1])
+    return rows, labels
+
+
+def load_adult(*, data_dir: Any = None, split: str = "train", missing: str = "category") -> Dataset:
+    """UCI Adult (census income > 50K).
+
+    ``split``: ``"train"`` (default: adult.data, 32,561 rows, the size the
+    HDP-VFL paper reports), ``"test"`` (adult.test, 16,281 rows) or ``"all"``
+    (both, 48,842 rows). ``missing``: ``"category"`` (default) encodes the
+    unknown value '?' of workclass, occupation and native-country as its own
+    one-hot column, keeping every row; ``"drop"`` removes rows with any '?'
+    (30,162 training rows) and has no '?' columns.
+
+    14 attributes: 6 numeric (raw values; scaling is per party, in
+    :func:`vflsec.data.vertical_split`) and 8 categorical, one-hot encoded with
+    the category lists of adult.names (105 columns, 108 with ``missing="category"``).
+    ``y``: 1 for income > 50K.
+    """
+    if split not in _ADULT_SPLITS:
+        raise ValueError(f"split must be one of {_ADULT_SPLITS}, got {split!r}")
+    if missing not in _ADULT_MISSING:
+        raise ValueError(f"missing must be one of {_ADULT_MISSING}, got {missing!r}")
+    files = {"train": ["adult.data"], "test": ["adult.test"], "all": ["adult.data", "adult.test"]}[split]
+    rows: List[List[str]] = []
+    labels: List[int] = []
+    for basename in files:
+        path = _find_file("adult", "adult", basename, data_dir)
+        r, lab = _parse_adult(path)
+        rows.extend(r)
+        labels.extend(lab)
+    if missing == "drop":
+        keep = [i for i, r in enumerate(rows) if "?" not in r]
+        rows = [rows[i] for i in keep]
+        labels = [labels[i] for i in keep]
+
+    feature_names: List[str] = []
+    attributes: List[Tuple[str, Tuple[int, ...]]] = []
+    blocks: List[np.ndarray] = []
+    columns = list(zip(*rows)) if rows else [()] * len(_ADULT_ATTRIBUTES)
+    for a, (attr, categories) in enumerate(_ADULT_ATTRIBUTES):
+        values = columns[a]
+        start = len(feature_names)
+        if categories is None:
+            try:
+                block = np.array([float(v) for v in values], dtype=np.float64).reshape(-1, 1)
+            except ValueError:
+                raise ValueError(f"adult: non-numeric value in numeric attribute {attr!r}") from None
+            feature_names.append(attr)
+        else:
+            levels = list(categories)
+            if missing == "category" and attr in _ADULT_MAY_BE_MISSING:
+                levels.append("?")
+            index = {c: j for j, c in enumerate(levels)}
+            codes = np.empty(len(values), dtype=np.int64)
+            for i, v in enumerate(values):
+                if v not in index:
+                    raise ValueError(f"adult: unexpected value {v!r} for attribute {attr!r}")
+                codes[i] = index[v]
+            block = np.zeros((len(values), len(levels)), dtype=np.float64)
+            block[np.arange(len(values)), codes] = 1.0
+            feature_names.extend(f"{attr}={c}" for c in levels)
+        blocks.append(block)
+        attributes.append((attr, tuple(range(start, len(feature_names)))))
+    return Dataset(
+        X=np.ascontiguousarray(np.hstack(blocks)),
+        y=np.asarray(labels, dtype=np.int64),
+        feature_names=tuple(feature_names),
+        attributes=tuple(attributes),
+        name="adult",
+    )
+
+
+# --------------------------------------------------------------------- credit
+
+_CREDIT_LABEL = "default.payment.next.month"
+
+
+def load_credit(*, data_dir: Any = None) -> Dataset:
+    """Default of credit card clients (Taiwan), 30,000 rows.
+
+    ``ID`` is dropped; the 23 remaining columns are numeric attributes taken
+    as they are (SEX, EDUCATION, MARRIAGE and PAY_* are integer codes, kept as
+    numbers as in the HDP-VFL experiments). ``y``: ``default.payment.next.month``.
+    """
+    path = _find_file("credit", "credit_default", "UCI_Credit_Card.csv", data_dir)
+    reader = csv.reader(io.StringIO(_read_text(path)))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise ValueError(f"{path}: empty file") from None
+    if _CREDIT_LABEL not in header:
+        raise ValueError(f"{path}: no {_CREDIT_LABEL!r} column in the header")
+    label_col = header.index(_CREDIT_LABEL)
+    feature_cols = [j for j, h in enumerate(header) if j != label_col and h != "ID"]
+    data = []
+    for lineno, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise ValueError(f"{path}:{lineno}: expected {len(header)} fields, got {len(row)}")
+        try:
+            data.append([float(v) for v in row])
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: non-numeric value") from None
+    table = np.asarray(data, dtype=np.float64).reshape(-1, len(header))
+    y = table[:, label_col]
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError(f"{path}: labels in {_CREDIT_LABEL!r} must be 0 or 1")
+    names = tuple(header[j] for j in feature_cols)
+    return Dataset(
+        X=np.ascontiguousarray(table[:, feature_cols]),
+        y=y.astype(np.int64),
+        feature_names=names,
+        attributes=_one_column_attributes(names),
+        name="credit",
+    )
+
+
+# --------------------------------------------------------------------- synthetic
+
+def make_synthetic(n_samples: int = 1000, features_per_party: Sequence[int] = (5, 5), seed: int = 0) -> Dataset:
+    """A logistic model with known weights, features grouped by party.
+
+    ``X ~ N(0, I)``; true weights ``coef ~ N(0, I) * 3 / sqrt(p)`` (a
+    signal strong enough to learn, weak enough not to saturate); labels
+    ``y ~ Bernoulli(sigmoid(X coef))``. Feature ``j`` of party ``P`` is named
+    ``p<P>_x<j>``; each feature is its own attribute, so
+    ``vertical_split(ds, list(features_per_party))`` recovers the parties.
+    """
+    n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
+    if isinstance(features_per_party, (str, bytes)) or not hasattr(features_per_party, "__iter__"):
+        raise TypeError("features_per_party must be a sequence of positive ints")
+    counts = [check_positive_int(c, f"features_per_party[{i}]") for i, c in enumerate(features_per_party)]
+    if not counts:
+        raise ValueError("features_per_party must name at least one party")
+    seed = check_positive_int(seed, "seed", minimum=0)
+    rng = np.random.default_rng(seed)
+    p = sum(counts)
+    X = rng.standard_normal((n_samples, p))
+    coef = rng.standard_normal(p) * (3.0 / np.sqrt(p))
+    prob = 1.0 / (1.0 + np.exp(-(X @ coef)))
+    y = (rng.random(n_samples) < prob).astype(np.int64)
+    names = tuple(f"p{party}_x{j}" for party, c in enumerate(counts) for j in range(c))
+    return Dataset(X=X, y=y, feature_names=names, attributes=_one_column_attributes(names),
+                   name="synthetic", coef=coef)
+
+
+# --------------------------------------------------------------------- dispatch
+
+def load_dataset(name: str, *, data_dir: Any = None, **kw: Any) -> Dataset:
+    """Load ``"breast"``, ``"adult"``, ``"credit"`` or ``"synthetic"`` by name.
+
+    ``data_dir`` is used by the file-backed datasets (adult, credit); extra
+    keywords go to the loader (e.g. ``split=`` for adult, ``n_samples=`` for
+    synthetic).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {type(name).__name__}")
+    if name == "breast":
+        loader, takes_dir = load_breast, False
+    elif name == "adult":
+        loader, takes_dir = load_adult, True
+    elif name == "credit":
+        loader, takes_dir = load_credit, True
+    elif name == "synthetic":
+        loader, takes_dir = make_synthetic, False
+    else:
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
+    if takes_dir:
+        return loader(data_dir=data_dir, **kw)
+    return loader(**kw)  # breast and synthetic need no files; data_dir is not used

@@ -1,0 +1,24 @@
+"""Differential-privacy calibration for vertical GLMs (HDP-VFL).
+
+* :mod:`.gaussian` -- Gaussian mechanism sigma: classic (Dwork & Roth) and
+  analytic (Balle & Wang 2018), and the exact delta curve.
+* :mod:`.sensitivity` -- HDP-VFL Lemma 3 / Lemma 4 sensitivities.
+* :mod:`.losses` -- GLM losses, their theta-derivatives and constants.
+"""
+from .gaussian import GAUSSIAN_METHODS, PrivacyWarning, gaussian_delta, gaussian_sigma
+from .losses import LOSSES, LossConstants, loss_constants, loss_gradient, loss_value
+from .sensitivity import HDPSensitivities, hdp_sensitivities
+
+__all__ = [
+    "GAUSSIAN_METHODS",
+    "HDPSensitivities",
+    "LOSSES",
+    "LossConstants",
+    "PrivacyWarning",
+    "gaussian_delta",
+    "gaussian_sigma",
+    "hdp_sensitivities",
+    "loss_constants",
+    "loss_gradient",
+    "loss_value",
+]

@@ -1,0 +1,39 @@
+"""Vertical generalized linear models: party programs, protocols, estimator.
+
+Framework: :mod:`.job` (the job / party-program contract),
+:mod:`.registry` (protocol name -> role programs), :mod:`.runner`
+(``run_job``: one thread per party over an in-memory hub).
+
+Protocols: ``"plain"`` (:mod:`.plain`, IRs in the clear) and ``"hdp"``
+(:mod:`.hdp`, HDP-VFL), both on the IR-exchange loop of :mod:`.ir_exchange`.
+Adding a protocol: write a module ``vflsec/glm/<name>.py`` whose role
+programs follow :mod:`.job` and that calls
+``register_protocol("<name>", {"active": ..., "passive": ...,
+"coordinator": ...})`` at import; :func:`get_protocol` imports it on first
+use, and ``VerticalLogisticRegression(protection="<name>")`` runs it (with a
+party named "coordinator" when the protocol has that role).
+
+Estimator: :class:`VerticalLogisticRegression` (:mod:`.estimator`).
+"""
+from .job import GLMJob, PartyData, PartyResult, PhaseClock, batch_indices
+from .registry import Protocol, available_protocols, get_protocol, register_protocol
+from .runner import JobResult, PartyError, run_job
+from . import hdp, plain  # noqa: F401  (registers the built-in protocols)
+from .estimator import VerticalLogisticRegression
+
+__all__ = [
+    "GLMJob",
+    "JobResult",
+    "PartyData",
+    "PartyError",
+    "PartyResult",
+    "PhaseClock",
+    "Protocol",
+    "VerticalLogisticRegression",
+    "available_protocols",
+    "batch_indices",
+    "get_protocol",
+    "register_protocol",
+    "run_job",
+]
+

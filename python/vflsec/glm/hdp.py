@@ -1,0 +1,166 @@
+"""Protocol "hdp": HDP-VFL (Algorithm 1), Gaussian noise on every released IR.
+
+Every passive party adds ``N(0, sigma_B^2)`` to ``X_B[s] w_B`` before sending
+it; the active party adds ``N(0, sigma_A^2)`` to ``IR_A`` before sending it
+(its own gradient uses the un-noised ``IR_A``). The sigmas protect the whole
+sequence of IRs released during training: sensitivities from Lemmas 3 and 4
+with ``T = epochs * ceil(n / b)`` steps, calibrated to one
+``(epsilon, delta)`` by ``vflsec.dp.gaussian_sigma`` ("analytic" by default,
+"classic" reproduces the paper and is valid only for epsilon < 1).
+
+Requirements enforced here because the guarantee depends on them: a finite
+clip ``k``; every row of every party's block has ``||x_i||_2 <= 1``; labels
+within the loss's bounds (least squares: ``|y| <= 3``; Poisson: the public
+``job.y_max``); a non-expansive step (``lr <= 2 / beta_theta``, and
+``2 / (beta_theta + lam)`` with the L2 penalty). For Poisson the active
+party clips ``theta`` to ``+-(number of parties) * k`` before the loss
+derivative, as the Poisson constants require. ``job.noise=False`` is a testing aid that turns
+the noise off (the run then equals "plain"); it gives no privacy.
+
+Time spent sampling noise is reported as the "crypto" phase (the cost of
+the protection mechanism).
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from .ir_exchange import active_program, passive_program
+from .job import GLMJob, PhaseClock
+from .registry import register_protocol
+
+__all__ = [
+    "PROTOCOL",
+    "ROW_NORM_TOLERANCE",
+    "check_labels",
+    "check_row_norms",
+    "hdp_noise_scales",
+    "hdp_sensitivities_for",
+]
+
+# Rows scaled to unit norm in floating point may exceed 1 by a few ulps.
+ROW_NORM_TOLERANCE = 1e-9
+
+
+def hdp_sensitivities_for(job: GLMJob):
+    """Lemma 3/4 sensitivities (``vflsec.dp.HDPSensitivities``) of ``job``'s
+    IR sequences, after checking the conditions the lemmas assume."""
+    from ..dp import hdp_sensitivities
+
+    if job.k is None:
+        raise ValueError("protocol 'hdp' needs a finite weight clip k > 0 (the sensitivity depends on it)")
+    extra = {}
+    if job.loss == "poisson":
+        if job.y_max is None:
+            raise ValueError("protocol 'hdp' with loss 'poisson' needs the public label bound y_max")
+        extra = dict(y_max=job.y_max, n_parties=1 + len(job.passives))
+    sens = hdp_sensitivities(
+        loss=job.loss,
+        lr=job.lr,
+        epochs=job.epochs,
+        steps=job.total_steps,
+        batch_size=job.batch_size,
+        k=job.k,
+        **extra,
+    )
+    beta = sens.constants.beta_theta
+    if job.penalty == "l2" and job.lr > 2.0 / (beta + job.lam):
+        # The L2 step is a gradient step on loss + lam/2 |w|^2 (smoothness
+        # beta + lam); the lemmas need it non-expansive. (L1 / elastic-net
+        # proximal steps are non-expansive whenever lr <= 2 / beta.)
+        raise ValueError(
+            f"lr={job.lr} exceeds 2 / (beta_theta + lam) = {2.0 / (beta + job.lam):g} for loss "
+            f"{job.loss!r} with the L2 penalty; the HDP-VFL sensitivity bounds do not hold"
+        )
+    return sens
+
+
+def hdp_noise_scales(job: GLMJob) -> Dict[str, float]:
+    """Public noise parameters of ``job``: ``sensitivity_active``,
+    ``sensitivity_passive``, ``sigma_active``, ``sigma_passive`` (sigmas are
+    reported even when ``job.noise`` is False)."""
+    from ..dp import gaussian_sigma
+
+    sens = hdp_sensitivities_for(job)
+    return {
+        "sensitivity_active": float(sens.active),
+        "sensitivity_passive": float(sens.passive),
+        "sigma_active": float(gaussian_sigma(job.epsilon, job.delta, sens.active, method=job.calibration)),
+        "sigma_passive": float(gaussian_sigma(job.epsilon, job.delta, sens.passive, method=job.calibration)),
+    }
+
+
+def check_labels(job: GLMJob, y: np.ndarray, constants) -> None:
+    """ValueError unless the labels respect the bound the loss constants assume."""
+    if job.loss == "least_squares" and float(np.max(np.abs(y))) > constants.k_y:
+        raise ValueError(
+            f"HDP-VFL least squares assumes standardized targets with |y| <= k_y = {constants.k_y:g}; "
+            f"got max |y| = {float(np.max(np.abs(y))):.6g} (standardize and clip the targets)"
+        )
+    if job.loss == "poisson" and float(np.max(y)) > job.y_max:
+        raise ValueError(f"labels exceed the public bound y_max={job.y_max:g} (max y = {float(np.max(y)):g})")
+
+
+def check_row_norms(X: np.ndarray, party: str) -> None:
+    """ValueError unless every row of ``X`` has L2 norm <= 1."""
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    worst = float(norms.max()) if norms.size else 0.0
+    if worst > 1.0 + ROW_NORM_TOLERANCE:
+        raise ValueError(
+            f"HDP-VFL needs ||x_i||_2 <= 1 for every row; party {party!r} has a row of norm "
+            f"{worst:.6g}. Scale each party's rows first (e.g. VerticalLogisticRegression("
+            "row_norm='clip'))"
+        )
+
+
+def _noise_generator(job: GLMJob, party: str):
+    from ..kernels import NoiseGenerator
+
+    if job.noise_seed is None:
+        return NoiseGenerator()  # OS-entropy CSPRNG
+    # Distinct, reproducible stream per party from one public test seed.
+    state = np.random.SeedSequence([int(job.noise_seed), job.parties.index(party)]).generate_state(1, np.uint64)
+    return NoiseGenerator(int(state[0]) & ((1 << 63) - 1))
+
+
+def _release(job: GLMJob, party: str, sigma: float, clock: PhaseClock):
+    if not job.noise:
+        return lambda ir: ir
+    from ..kernels import gaussian_noise
+
+    generator = _noise_generator(job, party)
+
+    def release(ir: np.ndarray) -> np.ndarray:
+        with clock.crypto():
+            noise = gaussian_noise(ir.shape, sigma, dtype="float64", generator=generator)
+        return ir + np.asarray(noise)
+
+    return release
+
+
+def hdp_active(endpoint, job, data):
+    clock = PhaseClock()
+    X, y = data.checked(job, endpoint.name, needs_labels=True)
+    check_row_norms(X, endpoint.name)
+    constants = hdp_sensitivities_for(job).constants
+    check_labels(job, y, constants)
+    scales = hdp_noise_scales(job)
+    release = _release(job, endpoint.name, scales["sigma_active"], clock)
+    return active_program(
+        endpoint, job, data, release=release, clock=clock, info=scales, X=X, y=y,
+        theta_bound=constants.theta_bound,
+    )
+
+
+def hdp_passive(endpoint, job, data):
+    clock = PhaseClock()
+    X, _ = data.checked(job, endpoint.name, needs_labels=False)
+    check_row_norms(X, endpoint.name)
+    scales = hdp_noise_scales(job)
+    release = _release(job, endpoint.name, scales["sigma_passive"], clock)
+    return passive_program(endpoint, job, data, release=release, clock=clock, info=scales, X=X)
+
+
+PROTOCOL = {"active": hdp_active, "passive": hdp_passive}
+register_protocol("hdp", PROTOCOL, replace=True)

@@ -1,0 +1,310 @@
+"""The contract between a vertical GLM training job and its party programs.
+
+A training run is described by one :class:`GLMJob`, agreed by every party at
+the start (it holds only public parameters). Each party then runs its
+*role program*::
+
+    program(endpoint: Channel, job: GLMJob, data: PartyData | None) -> PartyResult
+
+* ``endpoint`` is the party's only link to the others (see
+  :mod:`vflsec.federation.channel`); a program never touches another party's
+  objects.
+* ``data`` holds only this party's rows: ``X`` (and ``y`` for the active
+  party); the coordinator gets ``None``. Rows are already aligned across
+  parties (entity resolution happened before).
+* The mini-batch schedule is a pure function of public job fields
+  (:meth:`GLMJob.batches`), so every party computes the same indices without
+  talking.
+* The result carries this party's own weight block (``coef``), its
+  per-epoch history, and wall time split into compute / crypto / messaging
+  (:class:`PhaseClock`).
+
+Role names are ``"active"`` (labels + features), ``"passive"`` (features
+only; one or more) and ``"coordinator"`` (no data; key holder for HE
+protocols). Protocols register their role programs by name in
+:mod:`vflsec.glm.registry`.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from .._arrays import as_float_array, check_positive_int, check_real
+
+__all__ = [
+    "CALIBRATIONS",
+    "LOSSES",
+    "PENALTIES",
+    "GLMJob",
+    "PartyData",
+    "PartyResult",
+    "PhaseClock",
+    "batch_indices",
+]
+
+LOSSES = ("logistic", "least_squares", "svm", "poisson")
+PENALTIES = ("l2", "l1", "elasticnet")
+CALIBRATIONS = ("analytic", "classic")
+# Losses whose labels are y in {-1, +1}.
+SIGNED_LABEL_LOSSES = ("logistic", "svm")
+
+
+def batch_indices(n_samples: int, batch_size: int, seed: int, epoch: int) -> List[np.ndarray]:
+    """Mini-batches of one epoch: a permutation of ``range(n_samples)`` drawn
+    from ``(seed, epoch)``, cut into ``ceil(n / batch_size)`` consecutive
+    chunks (the last one may be smaller)."""
+    rng = np.random.default_rng([int(seed), int(epoch)])
+    order = rng.permutation(n_samples)
+    return [order[start:start + batch_size] for start in range(0, n_samples, batch_size)]
+
+
+def _check_name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{what} must be a non-empty str, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class GLMJob:
+    """Public parameters of one vertical GLM training run.
+
+    Parameters
+    ----------
+    protocol : registered protocol name ("plain", "hdp", "paillier", ...).
+    n_samples : number of aligned training rows.
+    loss : "logistic" (y in {-1, +1}), "least_squares", "svm" (L2-loss SVM,
+        y in {-1, +1}) or "poisson".
+    penalty, lam, mu : "l2" (w - lr (g + lam w)), "l1" (proximal
+        soft-threshold) or "elasticnet" (soft-threshold then divide by
+        1 + lr lam mu).
+    lr, epochs, batch_size : gradient step, passes over the data, mini-batch
+        size ``b``. Gradients are ``IR^T X[s] / b`` with the nominal ``b``
+        also for a smaller last batch (Algorithm 1's formula; it keeps the
+        per-sample influence at most ``lr / b``, which the DP sensitivity
+        bounds assume).
+    k : weight-norm clip, ``w <- w / max(1, ||w|| / k)`` after each update;
+        ``None`` or ``math.inf`` disables clipping (not allowed for "hdp").
+    seed : seed of the mini-batch order (public, shared by all parties).
+    active, passives, coordinator : party names.
+    epsilon, delta, calibration : DP budget of the whole run and the
+        Gaussian calibration ("analytic" Balle-Wang, or "classic" Dwork-Roth
+        as in the paper) -- used by DP protocols.
+    noise : False turns DP noise off. A testing aid only (it makes "hdp"
+        compute exactly what "plain" computes); never use it for privacy.
+    noise_seed : None draws noise from the OS-entropy CSPRNG (the only
+        setting with a privacy guarantee); an int makes noise reproducible.
+    y_max : public bound on the labels, ``0 <= y <= y_max`` (Poisson counts);
+        the "hdp" sensitivity for loss "poisson" needs it.
+    key_bits : key size for HE protocols.
+    options : protocol-specific public options (e.g. CKKS parameters); values
+        are int, float, str, bool, None or a list of numbers (kept as a tuple).
+    """
+
+    protocol: str
+    n_samples: int
+    loss: str = "logistic"
+    penalty: str = "l2"
+    lam: float = 0.001
+    mu: float = 1.0
+    lr: float = 0.1
+    epochs: int = 10
+    batch_size: int = 64
+    k: Optional[float] = 1.0
+    seed: int = 0
+    active: str = "active"
+    passives: Tuple[str, ...] = ("passive",)
+    coordinator: Optional[str] = None
+    epsilon: float = 1.0
+    delta: float = 0.01
+    calibration: str = "analytic"
+    noise: bool = True
+    noise_seed: Optional[int] = None
+    y_max: Optional[float] = None
+    key_bits: int = 3072
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        _check_name(self.protocol, "protocol")
+        set_("n_samples", check_positive_int(self.n_samples, "n_samples"))
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
+        if self.penalty not in PENALTIES:
+            raise ValueError(f"penalty must be one of {PENALTIES}, got {self.penalty!r}")
+        set_("lam", check_real(self.lam, "lam", low=0.0))
+        set_("mu", check_real(self.mu, "mu", low=0.0))
+        set_("lr", check_real(self.lr, "lr", low=0.0, low_inclusive=False))
+        set_("epochs", check_positive_int(self.epochs, "epochs"))
+        set_("batch_size", check_positive_int(self.batch_size, "batch_size"))
+        if self.batch_size > self.n_samples:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must not exceed n_samples ({self.n_samples})"
+            )
+        if self.k is not None:
+            if isinstance(self.k, bool) or not isinstance(self.k, numbers.Real):
+                raise TypeError(f"k must be a real number or None, got {type(self.k).__name__}")
+            k = float(self.k)
+            if math.isnan(k) or k <= 0:
+                raise ValueError(f"k must be > 0 (or None / inf for no clipping), got {self.k}")
+            set_("k", None if math.isinf(k) else k)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
+            raise TypeError(f"seed must be a non-negative int, got {self.seed!r}")
+        _check_name(self.active, "active")
+        passives = self.passives
+        if isinstance(passives, str):
+            raise TypeError("passives must be a sequence of party names, not a str")
+        passives = tuple(_check_name(p, "passive party name") for p in passives)
+        if not passives:
+            raise ValueError("at least one passive party is required")
+        set_("passives", passives)
+        if self.coordinator is not None:
+            _check_name(self.coordinator, "coordinator")
+        names = self.parties
+        if len(set(names)) != len(names):
+            raise ValueError(f"party names must be distinct, got {names}")
+        set_("epsilon", check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False))
+        set_("delta", check_real(self.delta, "delta", low=0.0, low_inclusive=False,
+                                 high=1.0, high_inclusive=False))
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
+        if not isinstance(self.noise, bool):
+            raise TypeError(f"noise must be a bool, got {type(self.noise).__name__}")
+        if self.noise_seed is not None and (
+            isinstance(self.noise_seed, bool) or not isinstance(self.noise_seed, numbers.Integral)
+        ):
+            raise TypeError(f"noise_seed must be an int or None, got {type(self.noise_seed).__name__}")
+        if self.y_max is not None:
+            set_("y_max", check_real(self.y_max, "y_max", low=0.0, low_inclusive=False))
+        set_("key_bits", check_positive_int(self.key_bits, "key_bits", minimum=8))
+        if not isinstance(self.options, Mapping):
+            raise TypeError(f"options must be a mapping, got {type(self.options).__name__}")
+        options = {}
+        for key, value in self.options.items():
+            if isinstance(value, (list, tuple)) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+            ):
+                value = tuple(value)
+            elif not isinstance(value, (bool, int, float, str, type(None))):
+                raise TypeError(
+                    f"options[{key!r}] must be an int, float, str, bool, None or a list of numbers"
+                )
+            if not isinstance(key, str):
+                raise TypeError(f"options keys must be str, got {key!r}")
+            options[key] = value
+        set_("options", options)
+
+    @property
+    def parties(self) -> Tuple[str, ...]:
+        """All party names: active, passives, then the coordinator if any."""
+        extra = (self.coordinator,) if self.coordinator is not None else ()
+        return (self.active, *self.passives, *extra)
+
+    def role_of(self, party: str) -> str:
+        if party == self.active:
+            return "active"
+        if party in self.passives:
+            return "passive"
+        if party == self.coordinator:
+            return "coordinator"
+        raise ValueError(f"{party!r} is not a party of this job {self.parties}")
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """``r = ceil(n / b)``."""
+        return -(-self.n_samples // self.batch_size)
+
+    @property
+    def total_steps(self) -> int:
+        """``T = epochs * ceil(n / b)``."""
+        return self.epochs * self.steps_per_epoch
+
+    def batches(self) -> Iterator[Tuple[int, int, np.ndarray]]:
+        """``(epoch, step_in_epoch, row_indices)`` for the whole run."""
+        for epoch in range(self.epochs):
+            for step, idx in enumerate(batch_indices(self.n_samples, self.batch_size, self.seed, epoch)):
+                yield epoch, step, idx
+
+
+@dataclass
+class PartyData:
+    """One party's private training data: its feature block ``X`` (rows
+    aligned with every other party) and, for the active party, ``y``."""
+
+    X: Any
+    y: Any = None
+
+    def checked(self, job: GLMJob, party: str, *, needs_labels: bool) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+        """``(X, y)`` as validated float64 arrays; raises ValueError/TypeError
+        naming ``party`` on NaN/inf, wrong shapes or a row count different
+        from ``job.n_samples``."""
+        X, _ = as_float_array(self.X, f"X of party {party!r}", ndim=2, dtype=np.float64)
+        if X.shape[0] != job.n_samples:
+            raise ValueError(
+                f"party {party!r} has {X.shape[0]} rows, the job has n_samples={job.n_samples}"
+            )
+        if not needs_labels:
+            if self.y is not None:
+                raise ValueError(f"party {party!r} is not the active party but holds labels")
+            return X, None
+        if self.y is None:
+            raise ValueError(f"the active party {party!r} has no labels (y is None)")
+        y, _ = as_float_array(self.y, f"y of party {party!r}", ndim=1, dtype=np.float64)
+        if y.shape[0] != job.n_samples:
+            raise ValueError(f"y of party {party!r} has {y.shape[0]} entries, expected {job.n_samples}")
+        if job.loss in SIGNED_LABEL_LOSSES and not np.all(np.abs(y) == 1.0):
+            raise ValueError(f"loss {job.loss!r} needs labels y in {{-1, +1}}")
+        if job.loss == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
+            raise ValueError("loss 'poisson' needs non-negative integer counts y")
+        return X, y
+
+
+@dataclass
+class PartyResult:
+    """What one party program returns.
+
+    ``coef`` is this party's own weight block (None for a coordinator);
+    ``history`` maps a metric name to one value per epoch (the active party
+    records ``loss`` and, for classification losses, ``accuracy``);
+    ``timings`` has ``compute``, ``crypto``, ``messaging`` and ``total``
+    seconds; ``info`` holds public protocol facts (e.g. noise sigmas).
+    """
+
+    party: str
+    role: str
+    coef: Optional[np.ndarray]
+    history: Dict[str, List[float]] = field(default_factory=dict)
+    timings: Dict[str, float] = field(default_factory=dict)
+    info: Dict[str, Any] = field(default_factory=dict)
+
+
+class PhaseClock:
+    """Splits a party program's wall time into compute / crypto / messaging.
+
+    Messaging is the endpoint's time inside send/recv (including waiting for
+    peers); crypto is time inside ``with clock.crypto():`` blocks, which must
+    not contain channel calls; compute is the rest.
+    """
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self._crypto = 0.0
+
+    @contextmanager
+    def crypto(self):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._crypto += time.perf_counter() - start
+
+    def timings(self, endpoint) -> Dict[str, float]:
+        total = time.perf_counter() - self._start
+        messaging = float(endpoint.messaging_seconds)
+        compute = max(0.0, total - messaging - self._crypto)
+        return {"compute": compute, "crypto": self._crypto, "messaging": messaging, "total": total}

@@ -1,0 +1,97 @@
+"""Registry of vertical GLM protocols: name -> role programs.
+
+A protocol module registers itself at import::
+
+    register_protocol("plain", {"active": active_program, "passive": passive_program})
+
+Roles are "active", "passive" and optionally "coordinator"; each program
+follows the contract of :mod:`vflsec.glm.job`. A protocol with a
+"coordinator" role needs ``job.coordinator`` set; one without refuses it.
+
+:func:`get_protocol` imports ``vflsec.glm.<name>`` on first use of an
+unregistered name, so a protocol module in this package (e.g. ``paillier``,
+``ckks``) is found without being imported explicitly.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+from dataclasses import dataclass
+from typing import Callable, Dict, Mapping, Optional, Tuple
+
+__all__ = ["ROLES", "Protocol", "available_protocols", "get_protocol", "register_protocol"]
+
+ROLES = ("active", "passive", "coordinator")
+# Modules of this package that define protocols (imported lazily by name).
+_BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks")
+
+PartyProgram = Callable[..., object]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    name: str
+    roles: Mapping[str, PartyProgram]
+
+    @property
+    def needs_coordinator(self) -> bool:
+        return "coordinator" in self.roles
+
+
+_REGISTRY: Dict[str, Protocol] = {}
+_LOCK = threading.Lock()
+
+
+def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: bool = False) -> Protocol:
+    """Register role programs under ``name``; ``replace=True`` overrides an
+    existing registration (otherwise that is a ValueError)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"protocol name must be a non-empty str, got {name!r}")
+    if not isinstance(roles, Mapping):
+        raise TypeError(f"roles must be a mapping role -> program, got {type(roles).__name__}")
+    missing = {"active", "passive"} - set(roles)
+    if missing:
+        raise ValueError(f"protocol {name!r} lacks role programs for {sorted(missing)}")
+    for role, program in roles.items():
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r} in protocol {name!r}; roles are {ROLES}")
+        if not callable(program):
+            raise TypeError(f"program for role {role!r} of protocol {name!r} is not callable")
+    protocol = Protocol(name, dict(roles))
+    with _LOCK:
+        if name in _REGISTRY and not replace:
+            raise ValueError(f"protocol {name!r} is already registered")
+        _REGISTRY[name] = protocol
+    return protocol
+
+
+def get_protocol(name: str) -> Protocol:
+    """The registered protocol ``name`` (ValueError listing the known ones)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"protocol name must be a non-empty str, got {name!r}")
+    with _LOCK:
+        found: Optional[Protocol] = _REGISTRY.get(name)
+    if found is None and name.isidentifier():
+        try:
+            importlib.import_module(f"{__package__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{name}":
+                raise
+        with _LOCK:
+            found = _REGISTRY.get(name)
+    if found is None:
+        raise ValueError(f"unknown protocol {name!r}; available: {list(available_protocols())}")
+    return found
+
+
+def available_protocols() -> Tuple[str, ...]:
+    """Names of registered protocols (after importing this package's
+    protocol modules that are present)."""
+    for module in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(f"{__package__}.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{module}":
+                raise
+    with _LOCK:
+        return tuple(sorted(_REGISTRY))
