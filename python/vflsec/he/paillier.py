@@ -65,15 +65,15 @@ class WeakKeyWarning(UserWarning):
     """A key below 128-bit security was requested (allowed for comparisons)."""
 
 
-def check_key_bits(key_bits: Any) -> int:
-    """Validate a Paillier modulus size: >= 2048 bits; below 3072 warns."""
+def check_key_bits(key_bits: Any, *, warn: bool = True) -> int:
+    """Validate a Paillier modulus size: >= 2048 bits; below 3072 warns (unless ``warn=False``)."""
     key_bits = check_positive_int(key_bits, "key_bits")
     if key_bits < MIN_KEY_BITS:
         raise ValueError(
             f"key_bits={key_bits} is insecure; Paillier keys need at least {MIN_KEY_BITS} bits "
             f"({DEFAULT_KEY_BITS} for 128-bit security)"
         )
-    if key_bits < DEFAULT_KEY_BITS:
+    if warn and key_bits < DEFAULT_KEY_BITS:
         warnings.warn(
             f"key_bits={key_bits} gives about 112-bit security; use {DEFAULT_KEY_BITS} for 128-bit "
             "(smaller keys are allowed to compare with FATE and the HDP-VFL paper)",
