@@ -1,0 +1,143 @@
+"""Protocol "ckks": HE-VFL (Hardy et al. 2017) with CKKS (TenSEAL).
+
+The flow is :mod:`.he_vfl`'s; this module supplies the scheme. The
+coordinator creates the CKKS context and sends every party the public
+context (public and Galois keys, no secret key). A batch vector is one
+ciphertext per 4096 rows; the gradient is the packed vector-matrix product of
+:class:`vflsec.he.ckks.CKKSEncryptedVector` with the plaintext features
+scaled by alpha / b, so the decrypted values are gradient-sized. A party adds
+a fresh encryption of a mask uniform on [-2^16, 2^16] before sending for
+decryption; the coordinator adds flooding noise of
+``vflsec.he.ckks.flooding_sigma`` (``flooding_bits`` above the CKKS error
+bound) to everything it returns. ``job.key_bits`` is not used.
+
+``job.options`` (all public): ``ckks_poly_modulus_degree`` (8192),
+``ckks_coeff_mod_bit_sizes`` ((60, 40, 40, 60)), ``ckks_scale_bits`` (40),
+``flooding_bits`` (6; the coordinator's setting), ``encrypted_loss`` (True).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from ..he import ckks as _ckks
+from . import he_vfl
+from .registry import register_protocol
+
+__all__ = ["CKKSKeyHolder", "CKKSScheme", "PROTOCOL", "ckks_parameters", "flooding_bits"]
+
+
+def ckks_parameters(job) -> _ckks.CKKSParameters:
+    options = job.options
+    defaults = _ckks.CKKSParameters()
+    return _ckks.CKKSParameters(
+        poly_modulus_degree=options.get("ckks_poly_modulus_degree", defaults.poly_modulus_degree),
+        coeff_mod_bit_sizes=tuple(options.get("ckks_coeff_mod_bit_sizes", defaults.coeff_mod_bit_sizes)),
+        scale_bits=options.get("ckks_scale_bits", defaults.scale_bits),
+    )
+
+
+def flooding_bits(job) -> int:
+    bits = job.options.get("flooding_bits", _ckks.DEFAULT_FLOODING_BITS)
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits < 0:
+        raise ValueError(f"options['flooding_bits'] must be an int >= 0, got {bits!r}")
+    return bits
+
+
+class CKKSScheme(he_vfl.PartyScheme):
+    name = "ckks"
+
+    def __init__(self, payload: Any, job):
+        self.context = _ckks.CKKSPublicContext.from_bytes(payload, ckks_parameters(job))
+
+    def encrypt(self, values: np.ndarray):
+        return self.context.encrypt(values, full_slots=True)
+
+    def encrypt_scalar_for_loss(self, value: float):
+        return self.context.encrypt([value])
+
+    def dumps(self, enc) -> bytes:
+        return enc.to_bytes()
+
+    def loads(self, data: Any):
+        return self.context.vector_from_bytes(data)
+
+    def add(self, a, b):
+        return a + b
+
+    def add_plain(self, enc, values: np.ndarray):
+        # A fresh encryption, not a plaintext: the receiver of the result must
+        # not be able to subtract the ciphertext it sent and read the values.
+        return enc.add_fresh(values)
+
+    def masked_dot(self, enc, X: np.ndarray, factor: float) -> Tuple[bytes, Any]:
+        product = enc.dot(X * factor)
+        mask = _ckks.secure_uniform(X.shape[1], _ckks.DEFAULT_MASK_BOUND)
+        return product.add_fresh(mask).to_bytes(), mask
+
+    def unmask(self, reply: Any, state: Any, size: int) -> np.ndarray:
+        values = np.asarray(reply, dtype=np.float64)
+        if values.shape != (size,):
+            raise ValueError(f"coordinator returned shape {values.shape}, expected ({size},)")
+        return values - state
+
+    def loss_term(self, enc_u, coef: np.ndarray, enc_extra):
+        return enc_u.dot(coef[:, None]) + enc_extra
+
+    def info(self) -> Dict[str, Any]:
+        params = self.context.params
+        return {"scheme": self.name, "poly_modulus_degree": params.poly_modulus_degree,
+                "coeff_mod_bit_sizes": list(params.coeff_mod_bit_sizes), "scale_bits": params.scale_bits}
+
+
+class CKKSKeyHolder(he_vfl.KeyHolder):
+    name = "ckks"
+
+    def __init__(self, job):
+        self.secret = _ckks.CKKSSecretContext(ckks_parameters(job))
+        self.flooding_bits = flooding_bits(job)
+
+    def public_payload(self) -> bytes:
+        return self.secret.public_context_bytes()
+
+    def _decrypt(self, data: Any) -> np.ndarray:
+        return self.secret.decrypt_flooded(self.secret.vector_from_bytes(data), self.flooding_bits)
+
+    def answer_gradient(self, data: Any) -> np.ndarray:
+        return self._decrypt(data)
+
+    def decrypt_loss(self, data: Any) -> float:
+        values = self._decrypt(data)
+        if values.shape != (1,):
+            raise ValueError("the encrypted loss must be one value")
+        return float(values[0])
+
+    def info(self) -> Dict[str, Any]:
+        return {"scheme": self.name, "flooding_bits": self.flooding_bits,
+                "flooding_sigma": _ckks.flooding_sigma(self.secret.params, self.flooding_bits)}
+
+
+def _check_job(job) -> None:
+    ckks_parameters(job)
+    flooding_bits(job)
+    he_vfl.residual_model(job)
+
+
+def ckks_active(endpoint, job, data):
+    _check_job(job)
+    return he_vfl.active_program(endpoint, job, data, CKKSScheme)
+
+
+def ckks_passive(endpoint, job, data):
+    _check_job(job)
+    return he_vfl.passive_program(endpoint, job, data, CKKSScheme)
+
+
+def ckks_coordinator(endpoint, job, data=None):
+    _check_job(job)
+    return he_vfl.coordinator_program(endpoint, job, data, CKKSKeyHolder)
+
+
+PROTOCOL = {"active": ckks_active, "passive": ckks_passive, "coordinator": ckks_coordinator}
+register_protocol("ckks", PROTOCOL, replace=True)

@@ -1,0 +1,292 @@
+"""HE-VFL: vertical GLM training under additively homomorphic encryption
+(Hardy et al. 2017, the scheme FATE's HeteroLR uses), with the encryption
+scheme pluggable (:mod:`.paillier`, :mod:`.ckks` register the protocols).
+
+Parties: active A (features X_A, labels y), passive parties B_1..B_m
+(features), coordinator C (key holder, no data). With the linear residual
+d = alpha (theta + s(y)) -- the Taylor expansion of the logistic loss at 0
+(alpha = 1/4, s = -2y: d = theta/4 - y/2) or the exact least-squares
+residual (alpha = 2, s = -y) -- each step on batch rows S, |S| <= b, is:
+
+1. C sends its public key to every party once.
+2. B_k sends [[u_k]], u_k = X_k[S] w_k, to A.
+3. A forms [[d / alpha]] = sum_k [[u_k]] + (u_A + s(y)), re-randomized, and
+   sends it to every B_k.
+4. Every data party P computes [[G_P]] = [[d / alpha]]^T X_P[S] (ciphertext
+   times plaintext), adds an encrypted random mask R_P and sends
+   [[G_P + R_P]] to C; C decrypts and returns G_P + R_P (CKKS: with noise
+   flooding); P unmasks and takes g_P = alpha G_P / b (nominal b, as in
+   :mod:`.ir_exchange`), then the penalized step and norm clip of
+   :mod:`.penalties`.
+
+No party sees another's features, u_k, d or gradient in the clear; C sees
+only masked values. Optional encrypted loss (one passive party only: with
+more, theta^2 has cross terms no party can form): B also sends
+[[c2 sum u_B^2 / n]]; A accumulates [[sum_i (c1_i + 2 c2 u_A,i) u_B,i / n]]
+plus that over the epoch and C decrypts one scalar per epoch, which C and A
+learn (A adds its own plaintext part; FATE's arbiter likewise sees the loss).
+The logistic loss recorded is the Taylor approximation ln 2 - y theta/2 +
+theta^2/8. No per-sample accuracy is recorded: it would need sign(theta_i).
+
+Timings: ``crypto`` covers encryption, decryption, homomorphic operations and
+(de)serialization of ciphertexts; ``messaging`` the channel; ``compute`` the
+rest. Bytes per tag come from the channel.
+"""
+from __future__ import annotations
+
+import abc
+import math
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..federation.channel import Channel
+from .job import GLMJob, PartyData, PartyResult, PhaseClock
+from .penalties import clip_norm, penalized_step
+
+__all__ = [
+    "KeyHolder",
+    "PartyScheme",
+    "TAGS",
+    "active_program",
+    "coordinator_program",
+    "passive_program",
+    "residual_model",
+]
+
+TAG_PUBLIC_KEY = "he_public_key"
+TAG_U_PASSIVE = "he_u_passive"
+TAG_U_SQUARED = "he_u_passive_sq"
+TAG_RESIDUAL = "he_residual"
+TAG_MASKED_GRADIENT = "he_masked_gradient"
+TAG_GRADIENT = "he_gradient"
+TAG_LOSS = "he_loss"
+TAG_LOSS_VALUE = "he_loss_value"
+TAGS = (TAG_PUBLIC_KEY, TAG_U_PASSIVE, TAG_U_SQUARED, TAG_RESIDUAL, TAG_MASKED_GRADIENT,
+        TAG_GRADIENT, TAG_LOSS, TAG_LOSS_VALUE)
+
+
+class ResidualModel:
+    """d(theta, y) = alpha (theta + shift(y)); loss c0(y) + c1(y) theta + c2 theta^2."""
+
+    def __init__(self, name: str, alpha: float, shift: Callable, c0: Callable, c1: Callable, c2: float):
+        self.name, self.alpha, self.shift, self.c0, self.c1, self.c2 = name, alpha, shift, c0, c1, c2
+
+
+_RESIDUALS = {
+    # Taylor expansion of log(1 + exp(-y theta)) at theta = 0 (Hardy et al.).
+    "logistic": ResidualModel("taylor", 0.25, lambda y: -2.0 * y,
+                              lambda y: np.full_like(y, math.log(2.0)), lambda y: -0.5 * y, 0.125),
+    # (y - theta)^2: the residual 2 (theta - y) is already linear, so exact.
+    "least_squares": ResidualModel("exact", 2.0, lambda y: -y, lambda y: y * y, lambda y: -2.0 * y, 1.0),
+}
+
+
+def residual_model(job: GLMJob) -> ResidualModel:
+    try:
+        return _RESIDUALS[job.loss]
+    except KeyError:
+        raise ValueError(
+            f"protocol {job.protocol!r} supports losses {sorted(_RESIDUALS)} (a residual linear in theta); "
+            f"got {job.loss!r}"
+        ) from None
+
+
+def encrypted_loss_enabled(job: GLMJob) -> bool:
+    flag = job.options.get("encrypted_loss", True)
+    if not isinstance(flag, bool):
+        raise TypeError(f"options['encrypted_loss'] must be a bool, got {type(flag).__name__}")
+    return flag and len(job.passives) == 1
+
+
+class PartyScheme(abc.ABC):
+    """What a data party does with the key holder's public key."""
+
+    name = "he"
+
+    @abc.abstractmethod
+    def encrypt(self, values: np.ndarray) -> Any:
+        """Fresh encryption of a batch vector (the operand of :meth:`masked_dot`)."""
+
+    @abc.abstractmethod
+    def encrypt_scalar_for_loss(self, value: float) -> Any:
+        """Fresh encryption of one value that adds to :meth:`loss_term` results."""
+
+    @abc.abstractmethod
+    def dumps(self, enc: Any) -> bytes:
+        """Serialize, re-randomizing anything that is not a fresh encryption."""
+
+    @abc.abstractmethod
+    def loads(self, data: Any) -> Any:
+        ...
+
+    @abc.abstractmethod
+    def add(self, a: Any, b: Any) -> Any:
+        ...
+
+    @abc.abstractmethod
+    def add_plain(self, enc: Any, values: np.ndarray) -> Any:
+        ...
+
+    @abc.abstractmethod
+    def masked_dot(self, enc: Any, X: np.ndarray, factor: float) -> Tuple[bytes, Any]:
+        """Bytes of Enc(factor * enc^T X + R) for the key holder, and the state
+        :meth:`unmask` needs to remove R."""
+
+    @abc.abstractmethod
+    def unmask(self, reply: Any, state: Any, size: int) -> np.ndarray:
+        """factor * enc^T X from the key holder's reply."""
+
+    @abc.abstractmethod
+    def loss_term(self, enc_u: Any, coef: np.ndarray, enc_extra: Any) -> Any:
+        """Enc(coef^T u + extra)."""
+
+    def info(self) -> Dict[str, Any]:
+        return {"scheme": self.name}
+
+
+class KeyHolder(abc.ABC):
+    """The coordinator's side: key generation and decryption for others."""
+
+    name = "he"
+
+    @abc.abstractmethod
+    def public_payload(self) -> Any:
+        """The public key as a wire payload (bytes or a dict of bytes/ints)."""
+
+    @abc.abstractmethod
+    def answer_gradient(self, data: Any) -> Any:
+        """Decrypt a masked gradient; the wire payload to return."""
+
+    @abc.abstractmethod
+    def decrypt_loss(self, data: Any) -> float:
+        ...
+
+    def info(self) -> Dict[str, Any]:
+        return {"scheme": self.name}
+
+
+SchemeFactory = Callable[[Any, GLMJob], PartyScheme]
+KeyHolderFactory = Callable[[GLMJob], KeyHolder]
+
+
+def _receive_scheme(endpoint: Channel, job: GLMJob, make_scheme: SchemeFactory, clock: PhaseClock) -> PartyScheme:
+    payload = endpoint.recv(job.coordinator, TAG_PUBLIC_KEY)
+    with clock.crypto():
+        return make_scheme(payload, job)
+
+
+def _masked_gradient(endpoint: Channel, job: GLMJob, scheme: PartyScheme, enc_residual: Any,
+                     Xs: np.ndarray, factor: float, clock: PhaseClock) -> np.ndarray:
+    with clock.crypto():
+        payload, state = scheme.masked_dot(enc_residual, Xs, factor)
+    endpoint.send(job.coordinator, TAG_MASKED_GRADIENT, payload)
+    reply = endpoint.recv(job.coordinator, TAG_GRADIENT)
+    with clock.crypto():
+        return scheme.unmask(reply, state, Xs.shape[1])
+
+
+def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme: SchemeFactory) -> PartyResult:
+    clock = PhaseClock()
+    model = residual_model(job)
+    X, y = data.checked(job, endpoint.name, needs_labels=True)
+    with_loss = encrypted_loss_enabled(job)
+    scheme = _receive_scheme(endpoint, job, make_scheme, clock)
+    w = np.zeros(X.shape[1])
+    factor = model.alpha / job.batch_size
+    n = job.n_samples
+    history: Dict[str, List[float]] = {"loss": []} if with_loss else {}
+    epoch_enc = None
+    epoch_plain = 0.0
+    for _epoch, step, idx in job.batches():
+        Xs, ys = X[idx], y[idx]
+        u_A = Xs @ w
+        received = [endpoint.recv(p, TAG_U_PASSIVE) for p in job.passives]
+        extra = endpoint.recv(job.passives[0], TAG_U_SQUARED) if with_loss else None
+        with clock.crypto():
+            encs = [scheme.loads(r) for r in received]
+            enc_u = encs[0]
+            for enc in encs[1:]:
+                enc_u = scheme.add(enc_u, enc)
+            enc_residual = scheme.add_plain(enc_u, u_A + model.shift(ys))
+            residual_bytes = scheme.dumps(enc_residual)
+        for passive in job.passives:
+            endpoint.send(passive, TAG_RESIDUAL, residual_bytes)
+        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock)
+        w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
+        if with_loss:
+            # loss = c0 + c1 theta + c2 theta^2 with theta = u_A + u_B; A's part
+            # in the clear, the part involving u_B under encryption.
+            epoch_plain += float(np.sum(model.c0(ys) + model.c1(ys) * u_A + model.c2 * u_A ** 2)) / n
+            with clock.crypto():
+                term = scheme.loss_term(enc_u, (model.c1(ys) + 2.0 * model.c2 * u_A) / n, scheme.loads(extra))
+                epoch_enc = term if epoch_enc is None else scheme.add(epoch_enc, term)
+            if step == job.steps_per_epoch - 1:
+                with clock.crypto():
+                    loss_bytes = scheme.dumps(epoch_enc)
+                endpoint.send(job.coordinator, TAG_LOSS, loss_bytes)
+                value = np.asarray(endpoint.recv(job.coordinator, TAG_LOSS_VALUE), dtype=np.float64)
+                if value.shape != (1,):
+                    raise ValueError(f"coordinator returned a loss of shape {value.shape}, expected (1,)")
+                history["loss"].append(epoch_plain + float(value[0]))
+                epoch_enc, epoch_plain = None, 0.0
+    info = {**scheme.info(), "residual": model.name}
+    return PartyResult(endpoint.name, "active", w, history=history, timings=clock.timings(endpoint), info=info)
+
+
+def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme: SchemeFactory) -> PartyResult:
+    clock = PhaseClock()
+    model = residual_model(job)
+    X, _ = data.checked(job, endpoint.name, needs_labels=False)
+    with_loss = encrypted_loss_enabled(job)
+    scheme = _receive_scheme(endpoint, job, make_scheme, clock)
+    w = np.zeros(X.shape[1])
+    factor = model.alpha / job.batch_size
+    for _epoch, _step, idx in job.batches():
+        Xs = X[idx]
+        u = Xs @ w
+        with clock.crypto():
+            u_bytes = scheme.dumps(scheme.encrypt(u))
+            extra = scheme.dumps(scheme.encrypt_scalar_for_loss(model.c2 * float(u @ u) / job.n_samples)) \
+                if with_loss else None
+        endpoint.send(job.active, TAG_U_PASSIVE, u_bytes)
+        if with_loss:
+            endpoint.send(job.active, TAG_U_SQUARED, extra)
+        received = endpoint.recv(job.active, TAG_RESIDUAL)
+        with clock.crypto():
+            enc_residual = scheme.loads(received)
+        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock)
+        w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
+    info = {**scheme.info(), "residual": model.name}
+    return PartyResult(endpoint.name, "passive", w, timings=clock.timings(endpoint), info=info)
+
+
+def coordinator_program(endpoint: Channel, job: GLMJob, data: Optional[PartyData],
+                        make_key_holder: KeyHolderFactory) -> PartyResult:
+    clock = PhaseClock()
+    if data is not None:
+        raise ValueError("the coordinator holds no data")
+    model = residual_model(job)
+    with_loss = encrypted_loss_enabled(job)
+    with clock.crypto():
+        holder = make_key_holder(job)
+        public = holder.public_payload()
+    data_parties = (job.active, *job.passives)
+    for party in data_parties:
+        endpoint.send(party, TAG_PUBLIC_KEY, public)
+    history: Dict[str, List[float]] = {"loss_encrypted_part": []} if with_loss else {}
+    for _epoch, step, _idx in job.batches():
+        for party in data_parties:
+            masked = endpoint.recv(party, TAG_MASKED_GRADIENT)
+            with clock.crypto():
+                reply = holder.answer_gradient(masked)
+            endpoint.send(party, TAG_GRADIENT, reply)
+        if with_loss and step == job.steps_per_epoch - 1:
+            loss_bytes = endpoint.recv(job.active, TAG_LOSS)
+            with clock.crypto():
+                value = holder.decrypt_loss(loss_bytes)
+            history["loss_encrypted_part"].append(value)
+            endpoint.send(job.active, TAG_LOSS_VALUE, np.array([value]))
+    info = {**holder.info(), "residual": model.name}
+    return PartyResult(endpoint.name, "coordinator", None, history=history, timings=clock.timings(endpoint),
+                       info=info)

@@ -1,0 +1,401 @@
+"""Paillier encryption of real vectors with a fixed-point encoding, parallel
+vector operations and a byte format for the wire.
+
+Keys come from ``phe`` (python-paillier, backed by gmpy2); the vector operations
+work on the raw integers in a process pool (see ``vflsec.he._pool``).
+
+Fixed-point encoding
+--------------------
+A real x is stored as the integer round(x * 2^40) modulo n: precision 2^-40
+(about 9.1e-13), phe exponent -10 in phe's base 16. Every fresh ciphertext uses
+this one exponent ("level 1"), so ciphertexts add without
+``decrease_exponent_to``. Multiplying a level-k ciphertext by an encoded
+plaintext gives level k+1, scale 2^(40(k+1)); the Hardy et al. gradient is
+level 2 (residual times feature). Decoding is signed: integers above n/2 are
+negative. Encoding accepts |x| * 2^(40 k) <= n/3 (phe's ``max_int``); for
+2048-bit keys that is |x| < 2^1965 at level 2, so the range only matters for
+results of many chained products, which the caller must keep below n/2.
+
+Wire format of an encrypted vector: ``b"PV1"``, exponent (int16), count
+(uint32), ciphertext length L (uint32), then ``count`` ciphertexts as L-byte
+big-endian integers, L = ceil(2 * key_bits / 8) because c < n^2. Vectors are
+re-randomized (multiplied by a fresh r^n) before they are serialized unless
+they come straight from encryption, so a party never sends a ciphertext whose
+randomness another party can relate to one it sent.
+
+Masks for decryption by a third party are uniform in Z_n: Enc(g) * Enc(R)
+decrypts to g + R mod n, which is uniform whatever g is (a one-time pad), so
+the key holder learns nothing about g.
+"""
+from __future__ import annotations
+
+import secrets
+import struct
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import gmpy2
+import phe
+
+from .._arrays import as_float_array, check_positive_int
+from . import _paillier_math as _pm
+from ._pool import chunk_bounds, resolve_processes, run_chunks
+
+SCALE_BITS = 40
+"""Fractional bits of the fixed-point encoding (precision 2^-40)."""
+
+PHE_EXPONENT = -10
+"""The same encoding as a phe exponent: phe's base is 16 and 16^-10 = 2^-40."""
+
+DEFAULT_KEY_BITS = 3072
+"""Modulus size for 128-bit security (NIST SP 800-57 Part 1, Table 2)."""
+
+MIN_KEY_BITS = 2048
+
+_HEADER = struct.Struct(">3shII")
+_MAGIC = b"PV1"
+
+# Below this many items a pool round trip costs more than it saves.
+_MIN_CHUNK_EXP = 4       # chunk of full-size exponentiations (encrypt, obfuscate, decrypt)
+_MIN_CHUNK_MUL = 64      # chunk of short-exponent products
+
+
+class WeakKeyWarning(UserWarning):
+    """A key below 128-bit security was requested (allowed for comparisons)."""
+
+
+def check_key_bits(key_bits: Any, *, warn: bool = True) -> int:
+    """Validate a Paillier modulus size: >= 2048 bits; below 3072 warns (unless ``warn=False``)."""
+    key_bits = check_positive_int(key_bits, "key_bits")
+    if key_bits < MIN_KEY_BITS:
+        raise ValueError(
+            f"key_bits={key_bits} is insecure; Paillier keys need at least {MIN_KEY_BITS} bits "
+            f"({DEFAULT_KEY_BITS} for 128-bit security)"
+        )
+    if warn and key_bits < DEFAULT_KEY_BITS:
+        warnings.warn(
+            f"key_bits={key_bits} gives about 112-bit security; use {DEFAULT_KEY_BITS} for 128-bit "
+            "(smaller keys are allowed to compare with FATE and the HDP-VFL paper)",
+            WeakKeyWarning,
+            stacklevel=3,
+        )
+    return key_bits
+
+
+def _level_scale(level: int) -> int:
+    return 1 << (SCALE_BITS * level)
+
+
+def _check_level(level: Any) -> int:
+    return check_positive_int(level, "level")
+
+
+class PaillierPublicKey:
+    """Public key: encryption and the encoding. ``phe`` is the python-paillier key."""
+
+    __slots__ = ("n", "nsquare", "key_bits", "ciphertext_bytes", "plaintext_bytes", "max_int", "phe")
+
+    def __init__(self, n: int):
+        if not isinstance(n, int) or isinstance(n, bool):
+            raise TypeError(f"n must be an int, got {type(n).__name__}")
+        if n.bit_length() < MIN_KEY_BITS or n % 2 == 0:
+            raise ValueError(f"n must be an odd modulus of at least {MIN_KEY_BITS} bits")
+        self.n = n
+        self.nsquare = n * n
+        self.key_bits = n.bit_length()
+        self.ciphertext_bytes = -(-2 * self.key_bits // 8)
+        self.plaintext_bytes = -(-self.key_bits // 8)
+        self.max_int = n // 3 - 1
+        self.phe = phe.PaillierPublicKey(n)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PaillierPublicKey) and other.n == self.n
+
+    def __hash__(self) -> int:
+        return hash(self.n)
+
+    def __repr__(self) -> str:
+        return f"PaillierPublicKey(key_bits={self.key_bits})"
+
+    # -- wire form ---------------------------------------------------------
+    def to_dict(self) -> Dict[str, Any]:
+        return {"scheme": "paillier", "n": self.n.to_bytes(self.plaintext_bytes, "big")}
+
+    @classmethod
+    def from_dict(cls, payload: Any) -> "PaillierPublicKey":
+        if not isinstance(payload, dict) or payload.get("scheme") != "paillier":
+            raise ValueError("not a Paillier public key payload")
+        n_bytes = payload.get("n")
+        if not isinstance(n_bytes, (bytes, bytearray)):
+            raise ValueError("Paillier public key payload lacks the modulus bytes")
+        return cls(int.from_bytes(n_bytes, "big"))
+
+    # -- encoding ----------------------------------------------------------
+    def encode_signed(self, values: Any, level: int = 1, name: str = "values") -> np.ndarray:
+        """Fixed-point integers round(x * 2^(40 level)) as an object array, unreduced."""
+        level = _check_level(level)
+        arr, _ = as_float_array(values, name, allow_empty=True)
+        with np.errstate(over="ignore"):
+            scaled = np.rint(arr.astype(np.float64) * float(_level_scale(level)))
+        if not np.all(np.isfinite(scaled)):
+            raise ValueError(f"{name} is too large for the fixed-point encoding at level {level}")
+        # Floats of magnitude >= 2^52 are integers, so int() is exact.
+        ints = np.frompyfunc(int, 1, 1)(scaled) if scaled.size else np.empty(scaled.shape, dtype=object)
+        if ints.size and max(abs(int(ints.max())), abs(int(ints.min()))) > self.max_int:
+            raise ValueError(f"{name} exceeds the plaintext range of a {self.key_bits}-bit key at level {level}")
+        return ints.astype(object)
+
+    def encode(self, values: Any, level: int = 1, name: str = "values") -> List[int]:
+        """Fixed-point plaintexts of a 1-D vector, reduced modulo n."""
+        ints = self.encode_signed(values, level, name)
+        if ints.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {ints.shape}")
+        n = self.n
+        return [int(v) % n for v in ints]
+
+    def decode(self, plaintexts: Sequence[int], level: int = 1) -> np.ndarray:
+        """Signed fixed-point decoding of integers in [0, n) to float64."""
+        level = _check_level(level)
+        scale = _level_scale(level)
+        n, half = self.n, self.n // 2
+        # int / int is correctly rounded, unlike float(int) / scale for huge ints.
+        return np.array([(m - n if m > half else m) / scale for m in plaintexts], dtype=np.float64)
+
+    # -- encryption --------------------------------------------------------
+    def encrypt(self, values: Any, *, processes: Optional[int] = None) -> "EncryptedVector":
+        """Encrypt a 1-D real vector at level 1 (fresh randomness for every entry)."""
+        return self.encrypt_encoded(self.encode(values), level=1, processes=processes)
+
+    def encrypt_encoded(self, plaintexts: Sequence[int], level: int = 1, *,
+                        processes: Optional[int] = None) -> "EncryptedVector":
+        plaintexts = [int(m) % self.n for m in plaintexts]
+        cts = _parallel_list(_pm.encrypt_chunk, self.n, plaintexts, processes, _MIN_CHUNK_EXP)
+        return EncryptedVector(self, cts, level=level, rerandomized=True)
+
+    def random_mask(self, size: int) -> List[int]:
+        """Uniform integers in [0, n): additive masks that hide a plaintext perfectly."""
+        size = check_positive_int(size, "size", minimum=0)
+        return [secrets.randbelow(self.n) for _ in range(size)]
+
+    def unmask(self, masked: Sequence[int], mask: Sequence[int], level: int) -> np.ndarray:
+        """Decode ``masked - mask`` (mod n): the plaintext behind a masked decryption."""
+        if len(masked) != len(mask):
+            raise ValueError(f"masked has {len(masked)} entries but mask has {len(mask)}")
+        n = self.n
+        return self.decode([(a - r) % n for a, r in zip(masked, mask)], level)
+
+    # -- raw plaintexts on the wire ----------------------------------------
+    def plaintexts_to_bytes(self, plaintexts: Sequence[int]) -> bytes:
+        """Integers in [0, n) as fixed-length big-endian bytes (what a key holder returns)."""
+        size = self.plaintext_bytes
+        return b"".join(int(m).to_bytes(size, "big") for m in plaintexts)
+
+    def plaintexts_from_bytes(self, data: Any) -> List[int]:
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes, got {type(data).__name__}")
+        data = bytes(data)
+        size = self.plaintext_bytes
+        if len(data) % size:
+            raise ValueError(f"plaintext bytes length {len(data)} is not a multiple of {size}")
+        out = [int.from_bytes(data[i:i + size], "big") for i in range(0, len(data), size)]
+        if any(m >= self.n for m in out):
+            raise ValueError("plaintext out of range [0, n)")
+        return out
+
+
+class PaillierPrivateKey:
+    """Private key (the factors of n); ``phe`` is the python-paillier key."""
+
+    __slots__ = ("public_key", "p", "q", "phe")
+
+    def __init__(self, public_key: PaillierPublicKey, p: int, q: int):
+        if p * q != public_key.n:
+            raise ValueError("p * q does not equal the public modulus")
+        self.public_key = public_key
+        self.p, self.q = (p, q) if p < q else (q, p)
+        self.phe = phe.PaillierPrivateKey(public_key.phe, self.p, self.q)
+
+    def __repr__(self) -> str:
+        return f"PaillierPrivateKey(key_bits={self.public_key.key_bits})"
+
+    def decrypt_raw(self, vector: "EncryptedVector", *, processes: Optional[int] = None) -> List[int]:
+        """Plaintext integers in [0, n), not decoded (masked values stay masked)."""
+        if vector.public_key != self.public_key:
+            raise ValueError("vector was encrypted under a different public key")
+        processes = resolve_processes(processes)
+        cts = vector.ciphertexts
+        bounds = chunk_bounds(len(cts), processes, _MIN_CHUNK_EXP)
+        parts = run_chunks(_pm.decrypt_chunk, [(self.p, self.q, cts[a:b]) for a, b in bounds], processes)
+        return [m for part in parts for m in part]
+
+    def decrypt(self, vector: "EncryptedVector", *, processes: Optional[int] = None) -> np.ndarray:
+        """Decrypt and decode to float64 at the vector's level."""
+        return self.public_key.decode(self.decrypt_raw(vector, processes=processes), vector.level)
+
+
+def generate_keypair(key_bits: int = DEFAULT_KEY_BITS) -> Tuple[PaillierPublicKey, PaillierPrivateKey]:
+    """New Paillier key pair. key_bits >= 2048; 2048 <= key_bits < 3072 warns."""
+    key_bits = check_key_bits(key_bits)
+    phe_public, phe_private = phe.generate_paillier_keypair(n_length=key_bits)
+    public_key = PaillierPublicKey(phe_public.n)
+    return public_key, PaillierPrivateKey(public_key, phe_private.p, phe_private.q)
+
+
+def _parallel_list(func, n: int, items: List[int], processes: Optional[int], min_chunk: int) -> List[int]:
+    processes = resolve_processes(processes)
+    bounds = chunk_bounds(len(items), processes, min_chunk)
+    parts = run_chunks(func, [(n, items[a:b]) for a, b in bounds], processes)
+    return [v for part in parts for v in part]
+
+
+class EncryptedVector:
+    """A vector of Paillier ciphertexts sharing one fixed-point level.
+
+    ``rerandomized`` is True when every ciphertext carries randomness nobody
+    else has seen (fresh encryption or :meth:`obfuscate`); homomorphic results
+    are not, and :meth:`to_bytes` re-randomizes them first.
+    """
+
+    __slots__ = ("public_key", "ciphertexts", "level", "rerandomized")
+
+    def __init__(self, public_key: PaillierPublicKey, ciphertexts: List[int], level: int = 1,
+                 rerandomized: bool = False):
+        self.public_key = public_key
+        self.ciphertexts = list(ciphertexts)
+        self.level = _check_level(level)
+        self.rerandomized = bool(rerandomized)
+
+    def __len__(self) -> int:
+        return len(self.ciphertexts)
+
+    def __repr__(self) -> str:
+        return f"EncryptedVector(size={len(self)}, level={self.level}, key_bits={self.public_key.key_bits})"
+
+    @property
+    def exponent(self) -> int:
+        """phe exponent of the entries (base 16)."""
+        return PHE_EXPONENT * self.level
+
+    def _same_shape(self, other: "EncryptedVector") -> None:
+        if not isinstance(other, EncryptedVector):
+            raise TypeError(f"expected an EncryptedVector, got {type(other).__name__}")
+        if other.public_key != self.public_key:
+            raise ValueError("vectors are encrypted under different public keys")
+        if len(other) != len(self):
+            raise ValueError(f"vector sizes differ: {len(self)} and {len(other)}")
+        if other.level != self.level:
+            raise ValueError(f"fixed-point levels differ: {self.level} and {other.level}")
+
+    def __add__(self, other: "EncryptedVector") -> "EncryptedVector":
+        """Elementwise Enc(a) + Enc(b)."""
+        self._same_shape(other)
+        nsq = self.public_key.nsquare
+        return EncryptedVector(self.public_key, [a * b % nsq for a, b in zip(self.ciphertexts, other.ciphertexts)],
+                               self.level)
+
+    def add_plain(self, values: Any) -> "EncryptedVector":
+        """Elementwise Enc(a) + x for a real vector x, encoded at this vector's level."""
+        return self.add_encoded(self.public_key.encode(values, self.level))
+
+    def add_encoded(self, plaintexts: Sequence[int]) -> "EncryptedVector":
+        """Elementwise Enc(a) + m for integers m (taken modulo n), e.g. masks."""
+        if len(plaintexts) != len(self):
+            raise ValueError(f"plaintext has {len(plaintexts)} entries, vector has {len(self)}")
+        n, nsq = self.public_key.n, self.public_key.nsquare
+        # Enc(m) with randomness 1 is 1 + n m; the sum needs no exponentiation.
+        cts = [c * ((n * (int(m) % n) + 1) % nsq) % nsq for c, m in zip(self.ciphertexts, plaintexts)]
+        return EncryptedVector(self.public_key, cts, self.level)
+
+    def mul_plain(self, values: Any, *, processes: Optional[int] = None) -> "EncryptedVector":
+        """Elementwise Enc(a_i) * x_i; the result is one level deeper."""
+        scalars = self.public_key.encode_signed(values, 1, "values")
+        if scalars.ndim != 1 or scalars.shape[0] != len(self):
+            raise ValueError(f"values must have shape ({len(self)},), got {scalars.shape}")
+        processes = resolve_processes(processes)
+        cts, scalars = self.ciphertexts, scalars.tolist()
+        bounds = chunk_bounds(len(cts), processes, _MIN_CHUNK_MUL)
+        parts = run_chunks(_pm.mul_chunk, [(self.public_key.n, cts[a:b], scalars[a:b]) for a, b in bounds],
+                           processes)
+        return EncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
+
+    def dot(self, matrix: Any, *, processes: Optional[int] = None) -> "EncryptedVector":
+        """Vector-matrix product Enc(a)^T X for a real (size, p) matrix; one level deeper."""
+        encoded = self.public_key.encode_signed(matrix, 1, "matrix")
+        if encoded.ndim != 2 or encoded.shape[0] != len(self):
+            raise ValueError(f"matrix must have shape ({len(self)}, p), got {encoded.shape}")
+        n_cols = encoded.shape[1]
+        nsq = self.public_key.nsquare
+        processes = resolve_processes(processes)
+        cts, rows = self.ciphertexts, encoded.tolist()
+        # Each row costs p short exponentiations: chunk by rows so one chunk is
+        # about _MIN_CHUNK_MUL products.
+        bounds = chunk_bounds(len(cts), processes, max(1, _MIN_CHUNK_MUL // max(1, n_cols)))
+        parts = run_chunks(_pm.dot_chunk, [(self.public_key.n, cts[a:b], rows[a:b]) for a, b in bounds],
+                           processes)
+        out = []
+        for j in range(n_cols):
+            positive, negative = 1, 1
+            for pos, neg in parts:
+                positive = positive * pos[j] % nsq
+                negative = negative * neg[j] % nsq
+            if negative != 1:
+                positive = positive * gmpy2.invert(negative, nsq) % nsq
+            out.append(int(positive))
+        return EncryptedVector(self.public_key, out, self.level + 1)
+
+    def sum(self) -> "EncryptedVector":
+        """Enc(sum_i a_i) as a one-entry vector."""
+        nsq = self.public_key.nsquare
+        total = 1
+        for c in self.ciphertexts:
+            total = total * c % nsq
+        return EncryptedVector(self.public_key, [total], self.level)
+
+    def obfuscate(self, *, processes: Optional[int] = None) -> "EncryptedVector":
+        """Same plaintexts under fresh randomness (one r^n per entry)."""
+        cts = _parallel_list(_pm.obfuscate_chunk, self.public_key.n, self.ciphertexts, processes, _MIN_CHUNK_EXP)
+        return EncryptedVector(self.public_key, cts, self.level, rerandomized=True)
+
+    # -- wire form ---------------------------------------------------------
+    def to_bytes(self, *, processes: Optional[int] = None) -> bytes:
+        """Serialize, re-randomizing first unless the ciphertexts are already fresh."""
+        vector = self if self.rerandomized else self.obfuscate(processes=processes)
+        size = self.public_key.ciphertext_bytes
+        header = _HEADER.pack(_MAGIC, vector.exponent, len(vector), size)
+        return header + b"".join(c.to_bytes(size, "big") for c in vector.ciphertexts)
+
+    @classmethod
+    def from_bytes(cls, public_key: PaillierPublicKey, data: Any) -> "EncryptedVector":
+        """Parse :meth:`to_bytes` output, checking sizes, level and ciphertext range.
+
+        The result is not marked re-randomized: the sender knows its randomness.
+        """
+        if not isinstance(public_key, PaillierPublicKey):
+            raise TypeError(f"public_key must be a PaillierPublicKey, got {type(public_key).__name__}")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"data must be bytes, got {type(data).__name__}")
+        data = bytes(data)
+        if len(data) < _HEADER.size:
+            raise ValueError("encrypted vector bytes are shorter than the header")
+        magic, exponent, count, size = _HEADER.unpack_from(data)
+        if magic != _MAGIC:
+            raise ValueError("not an encrypted Paillier vector")
+        if size != public_key.ciphertext_bytes:
+            raise ValueError(f"ciphertext length {size} does not match a {public_key.key_bits}-bit key")
+        if exponent >= 0 or exponent % PHE_EXPONENT:
+            raise ValueError(f"exponent {exponent} is not a multiple of {PHE_EXPONENT}")
+        if len(data) != _HEADER.size + count * size:
+            raise ValueError(f"expected {count} ciphertexts of {size} bytes, got {len(data) - _HEADER.size} bytes")
+        body = memoryview(data)[_HEADER.size:]
+        nsq = public_key.nsquare
+        cts = [int.from_bytes(body[i * size:(i + 1) * size], "big") for i in range(count)]
+        if any(not 0 < c < nsq for c in cts):
+            raise ValueError("ciphertext out of range (0, n^2)")
+        return cls(public_key, cts, level=exponent // PHE_EXPONENT)
+
+    def to_phe(self) -> List[phe.EncryptedNumber]:
+        """The same ciphertexts as python-paillier EncryptedNumbers (same exponent)."""
+        pk = self.public_key.phe
+        return [phe.EncryptedNumber(pk, c, self.exponent) for c in self.ciphertexts]
+
