@@ -259,20 +259,21 @@ def run(quick: bool = False, datasets: str = "breast,credit,adult", data_dir: Op
     if quick:
         config = dict(datasets=["breast"], seeds=2, he_seeds=1, epsilons=[0.01, 1.0, 100.0],
                       batch_size=PAPER["batch_size"], epochs=PAPER["epochs"], he_methods=["paillier", "ckks"],
-                      max_rows=None, runtime_sizes=[2000], runtime_epochs=[1, 2], runtime_epochs_n=2000,
-                      he_budget=min(he_budget, 20.0), lr=LEARNING_RATE)
+                      max_rows=None, runtime_sizes=[1000], runtime_epochs=[1, 2], runtime_epochs_n=1000,
+                      runtime_batch_size=250, he_budget=min(he_budget, 15.0), lr=LEARNING_RATE)
     else:
         config = dict(datasets=names, seeds=seeds or 10, he_seeds=1, epsilons=EPSILONS,
                       batch_size=PAPER["batch_size"], epochs=PAPER["epochs"], he_methods=["paillier", "ckks"],
                       max_rows=None, runtime_sizes=[10000, 20000, 50000, 100000], runtime_epochs=list(range(1, 11)),
-                      runtime_epochs_n=10000, he_budget=he_budget, lr=LEARNING_RATE)
+                      runtime_epochs_n=10000, runtime_batch_size=PAPER["batch_size"], he_budget=he_budget,
+                      lr=LEARNING_RATE)
     features = [35, 73]  # Adult one-hot widths of the active / passive blocks under PAPER_SPLITS["adult"]
     accuracy = run_accuracy(config["datasets"], data_dir=data_dir, seeds=config["seeds"], he_seeds=config["he_seeds"],
                             epsilons=config["epsilons"], batch_size=config["batch_size"], epochs=config["epochs"],
                             he_methods=config["he_methods"], max_rows=config["max_rows"])
     runtime = run_runtime(sizes=config["runtime_sizes"], epoch_counts=config["runtime_epochs"],
                           epochs_n=config["runtime_epochs_n"], features=features,
-                          methods=["plain", "hdp", "ckks", "paillier"], batch_size=config["batch_size"],
+                          methods=["plain", "hdp", "ckks", "paillier"], batch_size=config["runtime_batch_size"],
                           he_budget=config["he_budget"])
     result = {
         "machine": machine_info(),
