@@ -9,7 +9,9 @@ scaled by alpha / b, so the decrypted values are gradient-sized. A party adds
 a fresh encryption of a mask uniform on [-2^16, 2^16] before sending for
 decryption; the coordinator adds flooding noise of
 ``vflsec.he.ckks.flooding_sigma`` (``flooding_bits`` above the CKKS error
-bound) to everything it returns. ``job.key_bits`` is not used.
+bound) to everything it returns. ``job.key_bits`` is not used. Every
+party's rows must have L2 norm <= 1 (the estimator's default ``row_norm="clip"``
+does this), which keeps the encrypted values inside CKKS's range.
 
 ``job.options`` (all public): ``ckks_poly_modulus_degree`` (8192),
 ``ckks_coeff_mod_bit_sizes`` ((60, 40, 40, 60)), ``ckks_scale_bits`` (40),
@@ -47,6 +49,10 @@ def flooding_bits(job) -> int:
 
 class CKKSScheme(he_vfl.PartyScheme):
     name = "ckks"
+    # With |x_ij| <= 1 the packed, masked gradient stays far below the
+    # 2^19 magnitude the last CKKS level can hold; beyond it decryption wraps
+    # around silently.
+    requires_unit_rows = True
 
     def __init__(self, payload: Any, job):
         self.context = _ckks.CKKSPublicContext.from_bytes(payload, ckks_parameters(job))

@@ -139,6 +139,22 @@ def _new_tenseal_context(params: CKKSParameters) -> ts.Context:
     return context
 
 
+def _check_matches(context: ts.Context, params: CKKSParameters) -> None:
+    """The received context must have the agreed parameters (a key holder must
+    not be able to hand out a weaker ring or a different scale)."""
+    key_data = context.seal_context().data.key_context_data()
+    degree = key_data.parms().poly_modulus_degree()
+    # The key level includes the special prime, i.e. the whole modulus chain.
+    total_bits = key_data.total_coeff_modulus_bit_count()
+    if degree != params.poly_modulus_degree or total_bits != sum(params.coeff_mod_bit_sizes):
+        raise ValueError(
+            f"the received CKKS context has poly_modulus_degree={degree} and a {total_bits}-bit modulus; "
+            f"the job agreed on {params.poly_modulus_degree} and {sum(params.coeff_mod_bit_sizes)} bits"
+        )
+    if context.global_scale != 2.0 ** params.scale_bits:
+        raise ValueError(f"the received CKKS context has scale {context.global_scale:g}, expected 2^{params.scale_bits}")
+
+
 class _ContextBase:
     def __init__(self, context: ts.Context, params: CKKSParameters):
         self.tenseal = context
@@ -180,7 +196,9 @@ class CKKSPublicContext(_ContextBase):
             raise ValueError("the received CKKS context contains a secret key; only public contexts are accepted")
         if not context.has_galois_keys():
             raise ValueError("the received CKKS context lacks the Galois keys the vector-matrix product needs")
-        return cls(context, params or CKKSParameters())
+        params = params or CKKSParameters()
+        _check_matches(context, params)
+        return cls(context, params)
 
 
 class CKKSSecretContext(_ContextBase):
