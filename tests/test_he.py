@@ -282,7 +282,7 @@ def test_ckks_masking_and_flooding(ckks_contexts, rng):
     np.testing.assert_allclose(exact - mask, g, atol=1e-4)
     flooded = secret.decrypt_flooded(masked)
     sigma = C.flooding_sigma(secret.params, C.DEFAULT_FLOODING_BITS)
-    assert sigma == 2.0 ** -12
+    assert sigma == 2.0 ** -10
     noise = flooded - exact
     assert np.std(noise) == pytest.approx(sigma, rel=0.1)
     assert abs(np.mean(noise)) < 5 * sigma / np.sqrt(noise.size)
