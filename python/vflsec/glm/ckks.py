@@ -5,15 +5,18 @@ coordinator creates the CKKS context and sends every party the public
 context (public and Galois keys, no secret key). A batch vector is one
 ciphertext per 4096 rows; the gradient is the packed vector-matrix product of
 :class:`vflsec.he.ckks.CKKSEncryptedVector` with the plaintext features
-scaled by alpha / b, so the decrypted values are gradient-sized. A party adds
-a fresh encryption of a mask uniform on [-2^16, 2^16] before sending for
-decryption; the coordinator adds flooding noise of
+scaled by 4 alpha / b, so the decrypted values are 4 times the gradient. A
+party adds a fresh encryption of a mask uniform on [-2^18, 2^18] before sending
+for decryption; the coordinator adds flooding noise of
 ``vflsec.he.ckks.flooding_sigma`` (``flooding_bits`` above the CKKS error
-bound) to everything it returns. ``job.key_bits`` is not used.
+bound) to everything it returns. ``job.key_bits`` is not used. Every
+party's rows must have L2 norm <= 1 (the estimator's default ``row_norm="clip"``
+does this), which keeps the encrypted values inside CKKS's range.
 
 ``job.options`` (all public): ``ckks_poly_modulus_degree`` (8192),
 ``ckks_coeff_mod_bit_sizes`` ((60, 40, 40, 60)), ``ckks_scale_bits`` (40),
-``flooding_bits`` (6; the coordinator's setting), ``encrypted_loss`` (True).
+``flooding_bits`` (6: noise sigma 2^-10 on returned values, 2^-12 on
+gradients; the coordinator's setting), ``encrypted_loss`` (True).
 """
 from __future__ import annotations
 
@@ -45,8 +48,18 @@ def flooding_bits(job) -> int:
     return bits
 
 
+# Gradients are decrypted as OUTPUT_SCALE * g: CKKS's absolute error floor
+# (~2^-18) and the flooding noise then cost 1/OUTPUT_SCALE as much on g, while
+# |OUTPUT_SCALE * g| stays within the range the error bound covers (~8).
+OUTPUT_SCALE = 4.0
+
+
 class CKKSScheme(he_vfl.PartyScheme):
     name = "ckks"
+    # With |x_ij| <= 1 the packed, masked gradient stays far below the
+    # 2^19 magnitude the last CKKS level can hold; beyond it decryption wraps
+    # around silently.
+    requires_unit_rows = True
 
     def __init__(self, payload: Any, job):
         self.context = _ckks.CKKSPublicContext.from_bytes(payload, ckks_parameters(job))
@@ -72,7 +85,7 @@ class CKKSScheme(he_vfl.PartyScheme):
         return enc.add_fresh(values)
 
     def masked_dot(self, enc, X: np.ndarray, factor: float) -> Tuple[bytes, Any]:
-        product = enc.dot(X * factor)
+        product = enc.dot(X * (factor * OUTPUT_SCALE))
         mask = _ckks.secure_uniform(X.shape[1], _ckks.DEFAULT_MASK_BOUND)
         return product.add_fresh(mask).to_bytes(), mask
 
@@ -80,9 +93,10 @@ class CKKSScheme(he_vfl.PartyScheme):
         values = np.asarray(reply, dtype=np.float64)
         if values.shape != (size,):
             raise ValueError(f"coordinator returned shape {values.shape}, expected ({size},)")
-        return values - state
+        return (values - state) / OUTPUT_SCALE
 
     def loss_term(self, enc_u, coef: np.ndarray, enc_extra):
+        # Not masked: the loss is meant for the key holder (and returned to A).
         return enc_u.dot(coef[:, None]) + enc_extra
 
     def info(self) -> Dict[str, Any]:

@@ -100,9 +100,14 @@ def encrypted_loss_enabled(job: GLMJob) -> bool:
 
 
 class PartyScheme(abc.ABC):
-    """What a data party does with the key holder's public key."""
+    """What a data party does with the key holder's public key.
+
+    ``requires_unit_rows``: the scheme's value range assumes every row of a
+    party's block has L2 norm <= 1 (checked before anything is sent).
+    """
 
     name = "he"
+    requires_unit_rows = False
 
     @abc.abstractmethod
     def encrypt(self, values: np.ndarray) -> Any:
@@ -170,6 +175,22 @@ SchemeFactory = Callable[[Any, GLMJob], PartyScheme]
 KeyHolderFactory = Callable[[GLMJob], KeyHolder]
 
 
+# Rows scaled to unit norm in floating point may exceed 1 by a few ulps.
+_ROW_NORM_TOLERANCE = 1e-9
+
+
+def _check_rows(make_scheme: SchemeFactory, X: np.ndarray, party: str) -> None:
+    if not getattr(make_scheme, "requires_unit_rows", False):
+        return
+    worst = float(np.sqrt(np.einsum("ij,ij->i", X, X)).max()) if X.size else 0.0
+    if worst > 1.0 + _ROW_NORM_TOLERANCE:
+        raise ValueError(
+            f"scheme {make_scheme.name!r} needs ||x_i||_2 <= 1 for every row (its encrypted values must stay "
+            f"in range); party {party!r} has a row of norm {worst:.6g}. Scale rows first "
+            "(e.g. VerticalLogisticRegression(row_norm='clip'))"
+        )
+
+
 def _receive_scheme(endpoint: Channel, job: GLMJob, make_scheme: SchemeFactory, clock: PhaseClock) -> PartyScheme:
     payload = endpoint.recv(job.coordinator, TAG_PUBLIC_KEY)
     with clock.crypto():
@@ -190,6 +211,7 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
     clock = PhaseClock()
     model = residual_model(job)
     X, y = data.checked(job, endpoint.name, needs_labels=True)
+    _check_rows(make_scheme, X, endpoint.name)
     with_loss = encrypted_loss_enabled(job)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
     w = np.zeros(X.shape[1])
@@ -238,6 +260,7 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
     clock = PhaseClock()
     model = residual_model(job)
     X, _ = data.checked(job, endpoint.name, needs_labels=False)
+    _check_rows(make_scheme, X, endpoint.name)
     with_loss = encrypted_loss_enabled(job)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
     w = np.zeros(X.shape[1])

@@ -13,37 +13,40 @@ Default ring degree N = 8192 (4096 slots), coefficient modulus primes of
 plaintext multiplication and a rotate-and-sum per column (``dot``), then one
 multiplication by a one-hot mask to pack the columns into one ciphertext
 (``pack_vectors``). After that the remaining 60-bit modulus holds values of
-magnitude below 2^19, which bounds the masks (see below).
+magnitude below about 2^20 (2^19 is safe), which bounds the masks (see below).
 
 Precision and noise flooding
 ----------------------------
-CKKS decryption is approximate. For that circuit, with plaintext matrix
-entries of gradient scale (features divided by the batch size) and values of
-magnitude up to about 1, the decrypted error is at most about
-2^-(scale_bits - 22) = 2^-18 (measured: 1e-6 to 3e-6; the packing step sets
-this floor, the dot products alone are ~100x more precise). Returning exact
-decryptions to a party that knows the plaintext leaks this error, and through
-it the secret key (Li and Micciancio, EUROCRYPT 2021). The key holder
-therefore adds Gaussian noise to every value it returns, with standard
-deviation
+CKKS decryption is approximate. The packed vector-matrix product decrypts
+with an absolute error of about 2^-18 for outputs of magnitude up to about 1
+(measured: 2^-19.7 to 2^-17.7 depending on the key), growing roughly as
+2^-20 |output| beyond that. :data:`ERROR_BITS_ABOVE_SCALE` fixes the bound
+used here at 2^-(scale_bits - 24) = 2^-16, which holds with margin for
+outputs up to about 8 in magnitude (masks added afterwards as fresh
+encryptions do not count). Returning exact decryptions to a party that knows
+the plaintext leaks this error, and through it the secret key (Li and
+Micciancio, EUROCRYPT 2021). The key holder therefore adds Gaussian noise to
+every value it returns, with standard deviation
 
-    sigma = 2^flooding_bits * 2^-(scale_bits - 22)
+    sigma = 2^flooding_bits * 2^-(scale_bits - 24)
 
 i.e. ``flooding_bits`` above the error bound. The default ``flooding_bits = 6``
-gives sigma = 2^-12 (about 2.4e-4), the accuracy cost on each returned
-gradient coordinate. Two decryptions whose errors differ by the bound are then
-about 2^-7 apart in statistical distance per value, far from the 2^-40-level
-guarantee of full IND-CPA-D security (which would need a larger scale and
-N = 16384 to keep the gradient usable). What the noise does buy: in the
-coefficient domain it is about sigma * 2^scale_bits / sqrt(N) ~ 2^21, so
-recovering the key from returned values is an LWE instance with that error
-(q ~ 2^60, N = 8192) instead of a linear system.
+gives sigma = 2^-10 (about 1e-3) on each returned value; the "ckks" protocol
+scales its gradients by 4 before decryption, so the cost on a gradient
+coordinate is 2^-12 (about 2.4e-4). Two decryptions whose errors differ by
+the bound are about 2^-7 apart in statistical distance per value, far from
+the 2^-40-level guarantee of full IND-CPA-D security (which would need a
+larger scale and N = 16384 to keep gradients usable). What the noise does
+buy: in the coefficient domain it is about sigma * 2^scale_bits / sqrt(N) ~
+2^23, so recovering the key from returned values is an LWE instance with that
+error (q ~ 2^60, N = 8192) instead of a linear system.
 
-Masks: a party hides a value g it sends for decryption by adding a fresh
-encryption of R uniform on [-2^16, 2^16]; the key holder sees g + R, which is
-within statistical distance |g| / 2^16 of R's distribution. This is statistical
-hiding whose strength depends on |g| (gradients are O(1)), weaker than
-Paillier's exact one-time pad in Z_n. Adding a fresh encryption (not a
+Masks: a party hides a value v it sends for decryption by adding a fresh
+encryption of R uniform on [-2^18, 2^18] (:data:`DEFAULT_MASK_BOUND`); the
+key holder sees v + R, within statistical distance |v| / 2^19 of R's
+distribution. This is statistical hiding whose strength depends on |v|,
+weaker than Paillier's exact one-time pad in Z_n. The mask stays below the
+~2^20 magnitude the last level holds. Adding a fresh encryption (not a
 plaintext) also re-randomizes the ciphertext, so the receiver of a ciphertext
 cannot subtract one it sent and read off the plaintext that was added.
 """
@@ -63,11 +66,11 @@ from .._arrays import as_float_array, check_positive_int
 # ternary secret, Homomorphic Encryption Standard (2018), Table 1.
 HE_STANDARD_MAX_COEFF_BITS = {1024: 27, 2048: 54, 4096: 109, 8192: 218, 16384: 438, 32768: 881}
 
-ERROR_BITS_ABOVE_SCALE = 22
-"""Decryption error of the packed vector-matrix product is below 2^-(scale_bits - 22) for |value| <= 1."""
+ERROR_BITS_ABOVE_SCALE = 24
+"""Bound on the absolute decryption error of the packed product (outputs up to ~8): 2^-(scale_bits - 24)."""
 
 DEFAULT_FLOODING_BITS = 6
-DEFAULT_MASK_BOUND = 2.0 ** 16
+DEFAULT_MASK_BOUND = 2.0 ** 18
 
 _HEADER = struct.Struct(">3sII")
 _MAGIC = b"CV1"
@@ -139,6 +142,22 @@ def _new_tenseal_context(params: CKKSParameters) -> ts.Context:
     return context
 
 
+def _check_matches(context: ts.Context, params: CKKSParameters) -> None:
+    """The received context must have the agreed parameters (a key holder must
+    not be able to hand out a weaker ring or a different scale)."""
+    key_data = context.seal_context().data.key_context_data()
+    degree = key_data.parms().poly_modulus_degree()
+    # The key level includes the special prime, i.e. the whole modulus chain.
+    total_bits = key_data.total_coeff_modulus_bit_count()
+    if degree != params.poly_modulus_degree or total_bits != sum(params.coeff_mod_bit_sizes):
+        raise ValueError(
+            f"the received CKKS context has poly_modulus_degree={degree} and a {total_bits}-bit modulus; "
+            f"the job agreed on {params.poly_modulus_degree} and {sum(params.coeff_mod_bit_sizes)} bits"
+        )
+    if context.global_scale != 2.0 ** params.scale_bits:
+        raise ValueError(f"the received CKKS context has scale {context.global_scale:g}, expected 2^{params.scale_bits}")
+
+
 class _ContextBase:
     def __init__(self, context: ts.Context, params: CKKSParameters):
         self.tenseal = context
@@ -180,7 +199,9 @@ class CKKSPublicContext(_ContextBase):
             raise ValueError("the received CKKS context contains a secret key; only public contexts are accepted")
         if not context.has_galois_keys():
             raise ValueError("the received CKKS context lacks the Galois keys the vector-matrix product needs")
-        return cls(context, params or CKKSParameters())
+        params = params or CKKSParameters()
+        _check_matches(context, params)
+        return cls(context, params)
 
 
 class CKKSSecretContext(_ContextBase):
