@@ -26,6 +26,8 @@ struct Avx512F32 {
     static V add(V a, V b) { return _mm512_add_ps(a, b); }
     static V sqr_acc(V d, V acc) { return _mm512_fmadd_ps(d, d, acc); }
     static V sqrt(V a) { return _mm512_sqrt_ps(a); }
+    static V min(V a, V b) { return _mm512_min_ps(a, b); }
+    static V max(V a, V b) { return _mm512_max_ps(a, b); }
     static void store(T* p, V a) { _mm512_store_ps(p, a); }
     static void storeu(T* p, V a) { _mm512_storeu_ps(p, a); }
 };
@@ -41,6 +43,8 @@ struct Avx512F64 {
     static V add(V a, V b) { return _mm512_add_pd(a, b); }
     static V sqr_acc(V d, V acc) { return _mm512_fmadd_pd(d, d, acc); }
     static V sqrt(V a) { return _mm512_sqrt_pd(a); }
+    static V min(V a, V b) { return _mm512_min_pd(a, b); }
+    static V max(V a, V b) { return _mm512_max_pd(a, b); }
     static void store(T* p, V a) { _mm512_store_pd(p, a); }
     static void storeu(T* p, V a) { _mm512_storeu_pd(p, a); }
 };
@@ -56,6 +60,8 @@ struct Avx512VlF32 {
     static V add(V a, V b) { return _mm256_add_ps(a, b); }
     static V sqr_acc(V d, V acc) { return _mm256_fmadd_ps(d, d, acc); }
     static V sqrt(V a) { return _mm256_sqrt_ps(a); }
+    static V min(V a, V b) { return _mm256_min_ps(a, b); }
+    static V max(V a, V b) { return _mm256_max_ps(a, b); }
     static void store(T* p, V a) { _mm256_store_ps(p, a); }
     static void storeu(T* p, V a) { _mm256_storeu_ps(p, a); }
 };
@@ -71,6 +77,8 @@ struct Avx512VlF64 {
     static V add(V a, V b) { return _mm256_add_pd(a, b); }
     static V sqr_acc(V d, V acc) { return _mm256_fmadd_pd(d, d, acc); }
     static V sqrt(V a) { return _mm256_sqrt_pd(a); }
+    static V min(V a, V b) { return _mm256_min_pd(a, b); }
+    static V max(V a, V b) { return _mm256_max_pd(a, b); }
     static void store(T* p, V a) { _mm256_store_pd(p, a); }
     static void storeu(T* p, V a) { _mm256_storeu_pd(p, a); }
 };

@@ -23,6 +23,8 @@ struct Vec16 {
         for (int l = 0; l < L; ++l) a[l] = std::sqrt(a[l]);
         return a;
     }
+    static V min(V a, V b) { return b < a ? b : a; }
+    static V max(V a, V b) { return b > a ? b : a; }
     static void store(T* p, V a) { *reinterpret_cast<V*>(p) = a; }
     static void storeu(T* p, V a) { std::memcpy(p, &a, sizeof(V)); }
 };

@@ -6,7 +6,8 @@
 // baseline caller).
 //
 // Traits S provide: T (element), V (vector of L lanes), zero, load (aligned),
-// set1, sub, add, sqr_acc(d, acc) = d * d + acc, sqrt, store (aligned), storeu.
+// set1, sub, add, sqr_acc(d, acc) = d * d + acc, sqrt, min, max, store
+// (aligned), storeu.
 #pragma once
 #include "distances_kernels.hpp"
 
@@ -159,23 +160,18 @@ struct DistanceTile {
         }
     }
 
-    // Moments of a tile whose every entry is a wanted pair. Lane-wise partial
-    // sums (independent, so the compiler vectorises them without reassociating)
-    // in double, then an exact second pass for the squared deviations.
-    static void reduce_full(const T* tile, Moments& acc) {
+    // Moments of a tile whose every entry is a wanted pair: the distances
+    // are both in acc and stored in tile. Lane-wise partial sums in double
+    // (independent lanes, so the compiler vectorises them without
+    // reassociating), then an exact second pass for the squared deviations.
+    static inline __attribute__((always_inline)) void reduce_full(const V (&acc)[R][NV], const T* tile,
+                                                                  Moments& moments) {
         constexpr int N = R * P;
         constexpr int W = 8;
         static_assert(N % W == 0, "tile size must be a multiple of 8");
         double s[W] = {};
-        T lo[W], hi[W];
-        for (int l = 0; l < W; ++l) lo[l] = hi[l] = tile[l];
         for (int e = 0; e < N; e += W)
-            for (int l = 0; l < W; ++l) {
-                const T x = tile[e + l];
-                s[l] += static_cast<double>(x);
-                lo[l] = x < lo[l] ? x : lo[l];
-                hi[l] = x > hi[l] ? x : hi[l];
-            }
+            for (int l = 0; l < W; ++l) s[l] += static_cast<double>(tile[e + l]);
         const double mean = (((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))) / N;
         double q[W] = {};
         for (int e = 0; e < N; e += W)
@@ -183,18 +179,27 @@ struct DistanceTile {
                 const double dx = static_cast<double>(tile[e + l]) - mean;
                 q[l] += dx * dx;
             }
+        V lo = acc[0][0], hi = acc[0][0];
+        for (int r = 0; r < R; ++r)
+            for (int v = 0; v < NV; ++v) {
+                lo = S::min(lo, acc[r][v]);
+                hi = S::max(hi, acc[r][v]);
+            }
+        alignas(64) T lo_lanes[L], hi_lanes[L];
+        S::store(lo_lanes, lo);
+        S::store(hi_lanes, hi);
+        T mn = lo_lanes[0], mx = hi_lanes[0];
+        for (int l = 1; l < L; ++l) {
+            mn = lo_lanes[l] < mn ? lo_lanes[l] : mn;
+            mx = hi_lanes[l] > mx ? hi_lanes[l] : mx;
+        }
         Moments t;
         t.count = N;
         t.mean = mean;
         t.m2 = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
-        T mn = lo[0], mx = hi[0];
-        for (int l = 1; l < W; ++l) {
-            mn = lo[l] < mn ? lo[l] : mn;
-            mx = hi[l] > mx ? hi[l] : mx;
-        }
         t.min = static_cast<double>(mn);
         t.max = static_cast<double>(mx);
-        merge_moments(acc, t);
+        merge_moments(moments, t);
     }
 
     // Moments of the entries (i0 + r, c0 + c) with row < column, r < rows and
@@ -252,7 +257,7 @@ struct DistanceTile {
                     for (int v = 0; v < NV; ++v) S::store(tile + r * P + v * L, acc[r][v]);
                 const std::size_t col = a.col_begin + c0;
                 if (rows == static_cast<std::size_t>(R) && c0 + P <= ncols && col >= i + R)
-                    reduce_full(tile, *moments);
+                    reduce_full(acc, tile, *moments);
                 else
                     reduce_masked(tile, i, rows, col, a.col_end, *moments);
             });
