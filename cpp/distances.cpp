@@ -229,7 +229,12 @@ void pairwise_distances(const T* X, std::size_t n, const T* Y, std::size_t m, st
     const double work = static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(d);
     const int max_threads = work < kParallelWork ? 1 : omp_get_max_threads();
 
-    if (X == Y && n == m && d >= kSymmetricMinD && n > tile_quantum(R, P)) {
+    // Y holding the same values as X (the same buffer, or a copy: a converted
+    // duplicate, X.clone()) gives a symmetric result, computed once per pair.
+    // memcmp stops at the first differing byte, so unrelated data cost nothing.
+    const bool mirror = n == m && d >= kSymmetricMinD && n > tile_quantum(R, P) &&
+                        (X == Y || std::memcmp(X, Y, n * d * sizeof(T)) == 0);
+    if (mirror) {
         symmetric_distances(K, X, n, d, squared, out, max_threads);
         return;
     }

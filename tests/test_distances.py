@@ -124,15 +124,18 @@ def test_near_duplicate_rows_keep_relative_accuracy(dtype):
 def test_exact_zero_diagonal_and_symmetry(isa, dtype):
     rng = np.random.default_rng(11)
     X = _offset_data(rng, 301, 64, 100.0, dtype)
-    D_none = pairwise_distances(X)
+    D_none = pairwise_distances(X)  # mirrored: each pair computed once
     D_same = pairwise_distances(X, X)
-    D_copy = pairwise_distances(X, X.copy())  # the general (non-mirrored) path
-    for D in (D_none, D_same, D_copy):
+    D_copy = pairwise_distances(X, X.copy())  # equal bytes: mirrored as well
+    # One extra column forces the general path over the same pairs.
+    D_general = pairwise_distances(X, np.vstack([X, X[:1] + 1]))[:, : X.shape[0]]
+    for D in (D_none, D_same, D_copy, D_general):
         assert np.all(np.diag(D) == 0)
         assert np.array_equal(D, D.T)
-    assert np.array_equal(D_none, D_copy)
-    assert np.array_equal(D_same, D_copy)
-    assert np.array_equal(pairwise_distances(X, squared=True), pairwise_distances(X, X.copy(), squared=True))
+        assert np.array_equal(D, D_general)
+    sq_general = pairwise_distances(X, np.vstack([X, X[:1] + 1]), squared=True)[:, : X.shape[0]]
+    assert np.array_equal(pairwise_distances(X, squared=True), sq_general)
+    assert np.array_equal(pairwise_distances(X, X.copy(), squared=True), sq_general)
 
 
 def test_duplicate_rows_give_exact_zero():
@@ -440,6 +443,8 @@ def test_property_agrees_with_scipy(dtype):
         assert _max_rel_error(D, _exact(X, Y)) <= RTOL[dtype]
         S = pairwise_distances(X)
         assert np.array_equal(S, S.T) and np.all(np.diag(S) == 0)
+        general = pairwise_distances(X, np.vstack([X, Y[:1]]))[:, : X.shape[0]]
+        assert np.array_equal(S, general)
         ref = cdist(X.astype(np.float64), X.astype(np.float64))
         np.testing.assert_allclose(S, ref, rtol=RTOL[dtype], atol=1e-300)
 
