@@ -1,5 +1,64 @@
+// Python bindings of the distance kernels. The wrapper in
+// python/vflsec/kernels/distances.py validates and converts every argument
+// (C-contiguous, same dtype, matching d, no NaN/inf, n >= 1, d >= 1), so these
+// functions only unpack shapes and release the GIL.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "distances.hpp"
+
 namespace py = pybind11;
+
 namespace vflsec::bindings {
-void bind_distances(py::module_& m) { (void)m; }  // placeholder until the kernel lands
+namespace {
+
+template <typename T>
+using CArray = py::array_t<T, py::array::c_style>;
+
+template <typename T>
+py::array_t<T> pairwise_distances_impl(const CArray<T>& X, const CArray<T>& Y, bool squared) {
+    const auto n = static_cast<std::size_t>(X.shape(0));
+    const auto d = static_cast<std::size_t>(X.shape(1));
+    const auto m = static_cast<std::size_t>(Y.shape(0));
+    py::array_t<T> out({X.shape(0), Y.shape(0)});
+    const T* x = X.data();
+    const T* y = Y.data();
+    T* o = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        vflsec::pairwise_distances<T>(x, n, y, m, d, squared, o);
+    }
+    return out;
+}
+
+template <typename T>
+py::tuple pairwise_distance_stats_impl(const CArray<T>& X) {
+    const auto n = static_cast<std::size_t>(X.shape(0));
+    const auto d = static_cast<std::size_t>(X.shape(1));
+    const T* x = X.data();
+    DistanceStatsResult s;
+    {
+        py::gil_scoped_release release;
+        s = vflsec::pairwise_distance_stats<T>(x, n, d);
+    }
+    return py::make_tuple(s.count, s.mean, s.std, s.min, s.max);
+}
+
+}  // namespace
+
+void bind_distances(py::module_& m) {
+    m.def("pairwise_distances_f32", &pairwise_distances_impl<float>, py::arg("X"), py::arg("Y"), py::arg("squared"));
+    m.def("pairwise_distances_f64", &pairwise_distances_impl<double>, py::arg("X"), py::arg("Y"), py::arg("squared"));
+    m.def("pairwise_distance_stats_f32", &pairwise_distance_stats_impl<float>, py::arg("X"),
+          "(count, mean, std, min, max) over the pairs j < k");
+    m.def("pairwise_distance_stats_f64", &pairwise_distance_stats_impl<double>, py::arg("X"),
+          "(count, mean, std, min, max) over the pairs j < k");
+    m.def("distance_kernel_isa", []() { return std::string(vflsec::distance_kernel_isa()); });
+    m.def("set_distance_kernel_isa",
+          [](const std::string& name) { return vflsec::set_distance_kernel_isa(name.c_str()); }, py::arg("name"),
+          "Force 'avx512f', 'avx2', 'baseline' or 'auto'; False if unsupported on this CPU");
+}
+
 }  // namespace vflsec::bindings

@@ -1,2 +1,165 @@
-"""placeholder: replaced by the kernel implementation."""
-DistanceStats = pairwise_distance_stats = pairwise_distances = None
+"""Exact pairwise Euclidean distances and their statistics.
+
+``pairwise_distances`` computes ``sqrt(sum_k (x_k - y_k)^2)`` directly with a
+register-blocked SIMD kernel instead of the ``||x||^2 + ||y||^2 - 2<x, y>``
+expansion used by BLAS-based implementations (``torch.cdist``, faiss,
+scikit-learn). The expansion cancels catastrophically for data far from the
+origin; the direct form gives exactly 0 for identical rows and a small
+relative error for every pair, wherever the data sit.
+
+``pairwise_distance_stats`` reduces the distances of all pairs ``j < k`` of
+the rows of ``X`` to their count, mean, standard deviation, minimum and
+maximum without materialising them (memory O(n d)), in float64 moments merged
+in a fixed order: the result does not depend on the thread count.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import _core
+from .._arrays import as_float_array, check_real
+
+__all__ = ["DistanceStats", "pairwise_distance_stats", "pairwise_distances"]
+
+
+@dataclass(frozen=True)
+class DistanceStats:
+    """Statistics of the pairwise Euclidean distances of the rows of X.
+
+    ``std`` is the population standard deviation (``ddof=0``), as
+    ``numpy.std`` of ``scipy.spatial.distance.pdist(X)``.
+    """
+
+    count: int
+    mean: float
+    std: float
+    min: float
+    max: float
+
+    def quantile(self, p: float) -> float:
+        """Quantile ``p`` of a Gaussian with this mean and standard deviation.
+
+        ``mean + std * sqrt(2) * erfinv(2p - 1)``: the sensitivity estimate of
+        VFL-AFE (``p = 0.9987`` gives about ``mean + 3 std``). ``0 < p < 1``.
+        """
+        from scipy.special import erfinv
+
+        p = check_real(p, "p", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+        return float(self.mean + self.std * math.sqrt(2.0) * float(erfinv(2.0 * p - 1.0)))
+
+
+# Exponent range of max|x| inside which no squared coordinate difference or
+# sum of them can overflow, and squares of differences down to ~1e-19 (float32)
+# or ~1e-154 (float64) times the largest value stay normal numbers. Outside it
+# the data are scaled by a power of two (exact) and the results scaled back.
+_SAFE_EXPONENTS = {np.dtype(np.float32): (-32, 32), np.dtype(np.float64): (-256, 256)}
+
+
+def _scale_exponent(*arrays: np.ndarray) -> int:
+    """e such that the arrays times 2**-e have max|x| in [0.5, 1), or 0 if safe."""
+    largest = max(max(abs(float(a.max())), abs(float(a.min()))) for a in arrays)
+    if largest == 0.0:
+        return 0
+    exponent = math.frexp(largest)[1]
+    low, high = _SAFE_EXPONENTS[arrays[0].dtype]
+    return exponent if not low <= exponent <= high else 0
+
+
+def _check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def pairwise_distances(X: Any, Y: Optional[Any] = None, *, squared: bool = False) -> Any:
+    """Euclidean distances between the rows of ``X`` and the rows of ``Y``.
+
+    Parameters
+    ----------
+    X : array-like or torch CPU tensor, shape (n, d)
+    Y : array-like or torch CPU tensor, shape (m, d), optional
+        Defaults to ``X`` (then only the upper triangle is computed and
+        mirrored; the result is exactly symmetric with a zero diagonal).
+    squared : bool
+        Return squared distances (skips the square root).
+
+    Returns
+    -------
+    ndarray or torch tensor, shape (n, m), C-contiguous
+        float32 if both inputs are float32, float64 otherwise; a torch tensor
+        when ``X`` is one.
+
+    Notes
+    -----
+    Identical rows give exactly 0. Every other distance has a relative error
+    of at most about ``(64 + d / 64) / 2 + 2`` units of roundoff (2e-6 at
+    d = 256 in float32, typically 1e-7), wherever the data sit, provided it
+    is above about 1e-19 (float32) or 1e-154 (float64) times
+    ``max(1, max|x|)``: below that the squared coordinate differences
+    underflow. Data too large or too small for the squares are scaled by a
+    power of two, exactly.
+
+    Raises
+    ------
+    TypeError
+        Complex, boolean, object or string data; ``squared`` not a bool.
+    ValueError
+        Not 2-D, empty, NaN or infinite values, or different numbers of
+        columns in ``X`` and ``Y``.
+    """
+    squared = _check_bool(squared, "squared")
+    x, wrap = as_float_array(X, "X", ndim=2)
+    if Y is None or Y is X:
+        y = x
+    else:
+        y, _ = as_float_array(Y, "Y", ndim=2)
+        if y.dtype != x.dtype:
+            # One float32 and one float64 operand: compute in float64.
+            x = x.astype(np.float64)
+            y = y.astype(np.float64)
+        if y.shape[1] != x.shape[1]:
+            raise ValueError(
+                f"X and Y must have the same number of columns, got X with {x.shape[1]} and Y with {y.shape[1]}"
+            )
+    kernel = _core.pairwise_distances_f32 if x.dtype == np.float32 else _core.pairwise_distances_f64
+    exponent = _scale_exponent(x, y)
+    if exponent == 0:
+        return wrap(kernel(x, y, squared))
+    xs = np.ldexp(x, -exponent).astype(x.dtype, copy=False)
+    ys = xs if y is x else np.ldexp(y, -exponent).astype(y.dtype, copy=False)
+    out = kernel(xs, ys, squared)
+    np.ldexp(out, 2 * exponent if squared else exponent, out=out)
+    return wrap(out)
+
+
+def pairwise_distance_stats(X: Any) -> DistanceStats:
+    """Count, mean, population std, min and max of ``||X[j] - X[k]||``, j < k.
+
+    Equivalent to ``d = scipy.spatial.distance.pdist(X)`` followed by
+    ``d.size, d.mean(), d.std(), d.min(), d.max()``, without storing the
+    ``n (n - 1) / 2`` distances. float32 input computes the distances in
+    float32 and accumulates them in float64.
+
+    Raises
+    ------
+    TypeError
+        Complex, boolean, object or string data.
+    ValueError
+        Not 2-D, empty, NaN or infinite values, or fewer than 2 rows (no pairs).
+    """
+    x, _ = as_float_array(X, "X", ndim=2)
+    if x.shape[0] < 2:
+        raise ValueError(f"X must have at least 2 rows to form a pair, got {x.shape[0]}")
+    kernel = _core.pairwise_distance_stats_f32 if x.dtype == np.float32 else _core.pairwise_distance_stats_f64
+    exponent = _scale_exponent(x)
+    if exponent != 0:
+        x = np.ldexp(x, -exponent).astype(x.dtype, copy=False)
+    count, mean, std, lo, hi = kernel(x)
+    scale = math.ldexp(1.0, exponent)
+    return DistanceStats(
+        count=int(count), mean=float(mean) * scale, std=float(std) * scale, min=float(lo) * scale, max=float(hi) * scale
+    )

@@ -1,0 +1,45 @@
+// Exact pairwise Euclidean distances and fused distance statistics.
+//
+// Distances are computed directly as sqrt(sum_k (y_k - x_k)^2) by a
+// register-blocked SIMD kernel, never through the ||x||^2 + ||y||^2 - 2<x,y>
+// expansion: the expansion cancels catastrophically for data far from the
+// origin, while the direct form keeps a small relative error on any input and
+// gives exactly 0 for identical rows.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace vflsec {
+
+// out[i * m + j] = ||X[i] - Y[j]|| (squared when `squared`). X is n x d and Y
+// is m x d, both row-major; out is n x m, row-major. Requires n, m, d >= 1.
+template <typename T>
+void pairwise_distances(const T* X, std::size_t n, const T* Y, std::size_t m, std::size_t d,
+                        bool squared, T* out);
+
+struct DistanceStatsResult {
+    std::uint64_t count;  // n (n - 1) / 2
+    double mean;
+    double std;  // population standard deviation (ddof = 0)
+    double min;
+    double max;
+};
+
+// Statistics of ||X[j] - X[k]|| over all pairs j < k without materialising
+// them. The result does not depend on the thread count: work is cut into a
+// fixed set of tiles whose partial moments are merged in a fixed order.
+// Requires n >= 2, d >= 1.
+template <typename T>
+DistanceStatsResult pairwise_distance_stats(const T* X, std::size_t n, std::size_t d);
+
+// Name of the tile kernels the runtime dispatcher picked ("avx512f",
+// "avx512vl" (256-bit vectors in 32 registers),
+// "avx2", "baseline").
+const char* distance_kernel_isa();
+
+// Forces the tile kernels ("avx512f", "avx512vl", "avx2", "baseline", or "auto" for the
+// best this CPU supports); false if unknown or unsupported here. For tests and
+// benchmarks: call it only while no distance kernel is running.
+bool set_distance_kernel_isa(const char* name);
+
+}  // namespace vflsec
