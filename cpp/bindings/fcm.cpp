@@ -2,6 +2,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+
 #include "fcm.hpp"
 
 namespace py = pybind11;
@@ -27,8 +29,11 @@ py::tuple fcm(py::array_t<T, py::array::c_style> X, std::size_t c, double m, int
 }  // namespace
 
 void bind_fcm(py::module_& m) {
-    m.def("fuzzy_cmeans_f32", &fcm<float>);
-    m.def("fuzzy_cmeans_f64", &fcm<double>);
+    const auto args = std::make_tuple(py::arg("X"), py::arg("n_clusters"), py::arg("m"), py::arg("max_iter"),
+                                      py::arg("tol"), py::arg("start_from_centers"), py::arg("centers"),
+                                      py::arg("membership"));
+    std::apply([&](auto... a) { m.def("fuzzy_cmeans_f32", &fcm<float>, a...); }, args);
+    std::apply([&](auto... a) { m.def("fuzzy_cmeans_f64", &fcm<double>, a...); }, args);
 }
 
 }  // namespace vflsec::bindings
