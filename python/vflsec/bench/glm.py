@@ -209,7 +209,13 @@ def _report(result: Dict[str, Any]) -> str:
              f"Machine: {result['machine']['cpu']}, {result['machine']['logical_cores']} cores. "
              f"Settings: {result['config']}", "",
              "Paillier runs use 2048-bit keys (the setting FATE and the HDP-VFL paper compare with, ~112-bit "
-             "security); vflsec's default is 3072 bits (128-bit security).", ""]
+             "security); vflsec's default is 3072 bits (128-bit security).", "",
+             "Runtime ratios are against vflsec's own plain VFL, which exchanges numpy arrays through an "
+             "in-memory channel in milliseconds; the paper's baselines ran inside FATE with network and "
+             "framework overheads that dilute the cost of encryption, so HE/plain ratios here measure the "
+             "cryptography itself. HE cells marked extrapolated were measured on a prefix of whole batches "
+             "(including one-off key generation and context set-up, so they overestimate) and scaled "
+             "linearly to the full run.", ""]
     for name, ds in acc.items():
         lines.append(f"## Accuracy: {name}\n")
         rows = [[m, *_mean_std(v), len(v)] for m, v in ds["reference"].items()]

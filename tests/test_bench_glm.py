@@ -1,0 +1,29 @@
+"""The GLM benchmark's pieces run end to end on built-in data (DP and plain cells only; HE
+protocols are covered by test_glm_he.py)."""
+import json
+
+import pytest
+
+from vflsec.bench import glm
+
+
+def test_accuracy_and_runtime_cells_and_report(tmp_path):
+    acc = glm.run_accuracy(["breast"], data_dir=None, seeds=1, he_seeds=0, epsilons=[0.01, 100.0],
+                           batch_size=3200, epochs=2, he_methods=[], max_rows=None)
+    methods = {(r["method"], r["calibration"], r["epsilon"]) for r in acc}
+    assert ("plain", None, None) in methods and ("hdp", "analytic", 100.0) in methods
+    assert all(0.0 <= r["accuracy"] <= 1.0 for r in acc)
+    rt = glm.run_runtime(sizes=[400], epoch_counts=[1, 2], epochs_n=400, features=[5, 7],
+                         methods=["plain", "hdp"], batch_size=100, he_budget=1.0)
+    assert {(r["method"], r["epochs"]) for r in rt} == {("plain", 1), ("hdp", 1), ("plain", 2), ("hdp", 2)}
+    by = {(r["method"], r["epochs"]): r for r in rt}
+    # Two epochs send exactly twice the bytes of one: the channel counts every message.
+    assert by[("plain", 2)]["bytes"] == 2 * by[("plain", 1)]["bytes"] > 0
+    assert not any(r["extrapolated"] for r in rt)
+    result = {"machine": {"cpu": "x", "logical_cores": 2}, "config": {}, "accuracy": acc, "runtime": rt}
+    report = glm._report(result)
+    assert "## Accuracy: breast" in report and "paper's claims" in report
+    glm._plot_accuracy(glm._accuracy_summary(acc), tmp_path / "a.png")
+    glm._plot_runtime(rt, 400, tmp_path / "r.png")
+    assert (tmp_path / "a.png").stat().st_size > 1000 and (tmp_path / "r.png").stat().st_size > 1000
+    json.dumps(result)
