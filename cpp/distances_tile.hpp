@@ -29,9 +29,9 @@ struct DistanceTile {
     static constexpr std::size_t round_up16(std::size_t x) { return (x + 15) / 16 * 16; }
 
     // scratch: packed rows (d x R), running sums (R x P per panel of the
-    // block), one tile (R x P).
+    // block), two tiles (R x P).
     static std::size_t scratch_size(std::size_t d, std::size_t max_cols) {
-        return round_up16(d * R) + R * round_up16(max_cols + P) + R * P;
+        return round_up16(d * R) + R * round_up16(max_cols + P) + 2 * R * P;
     }
     static T* sums_of(const BlockArgs<T>& a) { return a.scratch + round_up16(a.d * R); }
     static T* tile_of(const BlockArgs<T>& a) { return sums_of(a) + R * round_up16(a.col_end - a.col_begin + P); }
@@ -117,14 +117,30 @@ struct DistanceTile {
             for (int v = 0; v < NV; ++v) acc[r][v] = S::sqrt(acc[r][v]);
     }
 
+    // Mirror image of a tile stored earlier: out_t[c * ldo + r] = tile[r * P + c].
+    static void write_transposed(const T* tile, T* dst, std::size_t rows, std::size_t cols, std::size_t ldo) {
+        if (rows == static_cast<std::size_t>(R) && cols == static_cast<std::size_t>(P)) {
+            for (int c = 0; c < P; ++c)
+                for (int r = 0; r < R; ++r) dst[c * ldo + r] = tile[r * P + c];
+        } else {
+            for (std::size_t c = 0; c < cols; ++c)
+                for (std::size_t r = 0; r < rows; ++r) dst[c * ldo + r] = tile[r * P + c];
+        }
+    }
+
     static void block_distances(const BlockArgs<T>& a, bool squared_out, T* out, std::size_t ldo, T* out_t) {
         T* xp = a.scratch;
         T* sums = sums_of(a);
-        T* tile = tile_of(a);
+        T* tiles[2] = {tile_of(a), tile_of(a) + R * P};
         const std::size_t ncols = a.col_end - a.col_begin;
         // A block on the diagonal of a mirrored computation: tiles wholly below
         // the diagonal are the mirror images of tiles above it.
         const bool diagonal = out_t != nullptr && a.row_begin == a.col_begin;
+        // Mirror images are written one tile late, after prefetching their
+        // scattered destination lines for the time one tile takes to compute.
+        int cur = 0;
+        T* pending_dst = nullptr;
+        std::size_t pending_rows = 0, pending_cols = 0;
         for (std::size_t i = a.row_begin; i < a.row_end; i += R) {
             const std::size_t rows = a.row_end - i < static_cast<std::size_t>(R) ? a.row_end - i : R;
             pack_rows(a.X, a.d, i, rows, xp);
@@ -139,25 +155,30 @@ struct DistanceTile {
                     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
                         for (int v = 0; v < NV; ++v) S::storeu(orow + r * ldo + c0 + v * L, acc[r][v]);
+                    if (out_t == nullptr) return;
                 }
-                if (full && out_t == nullptr) return;
+                T* tile = tiles[cur];
                 for (int r = 0; r < R; ++r)
                     for (int v = 0; v < NV; ++v) S::store(tile + r * P + v * L, acc[r][v]);
                 if (!full)
                     for (std::size_t r = 0; r < rows; ++r)
                         for (std::size_t c = 0; c < cols; ++c) orow[r * ldo + c0 + c] = tile[r * P + c];
                 if (out_t != nullptr) {
-                    T* ot = out_t + c0 * ldo + (i - a.row_begin);
-                    if (full) {
-                        for (int c = 0; c < P; ++c)
-                            for (int r = 0; r < R; ++r) ot[c * ldo + r] = tile[r * P + c];
-                    } else {
-                        for (std::size_t c = 0; c < cols; ++c)
-                            for (std::size_t r = 0; r < rows; ++r) ot[c * ldo + r] = tile[r * P + c];
+                    if (pending_dst != nullptr) write_transposed(tiles[cur ^ 1], pending_dst, pending_rows, pending_cols, ldo);
+                    pending_dst = out_t + c0 * ldo + (i - a.row_begin);
+                    pending_rows = rows;
+                    pending_cols = cols;
+                    cur ^= 1;
+                    // Its destination is P short pieces of P different rows,
+                    // which no hardware prefetcher predicts.
+                    for (std::size_t c = 0; c < cols; ++c) {
+                        __builtin_prefetch(pending_dst + c * ldo, 1);
+                        __builtin_prefetch(pending_dst + c * ldo + rows - 1, 1);
                     }
                 }
             });
         }
+        if (pending_dst != nullptr) write_transposed(tiles[cur ^ 1], pending_dst, pending_rows, pending_cols, ldo);
     }
 
     // Moments of a tile whose every entry is a wanted pair: the distances

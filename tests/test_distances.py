@@ -138,6 +138,19 @@ def test_exact_zero_diagonal_and_symmetry(isa, dtype):
     assert np.array_equal(pairwise_distances(X, X.copy(), squared=True), sq_general)
 
 
+@pytest.mark.parametrize("n, d", [(49, 48), (97, 100), (150, 64), (577, 48)])
+def test_mirrored_path_matches_general(isa, n, d):
+    """X against itself computes each pair once and mirrors it: block and tile
+    edges at several sizes, bitwise equal to the general path."""
+    rng = np.random.default_rng(n)
+    X = rng.standard_normal((n, d)).astype(np.float32) * 10
+    extra = np.vstack([X, X[:1] + 1])  # n + 1 rows: general path
+    for squared in (False, True):
+        general = pairwise_distances(X, extra, squared=squared)[:, :n]
+        assert np.array_equal(pairwise_distances(X, squared=squared), general)
+    np.testing.assert_allclose(pairwise_distances(X), cdist(X.astype(np.float64), X.astype(np.float64)), rtol=1e-5, atol=1e-5)
+
+
 def test_duplicate_rows_give_exact_zero():
     rng = np.random.default_rng(2)
     base = _offset_data(rng, 10, 33, 1e4, np.float32)

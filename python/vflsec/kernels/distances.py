@@ -52,16 +52,18 @@ class DistanceStats:
         return float(self.mean + self.std * math.sqrt(2.0) * float(erfinv(2.0 * p - 1.0)))
 
 
-# Exponent range of max|x| inside which no squared coordinate difference or
-# sum of them can overflow, and squares of differences down to ~1e-19 (float32)
-# or ~1e-154 (float64) times the largest value stay normal numbers. Outside it
-# the data are scaled by a power of two (exact) and the results scaled back.
+# Binary exponent range of max|x| inside which no sum of squared coordinate
+# differences can overflow (for any realistic d), so that only differences
+# below ~1e-19 (float32) or ~1e-154 (float64) lose precision to underflow.
+# Outside it the data are scaled by a power of two (exact) and the results
+# scaled back.
 _SAFE_EXPONENTS = {np.dtype(np.float32): (-32, 32), np.dtype(np.float64): (-256, 256)}
 
 
 def _scale_exponent(*arrays: np.ndarray) -> int:
     """e such that the arrays times 2**-e have max|x| in [0.5, 1), or 0 if safe."""
-    largest = max(max(abs(float(a.max())), abs(float(a.min()))) for a in arrays)
+    unique = {id(a): a for a in arrays}.values()
+    largest = max(max(abs(float(a.max())), abs(float(a.min()))) for a in unique)
     if largest == 0.0:
         return 0
     exponent = math.frexp(largest)[1]
