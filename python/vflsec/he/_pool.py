@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -22,6 +24,7 @@ _lock = threading.Lock()
 _pool: Optional[ProcessPoolExecutor] = None
 _pool_size = 0
 _num_processes: Optional[int] = None
+_warned_in_process = False
 
 
 def _available_cores() -> int:
@@ -81,8 +84,25 @@ def chunk_bounds(n_items: int, processes: int, min_chunk: int) -> List[tuple]:
     return [(start, min(start + step, n_items)) for start in range(0, n_items, step)]
 
 
+def _workers_can_start() -> bool:
+    """forkserver workers re-import ``__main__`` from its file; code piped to
+    ``python -`` (``__file__ == "<stdin>"``) has none, and every worker would die."""
+    main = sys.modules.get("__main__")
+    if getattr(getattr(main, "__spec__", None), "name", None):
+        return True
+    path = getattr(main, "__file__", None)
+    return path is None or os.path.isfile(path)
+
+
 def run_chunks(func: Callable[..., Any], args_per_chunk: Sequence[tuple], processes: int) -> List[Any]:
     """``[func(*args) for args in args_per_chunk]``, in the pool when it helps."""
+    if processes > 1 and len(args_per_chunk) > 1 and not _workers_can_start():
+        global _warned_in_process
+        if not _warned_in_process:
+            warnings.warn("__main__ has no importable file (code read from stdin?): Paillier operations run "
+                          "in this process only", RuntimeWarning, stacklevel=2)
+            _warned_in_process = True
+        processes = 1
     if processes <= 1 or len(args_per_chunk) <= 1:
         return [func(*args) for args in args_per_chunk]
     pool = _get_pool(processes)
