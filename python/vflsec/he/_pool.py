@@ -16,6 +16,7 @@ import sys
 import threading
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, List, Optional, Sequence
 
 from .._arrays import check_positive_int
@@ -107,4 +108,12 @@ def run_chunks(func: Callable[..., Any], args_per_chunk: Sequence[tuple], proces
         return [func(*args) for args in args_per_chunk]
     pool = _get_pool(processes)
     futures = [pool.submit(func, *args) for args in args_per_chunk]
-    return [future.result() for future in futures]
+    try:
+        return [future.result() for future in futures]
+    except BrokenProcessPool as exc:
+        shutdown_pool()
+        raise RuntimeError(
+            "Paillier worker processes died. Workers re-import the main script: a script that trains "
+            "with protection='paillier' must put its top-level code under `if __name__ == \"__main__\":` "
+            "(or call vflsec.he.set_num_processes(1))"
+        ) from exc
