@@ -97,11 +97,11 @@ def pairwise_distances(X: Any, Y: Optional[Any] = None, *, squared: bool = False
 
     Notes
     -----
-    Identical rows give exactly 0. Every other distance has a relative error
-    of at most about ``(64 + d / 64) / 2 + 2`` units of roundoff (2e-6 at
-    d = 256 in float32, typically 1e-7), wherever the data sit, provided it
-    is above about 1e-19 (float32) or 1e-154 (float64) times
-    ``max(1, max|x|)``: below that the squared coordinate differences
+    Identical rows give exactly 0. Every other distance has a relative
+    error of at most about ``(256 + d / 256) / 2 + 2`` units of roundoff
+    (8e-6 in float32 for d up to 4096, typically 1e-7), wherever the data
+    sit, provided it is above about 1e-19 (float32) or 1e-154 (float64)
+    times ``max(1, max|x|)``: below that the squared coordinate differences
     underflow. Data too large or too small for the squares are scaled by a
     power of two, exactly.
 
