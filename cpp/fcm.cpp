@@ -1,7 +1,8 @@
 // Fuzzy c-means. One pass over the data per iteration, parallel over points:
-// each point's squared distances to the current centres give its membership,
-// and the same pass accumulates that membership's u^m-weighted sums for the
-// next centres. Per-thread partial sums are combined in thread order, so
+// each point's squared distances to the current centres give its membership
+// (a point on a centre gets membership 1 there, split evenly over ties), and
+// the same pass accumulates that membership's u^m-weighted sums for the next
+// centres. Per-thread partial sums are combined in thread order, so
 // results are deterministic for a fixed thread count. Sums are accumulated in
 // double whatever the input precision.
 #include "fcm.hpp"
@@ -14,35 +15,6 @@
 
 namespace vflsec {
 namespace {
-
-// Membership of one point from its squared distances: u_j = w_j / sum_k w_k with
-// w_j = (dmin / d_j)^(1/(m-1)), which is in (0, 1] so nothing overflows. A point
-// on a centre (d_j == 0) gets membership 1 there, split evenly over ties.
-// Writes u (working precision) and um = u^m (double, for the centre sums);
-// returns sum_j u_j^m d_j, the point's share of the objective.
-template <typename T>
-__attribute__((always_inline)) inline double membership_row(const double* dist2, std::size_t c, double m,
-                                                            double inv_m1, T* u, double* um) {
-    double dmin = dist2[0];
-    for (std::size_t j = 1; j < c; ++j) dmin = std::min(dmin, dist2[j]);
-    double total = 0.0;
-    if (dmin == 0.0) {
-        for (std::size_t j = 0; j < c; ++j) total += (um[j] = dist2[j] == 0.0 ? 1.0 : 0.0);
-    } else if (inv_m1 == 1.0) {
-        for (std::size_t j = 0; j < c; ++j) total += (um[j] = dmin / dist2[j]);
-    } else {
-        for (std::size_t j = 0; j < c; ++j) total += (um[j] = std::pow(dmin / dist2[j], inv_m1));
-    }
-    double obj = 0.0;
-    for (std::size_t j = 0; j < c; ++j) {
-        const double uj = um[j] / total;
-        u[j] = static_cast<T>(uj);
-        const double ur = static_cast<double>(u[j]);  // the centres use the stored membership
-        um[j] = m == 2.0 ? ur * ur : std::pow(ur, m);
-        obj += um[j] * dist2[j];
-    }
-    return obj;
-}
 
 template <typename T>
 __attribute__((always_inline)) inline void add_weighted_row(const T* x, std::size_t d, std::size_t c,
@@ -57,33 +29,106 @@ __attribute__((always_inline)) inline void add_weighted_row(const T* x, std::siz
     }
 }
 
-// Vt holds the centres transposed and padded to cp columns (a multiple of 8),
-// so the distance loop runs across clusters in full SIMD vectors.
+// Points are processed in blocks of kLanes, one point per SIMD lane, so
+// distances, memberships and the centre sums run across points with no
+// horizontal reductions; the lane partial sums are folded once per chunk.
+constexpr std::size_t kLanes = 8;
+
 template <typename T>
 __attribute__((always_inline)) inline double assign_rows_impl(const T* X, std::size_t begin, std::size_t end,
-                                                              std::size_t d, std::size_t c, std::size_t cp, double m,
-                                                              double inv_m1, const double* Vt, T* U, double* num,
-                                                              double* den) {
-    std::vector<double> buf(2 * cp);
-    double* dp = buf.data();
-    double* um = dp + cp;
-    double obj = 0.0;
-    for (std::size_t i = begin; i < end; ++i) {
-        const T* x = X + i * d;
+                                                              std::size_t d, std::size_t c, double m, double inv_m1,
+                                                              const double* V, T* U, double* num, double* den) {
+    constexpr std::size_t L = kLanes;
+    std::vector<double> xt(d * L), dist(c * L), uu(c * L), um(c * L), numv(c * d * L, 0.0), denv(c * L, 0.0);
+    double objv[L] = {0.0};
+    for (std::size_t i0 = begin; i0 < end; i0 += L) {
+        const std::size_t nl = std::min(L, end - i0);
+        double valid[L];
+        for (std::size_t l = 0; l < L; ++l) valid[l] = l < nl ? 1.0 : 0.0;
+        for (std::size_t l = 0; l < L; ++l)
+            for (std::size_t k = 0; k < d; ++k) xt[k * L + l] = l < nl ? static_cast<double>(X[(i0 + l) * d + k]) : 0.0;
+        double dmin[L];
+        for (std::size_t j = 0; j < c; ++j) {
+            double acc[L] = {0.0};
+            for (std::size_t k = 0; k < d; ++k) {
+                const double v = V[j * d + k];
+                const double* xk = xt.data() + k * L;
 #pragma omp simd
-        for (std::size_t j = 0; j < cp; ++j) dp[j] = 0.0;
-        for (std::size_t k = 0; k < d; ++k) {
-            const double xk = static_cast<double>(x[k]);
-            const double* vk = Vt + k * cp;
+                for (std::size_t l = 0; l < L; ++l) {
+                    const double diff = xk[l] - v;
+                    acc[l] += diff * diff;
+                }
+            }
 #pragma omp simd
-            for (std::size_t j = 0; j < cp; ++j) {
-                const double diff = xk - vk[j];
-                dp[j] += diff * diff;
+            for (std::size_t l = 0; l < L; ++l) {
+                dist[j * L + l] = acc[l];
+                dmin[l] = j == 0 ? acc[l] : std::min(dmin[l], acc[l]);
             }
         }
-        obj += membership_row(dp, c, m, inv_m1, U + i * c, um);
-        add_weighted_row(x, d, c, um, num, den);
+        // w_j = (dmin / d_j)^(1/(m-1)) in (0, 1]; a point on a centre (dmin == 0)
+        // gets weight 1 on every centre it sits on and 0 elsewhere.
+        double total[L] = {0.0};
+        for (std::size_t j = 0; j < c; ++j) {
+            double* w = um.data() + j * L;
+            const double* dj = dist.data() + j * L;
+            if (inv_m1 == 1.0) {
+#pragma omp simd
+                for (std::size_t l = 0; l < L; ++l) {
+                    const double on_centre = dj[l] == 0.0 ? 1.0 : 0.0;
+                    w[l] = dmin[l] == 0.0 ? on_centre : dmin[l] / (dj[l] == 0.0 ? 1.0 : dj[l]);
+                    total[l] += w[l];
+                }
+            } else {
+                for (std::size_t l = 0; l < L; ++l) {
+                    const double on_centre = dj[l] == 0.0 ? 1.0 : 0.0;
+                    w[l] = dmin[l] == 0.0 ? on_centre : std::pow(dmin[l] / dj[l], inv_m1);
+                    total[l] += w[l];
+                }
+            }
+        }
+        for (std::size_t j = 0; j < c; ++j) {
+            double* w = um.data() + j * L;
+            double* u = uu.data() + j * L;
+            const double* dj = dist.data() + j * L;
+            if (m == 2.0) {
+#pragma omp simd
+                for (std::size_t l = 0; l < L; ++l) {
+                    // The centres use the stored (working-precision) membership.
+                    const double ur = static_cast<double>(static_cast<T>(w[l] / total[l]));
+                    u[l] = ur;
+                    w[l] = ur * ur * valid[l];
+                    objv[l] += w[l] * dj[l];
+                }
+            } else {
+                for (std::size_t l = 0; l < L; ++l) {
+                    const double ur = static_cast<double>(static_cast<T>(w[l] / total[l]));
+                    u[l] = ur;
+                    w[l] = std::pow(ur, m) * valid[l];
+                    objv[l] += w[l] * dj[l];
+                }
+            }
+        }
+        for (std::size_t l = 0; l < nl; ++l)
+            for (std::size_t j = 0; j < c; ++j) U[(i0 + l) * c + j] = static_cast<T>(uu[j * L + l]);
+        for (std::size_t j = 0; j < c; ++j) {
+            const double* w = um.data() + j * L;
+#pragma omp simd
+            for (std::size_t l = 0; l < L; ++l) denv[j * L + l] += w[l];
+            for (std::size_t k = 0; k < d; ++k) {
+                double* acc = numv.data() + (j * d + k) * L;
+                const double* xk = xt.data() + k * L;
+#pragma omp simd
+                for (std::size_t l = 0; l < L; ++l) acc[l] += w[l] * xk[l];
+            }
+        }
     }
+    for (std::size_t j = 0; j < c; ++j) {
+        for (std::size_t l = 0; l < L; ++l) den[j] += denv[j * L + l];
+        for (std::size_t k = 0; k < d; ++k)
+            for (std::size_t l = 0; l < L; ++l) num[j * d + k] += numv[(j * d + k) * L + l];
+    }
+    double obj = 0.0;
+    for (std::size_t l = 0; l < L; ++l) obj += objv[l];
     return obj;
 }
 
@@ -105,14 +150,14 @@ __attribute__((always_inline)) inline void accumulate_rows_impl(const T* X, std:
 // for AVX-512, AVX2 and baseline x86-64 and picked at load time.
 #define VFLSEC_FCM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 VFLSEC_FCM_CLONES double assign_rows_f64(const double* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c,
-                                         std::size_t cp, double m, double inv_m1, const double* Vt, double* U,
-                                         double* num, double* den) {
-    return assign_rows_impl<double>(X, b, e, d, c, cp, m, inv_m1, Vt, U, num, den);
+                                         double m, double inv_m1, const double* V, double* U, double* num,
+                                         double* den) {
+    return assign_rows_impl<double>(X, b, e, d, c, m, inv_m1, V, U, num, den);
 }
 VFLSEC_FCM_CLONES double assign_rows_f32(const float* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c,
-                                         std::size_t cp, double m, double inv_m1, const double* Vt, float* U,
-                                         double* num, double* den) {
-    return assign_rows_impl<float>(X, b, e, d, c, cp, m, inv_m1, Vt, U, num, den);
+                                         double m, double inv_m1, const double* V, float* U, double* num,
+                                         double* den) {
+    return assign_rows_impl<float>(X, b, e, d, c, m, inv_m1, V, U, num, den);
 }
 VFLSEC_FCM_CLONES void accumulate_rows_f64(const double* X, std::size_t b, std::size_t e, std::size_t d,
                                            std::size_t c, double m, const double* U, double* num, double* den) {
@@ -122,13 +167,13 @@ VFLSEC_FCM_CLONES void accumulate_rows_f32(const float* X, std::size_t b, std::s
                                            std::size_t c, double m, const float* U, double* num, double* den) {
     accumulate_rows_impl<float>(X, b, e, d, c, m, U, num, den);
 }
-inline double assign_rows(const double* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, std::size_t cp,
-                          double m, double inv_m1, const double* Vt, double* U, double* num, double* den) {
-    return assign_rows_f64(X, b, e, d, c, cp, m, inv_m1, Vt, U, num, den);
+inline double assign_rows(const double* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, double m,
+                          double inv_m1, const double* V, double* U, double* num, double* den) {
+    return assign_rows_f64(X, b, e, d, c, m, inv_m1, V, U, num, den);
 }
-inline double assign_rows(const float* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, std::size_t cp,
-                          double m, double inv_m1, const double* Vt, float* U, double* num, double* den) {
-    return assign_rows_f32(X, b, e, d, c, cp, m, inv_m1, Vt, U, num, den);
+inline double assign_rows(const float* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, double m,
+                          double inv_m1, const double* V, float* U, double* num, double* den) {
+    return assign_rows_f32(X, b, e, d, c, m, inv_m1, V, U, num, den);
 }
 inline void accumulate_rows(const double* X, std::size_t b, std::size_t e, std::size_t d, std::size_t c, double m,
                             const double* U, double* num, double* den) {
@@ -154,15 +199,12 @@ FCMStatus fuzzy_cmeans(const T* X, std::size_t n, std::size_t d, std::size_t c, 
     FCMStatus st;
     const double inv_m1 = 1.0 / (m - 1.0);
     const int nt = std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>(n)));
-    const std::size_t cp = (c + 7) / 8 * 8;
-    std::vector<double> V(c * d), V_prev(c * d), Vt(d * cp, 0.0);
+    std::vector<double> V(c * d), V_prev(c * d);
     std::vector<double> num(static_cast<std::size_t>(nt) * c * d), den(static_cast<std::size_t>(nt) * c);
     std::vector<double> partial_obj(nt);
 
     // Memberships from V, and the u^m-weighted sums of those memberships.
     auto assign = [&]() {
-        for (std::size_t j = 0; j < c; ++j)
-            for (std::size_t k = 0; k < d; ++k) Vt[k * cp + j] = V[j * d + k];
         std::fill(num.begin(), num.end(), 0.0);
         std::fill(den.begin(), den.end(), 0.0);
 #pragma omp parallel num_threads(nt)
@@ -170,7 +212,7 @@ FCMStatus fuzzy_cmeans(const T* X, std::size_t n, std::size_t d, std::size_t c, 
             const int t = omp_get_thread_num();
             std::size_t b, e;
             chunk(n, t, nt, b, e);
-            partial_obj[t] = assign_rows(X, b, e, d, c, cp, m, inv_m1, Vt.data(), U,
+            partial_obj[t] = assign_rows(X, b, e, d, c, m, inv_m1, V.data(), U,
                                          num.data() + static_cast<std::size_t>(t) * c * d,
                                          den.data() + static_cast<std::size_t>(t) * c);
         }
