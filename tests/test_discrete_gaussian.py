@@ -19,7 +19,7 @@ from scipy import stats
 from vflsec import NoiseGenerator, kernels
 
 # The module, not the function of the same name that vflsec.kernels exports.
-dg = importlib.import_module("vflsec.kernels.discrete_gaussian")
+dg = importlib.import_module("vflsec.kernels._discrete_gaussian")
 
 
 def exact_pmf(sigma2: float, half_width: int) -> tuple[np.ndarray, np.ndarray]:

@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import _core
 from .._arrays import as_float_array, check_positive_int, check_real, check_shape
-from . import discrete_gaussian as _dg
+from . import _discrete_gaussian as _dg
 
 __all__ = [
     "NoiseGenerator",
