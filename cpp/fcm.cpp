@@ -277,6 +277,22 @@ FCMStatus fuzzy_cmeans(const T* X, std::size_t n, std::size_t d, std::size_t c, 
     return st;
 }
 
+template <typename T>
+void hard_assignments(const T* U, std::size_t n, std::size_t c, std::int64_t* labels, T* confidence) {
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < n; ++i) {
+        const T* u = U + i * c;
+        std::size_t best = 0;
+        for (std::size_t j = 1; j < c; ++j)
+            if (u[j] > u[best]) best = j;
+        labels[i] = static_cast<std::int64_t>(best);
+        confidence[i] = u[best];
+    }
+}
+
+template void hard_assignments<float>(const float*, std::size_t, std::size_t, std::int64_t*, float*);
+template void hard_assignments<double>(const double*, std::size_t, std::size_t, std::int64_t*, double*);
+
 template FCMStatus fuzzy_cmeans<float>(const float*, std::size_t, std::size_t, std::size_t, double, int, double, bool,
                                        float*, float*);
 template FCMStatus fuzzy_cmeans<double>(const double*, std::size_t, std::size_t, std::size_t, double, int, double,

@@ -17,6 +17,10 @@ struct FCMStatus {
 // the (n, c) initial membership) or from initial centres (true: V holds the
 // (c, d) initial centres). On return V holds the centres and U the
 // membership computed from them.
+// labels[i] = argmax_j U[i, j] (first on ties), confidence[i] = max_j U[i, j].
+template <typename T>
+void hard_assignments(const T* U, std::size_t n, std::size_t c, std::int64_t* labels, T* confidence);
+
 template <typename T>
 FCMStatus fuzzy_cmeans(const T* X, std::size_t n, std::size_t d, std::size_t c, double m, int max_iter,
                        double tol, bool start_from_centers, T* V, T* U);

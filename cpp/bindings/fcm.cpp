@@ -18,12 +18,17 @@ py::tuple fcm(py::array_t<T, py::array::c_style> X, std::size_t c, double m, int
     const T* x = X.data();
     T* v = V.mutable_data();
     T* u = U.mutable_data();
+    py::array_t<std::int64_t> labels(static_cast<py::ssize_t>(n));
+    py::array_t<T> confidence(static_cast<py::ssize_t>(n));
+    std::int64_t* lp = labels.mutable_data();
+    T* cp = confidence.mutable_data();
     FCMStatus st;
     {
         py::gil_scoped_release release;
         st = fuzzy_cmeans<T>(x, n, d, c, m, max_iter, tol, start_from_centers, v, u);
+        hard_assignments<T>(u, n, c, lp, cp);
     }
-    return py::make_tuple(st.n_iter, st.converged, st.objective, st.objective_history);
+    return py::make_tuple(st.n_iter, st.converged, st.objective, st.objective_history, labels, confidence);
 }
 
 }  // namespace

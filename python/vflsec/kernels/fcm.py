@@ -138,9 +138,7 @@ def fuzzy_cmeans(
             )
 
     run = _core.fuzzy_cmeans_f32 if dtype == np.float32 else _core.fuzzy_cmeans_f64
-    n_iter, converged, objective, history = run(Xa, c, m, max_iter, tol, from_centers, V, U)
-    labels = np.argmax(U, axis=1).astype(np.int64)
-    confidence = U[np.arange(n), labels].copy()
+    n_iter, converged, objective, history, labels, confidence = run(Xa, c, m, max_iter, tol, from_centers, V, U)
     return FCMResult(
         centers=wrap(V),
         membership=wrap(U),
