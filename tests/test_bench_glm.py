@@ -27,3 +27,17 @@ def test_accuracy_and_runtime_cells_and_report(tmp_path):
     glm._plot_runtime(rt, 400, tmp_path / "r.png")
     assert (tmp_path / "a.png").stat().st_size > 1000 and (tmp_path / "r.png").stat().st_size > 1000
     json.dumps(result)
+
+
+def test_he_runtime_cell_past_budget_is_extrapolated_and_labelled():
+    """A Paillier cell whose full run would exceed the budget is measured on whole
+    batches, scaled linearly, and says so; key size is recorded."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    parts = [rng.random((120, 3)) / 3, rng.random((120, 2)) / 2]
+    y = rng.integers(0, 2, 120)
+    cell = glm._runtime_cell("paillier", parts, y, 120, 1, 40, 3, he_budget=1e-6, key_bits=2048, label="p")
+    assert cell["method"] == "p" and cell["key_bits"] == 2048
+    assert cell["extrapolated"] is True and cell["measured_batches"] == 1
+    assert cell["seconds"] == pytest.approx(3 * cell["measured_seconds"])

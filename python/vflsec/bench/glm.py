@@ -75,9 +75,12 @@ def _subsample(ds: Any, max_rows: int) -> Any:
 
 
 def run_runtime(*, sizes: Sequence[int], epoch_counts: Sequence[int], epochs_n: int, features: Sequence[int],
-                methods: Sequence[str], batch_size: int, he_budget: float) -> List[Dict[str, Any]]:
-    """Wall time, phases and bytes for each method; HE cells past the budget are
-    measured on a prefix of whole batches and extrapolated linearly."""
+                methods: Sequence[str], batch_size: int, he_budget: float,
+                paillier_3072: bool = False) -> List[Dict[str, Any]]:
+    """Wall time, phases and bytes for each method (Paillier with 2048-bit keys);
+    HE cells past the budget are measured on a prefix of whole batches and
+    extrapolated linearly. ``paillier_3072`` adds one 3072-bit Paillier cell
+    (n = ``epochs_n``, one epoch): the cost of 128-bit security."""
     from ..data import make_synthetic
 
     cells = [(epochs_n, e) for e in epoch_counts] + [(n, 1) for n in sizes if not (n == epochs_n and 1 in epoch_counts)]
@@ -88,12 +91,20 @@ def run_runtime(*, sizes: Sequence[int], epoch_counts: Sequence[int], epochs_n: 
         total_batches = epochs * math.ceil(n / batch_size)
         for method in methods:
             rows.append(_runtime_cell(method, parts, ds.y, n, epochs, batch_size, total_batches, he_budget))
+        if paillier_3072 and n == epochs_n and epochs == 1:
+            rows.append(_runtime_cell("paillier", parts, ds.y, n, 1, batch_size, total_batches, he_budget,
+                                      key_bits=3072, label="paillier-3072"))
     return rows
 
 
 def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, epochs: int, batch_size: int,
-                  total_batches: int, he_budget: float) -> Dict[str, Any]:
+                  total_batches: int, he_budget: float, *, key_bits: int = 2048,
+                  label: Optional[str] = None) -> Dict[str, Any]:
     from ..glm import VerticalLogisticRegression
+
+    cell = {"dataset": "synthetic(adult-shape)", "method": label or method, "n": n, "epochs": epochs}
+    if method == "paillier":
+        cell["key_bits"] = key_bits
 
     def fit(rows: int, ep: int):
         with warnings.catch_warnings():
@@ -101,30 +112,28 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
             model = VerticalLogisticRegression(protection=method, epsilon=1.0, delta=PAPER["delta"], lam=PAPER["lam"],
                                                lr=LEARNING_RATE, epochs=ep, batch_size=min(batch_size, rows),
                                                k=PAPER["k"],
-                                               seed=0, key_bits=2048)
+                                               seed=0, key_bits=key_bits)
             t0 = time.perf_counter()
             model.fit([p[:rows] for p in parts], y[:rows])
             return time.perf_counter() - t0, model.history_
 
     measured_batches = total_batches
     if method in ("paillier", "ckks"):
-        probe_secs, _ = fit(min(batch_size, n), 1)  # one batch: cost per batch
+        probe_secs, probe_hist = fit(min(batch_size, n), 1)  # one batch: cost per batch
         fit_batches = int(he_budget // max(probe_secs, 1e-9))
         if fit_batches < total_batches:
             measured_batches = max(1, fit_batches)
-            rows_measured = min(n, measured_batches * batch_size)
-            secs, hist = fit(rows_measured, 1) if measured_batches > 1 else (probe_secs, None)
-            if hist is None:
-                _, hist = fit(min(batch_size, n), 1)
+            if measured_batches > 1:
+                secs, hist = fit(min(n, measured_batches * batch_size), 1)
+            else:
+                secs, hist = probe_secs, probe_hist
             scale = total_batches / measured_batches
-            return {"dataset": "synthetic(adult-shape)", "method": method, "n": n, "epochs": epochs,
-                    "seconds": secs * scale, "extrapolated": True, "measured_batches": measured_batches,
+            return {**cell, "seconds": secs * scale, "extrapolated": True, "measured_batches": measured_batches,
                     "measured_seconds": secs, "bytes": int(hist["total_bytes"] * scale),
                     "phases": {k: v * scale for k, v in hist["time"].items() if k != "wall"}}
     secs, hist = fit(n, epochs)
-    return {"dataset": "synthetic(adult-shape)", "method": method, "n": n, "epochs": epochs, "seconds": secs,
-            "extrapolated": False, "measured_batches": measured_batches, "bytes": int(hist["total_bytes"]),
-            "phases": {k: v for k, v in hist["time"].items() if k != "wall"}}
+    return {**cell, "seconds": secs, "extrapolated": False, "measured_batches": measured_batches,
+            "bytes": int(hist["total_bytes"]), "phases": {k: v for k, v in hist["time"].items() if k != "wall"}}
 
 
 # ---------------------------------------------------------------------------
@@ -280,7 +289,7 @@ def run(quick: bool = False, datasets: str = "breast,credit,adult", data_dir: Op
     runtime = run_runtime(sizes=config["runtime_sizes"], epoch_counts=config["runtime_epochs"],
                           epochs_n=config["runtime_epochs_n"], features=features,
                           methods=["plain", "hdp", "ckks", "paillier"], batch_size=config["runtime_batch_size"],
-                          he_budget=config["he_budget"])
+                          he_budget=config["he_budget"], paillier_3072=not quick)
     result = {
         "machine": machine_info(),
         "versions": package_versions(["vflsec", "numpy", "scikit-learn", "phe", "gmpy2", "tenseal"]),
