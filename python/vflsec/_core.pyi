@@ -1,6 +1,6 @@
 # Type stub of the compiled module vflsec._core (private: use vflsec.kernels).
 # Arguments are validated by the Python wrappers before they reach these.
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -19,13 +19,14 @@ def pairwise_distance_stats_f64(X: npt.NDArray[np.float64]) -> Tuple[Any, ...]: 
 def distance_kernel_isa() -> str: ...
 def set_distance_kernel_isa(name: str) -> bool: ...
 
-# fuzzy c-means (cpp/fcm.cpp): returns (n_iter, converged, objective, objective_history, labels, confidence)
-def fuzzy_cmeans_f32(X: npt.NDArray[np.float32], n_clusters: int, m: float, max_iter: int, tol: float,
-                     start_from_centers: bool, centers: npt.NDArray[np.float32],
-                     membership: npt.NDArray[np.float32]) -> Tuple[int, bool, float, List[float], npt.NDArray[np.int64], npt.NDArray[np.float32]]: ...
-def fuzzy_cmeans_f64(X: npt.NDArray[np.float64], n_clusters: int, m: float, max_iter: int, tol: float,
-                     start_from_centers: bool, centers: npt.NDArray[np.float64],
-                     membership: npt.NDArray[np.float64]) -> Tuple[int, bool, float, List[float], npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
+# fuzzy c-means (cpp/fcm.cpp): returns (centers, membership, labels, confidence,
+# objective_history, n_iter, converged, center_shift, weightless_cluster)
+def fuzzy_cmeans_f64(x: npt.NDArray[np.float64], n_clusters: int, m: float, max_iter: int, tol: float,
+                     init_centers: Optional[npt.NDArray[np.float64]] = None,
+                     init_membership: Optional[npt.NDArray[np.float64]] = None) -> Tuple[Any, ...]: ...
+def fuzzy_cmeans_f32(x: npt.NDArray[np.float32], n_clusters: int, m: float, max_iter: int, tol: float,
+                     init_centers: Optional[npt.NDArray[np.float32]] = None,
+                     init_membership: Optional[npt.NDArray[np.float32]] = None) -> Tuple[Any, ...]: ...
 
 # noise (cpp/noise.cpp, cpp/chacha20.hpp)
 class ChaCha20Generator:

@@ -1,12 +1,28 @@
-"""Fuzzy c-means clustering (Bezdek 1984) on the C++ core.
+"""Fuzzy c-means clustering (Bezdek 1984) with a multi-threaded C++ core.
 
-VFL-AFE clusters every batch of returned gradients with C = number of classes
-and keeps the confidently assigned samples; this is that kernel.
+VFL-AFE runs it on every batch of returned gradients (C = number of classes)
+and keeps the points whose confidence (largest membership) is high enough.
+
+Iteration ``p = 1, 2, ...`` (``V_0`` the initial centres, ``U_0`` the initial
+memberships; a centre start sets ``U_0 = U(V_0)``)::
+
+    v_j  <- sum_i u_ij^m x_i / sum_i u_ij^m           (from U_{p-1})
+    u_ij <- 1 / sum_k (d_ij / d_ik)^(2 / (m - 1))      (d_ij = ||x_i - v_j||)
+    J_p   = J_m(U_p, V_p) = sum_i sum_j u_ij^m d_ij^2
+    shift_p = max_j ||v_j^(p) - v_j^(p-1)||            (Euclidean, absolute)
+
+and it stops after the first ``p`` with ``shift_p < tol`` or at
+``p = max_iter``. With a membership start (``None``, ``"random"`` or an
+``(n, c)`` array) ``shift_1`` is undefined (there are no previous centres), so
+the earliest stop is ``p = 2``. The result holds the final pair ``(V_p, U_p)``
+and ``objective = J_m(U_p, V_p)`` of that same pair; ``objective_history[p-1]
+= J_p``, non-increasing up to rounding.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -15,18 +31,31 @@ from .._arrays import as_float_array, check_positive_int, check_real
 
 __all__ = ["FCMResult", "fuzzy_cmeans"]
 
-_INIT_NAMES = ("random", "kmeans++")
+_MAX_ITER_LIMIT = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class FCMResult:
     """Result of :func:`fuzzy_cmeans`.
 
-    ``objective`` is ``J_m(U, V) = sum_i sum_j u_ij^m ||x_i - v_j||^2`` at the
-    returned centres ``V`` and the membership ``U`` computed from them;
-    ``objective_history[t]`` is the same quantity after iteration ``t + 1``
-    (non-increasing). ``labels`` is the argmax membership, ``confidence`` the
-    max membership of each row.
+    The array fields are numpy arrays, or torch tensors when ``X`` was a
+    tensor. ``centers``, ``membership`` and ``confidence`` have the
+    computation dtype (float32 or float64); ``labels`` is int64 and
+    ``objective_history`` float64.
+
+    Attributes
+    ----------
+    centers : (n_clusters, d) final centres ``V_p``.
+    membership : (n, n_clusters) memberships ``U_p = U(V_p)``; rows sum to 1.
+    labels : (n,) ``argmax`` of each membership row (the first on ties).
+    confidence : (n,) the largest membership of each row.
+    n_iter : number of centre updates ``p`` performed.
+    objective : ``J_m(U_p, V_p)`` of the returned pair, as a Python float
+        (accumulated in float64 whatever the dtype).
+    converged : whether ``center_shift < tol`` (False if stopped by ``max_iter``).
+    objective_history : (n_iter,) ``J_1, ..., J_p``; the last equals ``objective``.
+    center_shift : ``shift_p``, the largest Euclidean centre movement of the
+        last update (``inf`` when ``n_iter == 1`` after a membership start).
     """
 
     centers: Any
@@ -36,22 +65,74 @@ class FCMResult:
     n_iter: int
     objective: float
     converged: bool
-    objective_history: Tuple[float, ...] = ()
+    objective_history: Any
+    center_shift: float
+
+
+def _check_seed(seed: Any) -> Union[None, int, np.random.Generator]:
+    if seed is None or isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be None, a non-negative integer or a numpy Generator, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    return int(seed)
+
+
+def _random_membership(n: int, c: int, rng: np.random.Generator, dtype: np.dtype) -> np.ndarray:
+    u = rng.random((n, c))
+    u /= u.sum(axis=1, keepdims=True)
+    return np.ascontiguousarray(u, dtype=dtype)
 
 
 def _kmeans_plus_plus(X: np.ndarray, c: int, rng: np.random.Generator) -> np.ndarray:
-    """k-means++ seeding (Arthur and Vassilvitskii 2007) of ``c`` centres."""
+    """k-means++ seeding (Arthur & Vassilvitskii 2007): each new centre is a
+    data point drawn with probability proportional to its squared distance to
+    the nearest centre chosen so far."""
     n = X.shape[0]
-    centers = np.empty((c, X.shape[1]), dtype=X.dtype)
-    centers[0] = X[rng.integers(n)]
-    closest = np.sum((X - centers[0]) ** 2, axis=1, dtype=np.float64)
-    for j in range(1, c):
-        total = closest.sum()
-        # All remaining points coincide with chosen centres: any pick is as good.
-        idx = rng.integers(n) if total <= 0 else rng.choice(n, p=closest / total)
-        centers[j] = X[idx]
-        np.minimum(closest, np.sum((X - centers[j]) ** 2, axis=1, dtype=np.float64), out=closest)
-    return centers
+    X64 = X.astype(np.float64, copy=False)
+    chosen = [int(rng.integers(n))]
+    closest = ((X64 - X64[chosen[0]]) ** 2).sum(axis=1)
+    for _ in range(1, c):
+        cumulative = np.cumsum(closest)
+        total = cumulative[-1]
+        if total > 0.0 and np.isfinite(total):
+            # side="right" never lands on a zero-weight point (a chosen one).
+            idx = int(np.searchsorted(cumulative, rng.random() * total, side="right"))
+            idx = min(idx, n - 1)
+        else:  # fewer distinct points than clusters: any point will do
+            idx = int(rng.integers(n))
+        chosen.append(idx)
+        np.minimum(closest, ((X64 - X64[idx]) ** 2).sum(axis=1), out=closest)
+    return np.ascontiguousarray(X[chosen])
+
+
+def _check_membership(u: np.ndarray) -> None:
+    if u.min() < 0:
+        raise ValueError("init memberships must be nonnegative")
+    # einsum: 5x faster than u.sum(axis=1) on narrow rows, and unlike a BLAS
+    # product it leaves no OpenBLAS threads spinning against the kernel's.
+    sums = np.einsum("ij->i", u)
+    # Rows that sum to 1 show rounding of about c * eps (float32 as well).
+    slack = 1e-6 + u.shape[1] * float(np.finfo(u.dtype).eps)
+    worst = float(np.abs(sums - 1.0).max())
+    if worst > slack:
+        raise ValueError(f"init membership rows must sum to 1 (within {slack:.3g}); the worst row is off by {worst:.3g}")
+
+
+def _check_scale(X: np.ndarray, centers: Optional[np.ndarray]) -> None:
+    # Every centre after the first update lies in the bounding box of X, so
+    # squared distances are at most d * span^2; initial centres widen the box.
+    lo, hi = float(X.min()), float(X.max())
+    if centers is not None:
+        lo, hi = min(lo, float(centers.min())), max(hi, float(centers.max()))
+    span = hi - lo
+    limit = float(np.finfo(X.dtype).max) / 4.0
+    if span > 0.0 and (not np.isfinite(span) or span * span * X.shape[1] > limit):
+        raise ValueError(
+            f"X spans {span:.3g}, so squared distances would overflow {X.dtype}; "
+            "rescale the data" + (" or use float64" if X.dtype == np.float32 else "")
+        )
 
 
 def fuzzy_cmeans(
@@ -62,90 +143,104 @@ def fuzzy_cmeans(
     max_iter: int = 300,
     tol: float = 1e-5,
     init: Any = None,
-    seed: Optional[int] = None,
+    seed: Any = None,
 ) -> FCMResult:
     """Fuzzy c-means clustering of the rows of ``X``.
 
-    Alternates the centre update ``v_j = sum_i u_ij^m x_i / sum_i u_ij^m`` and
-    the membership update ``u_ij = 1 / sum_k (d_ij / d_ik)^(2/(m-1))`` until the
-    largest Euclidean shift of a centre between two iterations is below
-    ``tol``, or ``max_iter`` iterations. A row that coincides with a centre
-    gets membership 1 there (split evenly if it coincides with several).
-
     Parameters
     ----------
-    X : (n, d) array-like or torch CPU tensor (float32/float64 kept, ints -> float64).
-    n_clusters : int, 2 <= n_clusters <= n.
-    m : fuzzifier, > 1.
-    max_iter : >= 1.
-    tol : > 0, on the largest centre shift.
-    init : None or "random": a random membership matrix from
-        ``numpy.random.default_rng(seed)``, rows normalized; "kmeans++":
-        k-means++ centres; or an array: shape ``(n_clusters, d)`` is taken as
-        initial centres, shape ``(n, n_clusters)`` as an initial membership
-        (non-negative, rows summing to 1 within 1e-6). When both shapes
-        coincide (``n == n_clusters`` and ``d == n_clusters``) the array is
-        taken as centres.
-    seed : None or an int >= 0, for the random and k-means++ initializations.
+    X : (n, d) array-like or torch CPU tensor, finite. float32 and float64 are
+        computed in their own precision (float32 centre sums and the objective
+        are accumulated in float64); integers are converted to float64.
+    n_clusters : int, ``2 <= n_clusters <= n``.
+    m : float > 1, the fuzzifier.
+    max_iter : int >= 1, the most centre updates.
+    tol : float > 0. Stop once no centre moves more than ``tol`` (Euclidean
+        norm, absolute, in data units) in one update. In float32 choose it
+        above the float32 resolution at the data's scale.
+    init : how to start.
 
-    The run from an initial membership matches ``skfuzzy.cluster.cmeans``
-    started from the same membership, iteration for iteration. Results are
-    deterministic for a fixed seed and thread count.
+        * ``None`` or ``"random"``: memberships drawn uniformly from
+          ``numpy.random.default_rng(seed)`` and normalised per row.
+        * ``"kmeans++"``: k-means++ centres drawn with that generator; the
+          memberships follow from them.
+        * an array of shape ``(n_clusters, d)``: initial centres.
+        * an array of shape ``(n, n_clusters)``: initial memberships,
+          nonnegative, rows summing to 1 within ``1e-6 + n_clusters * eps``
+          (then renormalised exactly). A shape matching both ``(n_clusters,
+          d)`` and ``(n, n_clusters)`` (possible only when
+          ``n == n_clusters == d``) is read as centres.
+    seed : None, an int >= 0 or a ``numpy.random.Generator``: the generator
+        for ``"random"`` and ``"kmeans++"`` (ignored for array starts).
+
+    Returns
+    -------
+    FCMResult
+
+    Notes
+    -----
+    A point at distance 0 from a centre gets membership 1 there (split evenly
+    over several coincident centres), with no division by zero. If every
+    ``u_ij^m`` of a cluster underflows to 0 (``m`` very close to 1, or
+    huge), that centre stays where it was; an initial membership matrix that
+    gives a cluster no weight at all raises ``ValueError``. Results are
+    deterministic and independent of the number of threads
+    (:func:`vflsec.set_num_threads`).
     """
-    Xa, wrap = as_float_array(X, "X", ndim=2)
-    n, d = Xa.shape
-    c = check_positive_int(n_clusters, "n_clusters")
-    if c < 2:
-        raise ValueError(f"n_clusters must be >= 2, got {c}")
-    if c > n:
-        raise ValueError(f"n_clusters must be <= the number of rows of X ({n}), got {c}")
+    x, wrap = as_float_array(X, "X", ndim=2)
+    n, d = x.shape
+    if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
+        raise TypeError(f"n_clusters must be an integer, got {type(n_clusters).__name__}")
+    n_clusters = int(n_clusters)
+    if not 2 <= n_clusters <= n:
+        raise ValueError(f"n_clusters must be between 2 and the number of points {n}, got {n_clusters}")
     m = check_real(m, "m", low=1.0, low_inclusive=False)
     max_iter = check_positive_int(max_iter, "max_iter")
+    if max_iter > _MAX_ITER_LIMIT:
+        raise ValueError(f"max_iter must be <= {_MAX_ITER_LIMIT}, got {max_iter}")
     tol = check_real(tol, "tol", low=0.0, low_inclusive=False)
-    if seed is not None:
-        seed = check_positive_int(seed, "seed", minimum=0)
+    seed = _check_seed(seed)
 
-    dtype = Xa.dtype
-    U = np.empty((n, c), dtype=dtype)
-    V = np.empty((c, d), dtype=dtype)
-    if init is None or (isinstance(init, str) and init == "random"):
+    init_centers = init_membership = None
+    if init is None or isinstance(init, str):
+        mode = "random" if init is None else init
+        if mode not in ("random", "kmeans++"):
+            raise ValueError(f"init must be None, 'random', 'kmeans++' or an array, got {init!r}")
         rng = np.random.default_rng(seed)
-        u0 = rng.random((n, c))
-        U[...] = u0 / u0.sum(axis=1, keepdims=True)
-        from_centers = False
-    elif isinstance(init, str):
-        if init != "kmeans++":
-            raise ValueError(f"init must be None, one of {_INIT_NAMES} or an array, got {init!r}")
-        V[...] = _kmeans_plus_plus(Xa, c, np.random.default_rng(seed))
-        from_centers = True
+        if mode == "random":
+            init_membership = _random_membership(n, n_clusters, rng, x.dtype)
+        else:
+            init_centers = _kmeans_plus_plus(x, n_clusters, rng)
     else:
-        arr, _ = as_float_array(init, "init", ndim=2, dtype=dtype)
-        if arr.shape == (c, d):
-            V[...] = arr
-            from_centers = True
-        elif arr.shape == (n, c):
-            if (arr < 0).any():
-                raise ValueError("init membership has negative entries")
-            sums = arr.sum(axis=1, dtype=np.float64)
-            if not np.allclose(sums, 1.0, rtol=0, atol=1e-6):
-                raise ValueError("init membership rows must sum to 1 (within 1e-6)")
-            U[...] = arr
-            from_centers = False
+        start, _ = as_float_array(init, "init", ndim=2, dtype=x.dtype)
+        if start.shape == (n_clusters, d):
+            init_centers = start
+        elif start.shape == (n, n_clusters):
+            _check_membership(start)  # the core divides each row by its sum
+            init_membership = start
         else:
             raise ValueError(
-                f"init array must have shape (n_clusters, d) = {(c, d)} (centres) or "
-                f"(n, n_clusters) = {(n, c)} (membership), got {arr.shape}"
+                f"init array must have shape (n_clusters, d) = {(n_clusters, d)} for centres or "
+                f"(n, n_clusters) = {(n, n_clusters)} for memberships, got {start.shape}"
             )
+    _check_scale(x, init_centers)
 
-    run = _core.fuzzy_cmeans_f32 if dtype == np.float32 else _core.fuzzy_cmeans_f64
-    n_iter, converged, objective, history, labels, confidence = run(Xa, c, m, max_iter, tol, from_centers, V, U)
+    core = _core.fuzzy_cmeans_f32 if x.dtype == np.float32 else _core.fuzzy_cmeans_f64
+    (centers, membership, labels, confidence, history, n_iter, converged, shift, weightless) = core(
+        x, n_clusters, m, max_iter, tol, init_centers, init_membership
+    )
+    if weightless >= 0:
+        raise ValueError(
+            f"init memberships give cluster {weightless} no weight (every u^m is 0), so its centre is undefined"
+        )
     return FCMResult(
-        centers=wrap(V),
-        membership=wrap(U),
+        centers=wrap(centers),
+        membership=wrap(membership),
         labels=wrap(labels),
         confidence=wrap(confidence),
         n_iter=int(n_iter),
-        objective=float(objective),
+        objective=float(history[-1]),
         converged=bool(converged),
-        objective_history=tuple(float(h) for h in history),
+        objective_history=wrap(history),
+        center_shift=float(shift),
     )
