@@ -4,6 +4,8 @@
   analytic (Balle & Wang 2018), and the exact delta curve.
 * :mod:`.sensitivity` -- HDP-VFL Lemma 3 / Lemma 4 sensitivities.
 * :mod:`.losses` -- GLM losses, their theta-derivatives and constants.
+* :mod:`.accounting` -- composed (epsilon, delta) over a run with the
+  ``dp-accounting`` library (imported on use: ``vflsec.dp.accounting``).
 """
 from .gaussian import GAUSSIAN_METHODS, PrivacyWarning, gaussian_delta, gaussian_sigma
 from .losses import LOSSES, LossConstants, loss_constants, loss_gradient, loss_value

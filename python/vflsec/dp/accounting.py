@@ -1,0 +1,144 @@
+"""Privacy accounting: composed (epsilon, delta) of repeated Gaussian releases.
+
+Mechanisms (noise on embeddings, DP-SGD on a bottom model) state what they
+release; this module turns that into a whole-run guarantee with Google's
+``dp-accounting`` library (RDP by default, PLD on request), never a
+hand-written bound. Kept apart from the mechanisms, as Opacus keeps its
+accountants apart from its optimizers.
+
+Two release patterns cover vflsec's defenses:
+
+* :func:`composed_gaussian` -- a Gaussian mechanism with noise multiplier
+  ``sigma / sensitivity`` applied ``count`` times to the same individual
+  (VFL-AFE / fixed-noise embeddings: each sample's embedding is released once
+  per epoch, so ``count = epochs``; batches are disjoint within an epoch).
+* :func:`composed_subsampled_gaussian` -- DP-SGD: Poisson subsampling with
+  rate ``q`` and a Gaussian of noise multiplier ``z``, composed over ``steps``.
+
+:func:`noise_multiplier_for_epsilon` inverts either for a target epsilon.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from .._arrays import check_positive_int, check_real
+
+__all__ = [
+    "ACCOUNTANTS",
+    "PrivacySpent",
+    "composed_gaussian",
+    "composed_subsampled_gaussian",
+    "noise_multiplier_for_epsilon",
+]
+
+ACCOUNTANTS = ("rdp", "pld")
+
+
+@dataclass(frozen=True)
+class PrivacySpent:
+    """A guarantee: ``epsilon_per_release`` is what one release costs (the figure
+    papers usually quote, ``None`` where a single release has no standalone
+    meaning, as for one DP-SGD step); ``epsilon`` is the composed value over
+    ``releases`` releases at the same ``delta``."""
+
+    epsilon: float
+    delta: float
+    releases: int
+    epsilon_per_release: Optional[float]
+    accountant: str
+
+
+def _dp_accounting():
+    try:
+        import dp_accounting
+    except ImportError as exc:  # pragma: no cover - dependency declared in pyproject
+        raise ImportError("privacy accounting needs the 'dp-accounting' package (pip install dp-accounting)") from exc
+    return dp_accounting
+
+
+def _check_accountant(accountant: str) -> str:
+    if accountant not in ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+    return accountant
+
+
+def _new_accountant(name: str):
+    dp = _dp_accounting()
+    if name == "rdp":
+        return dp.rdp.RdpAccountant()
+    return dp.pld.PLDAccountant()
+
+
+def _epsilon(event, delta: float, accountant: str) -> float:
+    acc = _new_accountant(accountant)
+    acc.compose(event)
+    return float(acc.get_epsilon(delta))
+
+
+def _check_delta(delta) -> float:
+    return check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+
+
+def _check_multiplier(noise_multiplier) -> float:
+    return check_real(noise_multiplier, "noise_multiplier", low=0.0, low_inclusive=False)
+
+
+def composed_gaussian(noise_multiplier: float, count: int, delta: float, *, accountant: str = "rdp") -> PrivacySpent:
+    """(epsilon, delta) of ``count`` Gaussian releases with std ``noise_multiplier *
+    sensitivity`` about the same individual."""
+    z = _check_multiplier(noise_multiplier)
+    count = check_positive_int(count, "count")
+    delta = _check_delta(delta)
+    accountant = _check_accountant(accountant)
+    dp = _dp_accounting()
+    once = _epsilon(dp.GaussianDpEvent(z), delta, accountant)
+    total = once if count == 1 else _epsilon(dp.SelfComposedDpEvent(dp.GaussianDpEvent(z), count), delta, accountant)
+    return PrivacySpent(total, delta, count, once, accountant)
+
+
+def composed_subsampled_gaussian(noise_multiplier: float, sampling_rate: float, steps: int, delta: float, *,
+                                 accountant: str = "rdp") -> PrivacySpent:
+    """(epsilon, delta) of DP-SGD: ``steps`` Poisson-subsampled Gaussian releases."""
+    z = _check_multiplier(noise_multiplier)
+    q = check_real(sampling_rate, "sampling_rate", low=0.0, low_inclusive=False, high=1.0)
+    steps = check_positive_int(steps, "steps")
+    delta = _check_delta(delta)
+    accountant = _check_accountant(accountant)
+    dp = _dp_accounting()
+    event = dp.SelfComposedDpEvent(dp.PoissonSampledDpEvent(q, dp.GaussianDpEvent(z)), steps)
+    return PrivacySpent(_epsilon(event, delta, accountant), delta, steps, None, accountant)
+
+
+def noise_multiplier_for_epsilon(epsilon: float, delta: float, *, count: int = 1, sampling_rate: float = 1.0,
+                                 accountant: str = "rdp", tolerance: float = 1e-3) -> float:
+    """Smallest noise multiplier whose composed epsilon (``count`` releases,
+    Poisson rate ``sampling_rate``; 1.0 = no subsampling) is <= ``epsilon``."""
+    epsilon = check_real(epsilon, "epsilon", low=0.0, low_inclusive=False)
+    delta = _check_delta(delta)
+    count = check_positive_int(count, "count")
+    q = check_real(sampling_rate, "sampling_rate", low=0.0, low_inclusive=False, high=1.0)
+    accountant = _check_accountant(accountant)
+    tolerance = check_real(tolerance, "tolerance", low=0.0, low_inclusive=False)
+
+    def spent(z: float) -> float:
+        if q == 1.0:
+            return composed_gaussian(z, count, delta, accountant=accountant).epsilon
+        return composed_subsampled_gaussian(z, q, count, delta, accountant=accountant).epsilon
+
+    lo, hi = 1e-3, 1.0
+    while spent(hi) > epsilon:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e6:
+            raise ValueError(f"no noise multiplier up to 1e6 reaches epsilon={epsilon} at delta={delta}")
+    if spent(lo) <= epsilon:
+        return lo
+    # Bisection on a monotone curve; stop at a relative width of ``tolerance``.
+    while (hi - lo) > tolerance * hi:
+        mid = math.sqrt(lo * hi)
+        if spent(mid) > epsilon:
+            lo = mid
+        else:
+            hi = mid
+    return hi

@@ -1,0 +1,1 @@
+"""Split-learning VFL on torch (work in progress: see the split-learning issue)."""

@@ -1,0 +1,122 @@
+"""The contract between the split-learning trainer and a defense.
+
+A defense is a composable object applied at the party that owns it. The
+trainer calls these hooks, each a no-op by default, so a defense overrides
+only what it changes:
+
+passive party P, per batch::
+
+    h_raw  = bottom_P(x_P)                         # wrap_bottom() may have replaced layers
+    h_sent = defense.transform_embedding(P, h_raw, batch)      # clip / rescale / noise
+    send h_sent (a message: bytes counted by the Channel)
+    ... receive g = dL/dh_sent from the active party ...
+    loss_P = (h_sent * g).sum()                    # chain rule through the defense
+             + defense.regularizer(P, h_raw, h_sent, batch)    # e.g. VFL-AFE's KL term
+             + defense.adjust_loss(P, h_sent, g, batch)        # e.g. VFL-AFE's FCM contrastive term
+    if not defense.bottom_backward(P, bottom_P, optimizer_P, x_P, h_sent_fn, g, batch):
+        loss_P.backward(); optimizer_P.step()
+
+active party, per batch::
+
+    z = head(concat(h_sent_1 .. h_sent_m [, own embedding]))   # wrap_head() may have replaced layers
+    loss = criterion(z, y); loss.backward()
+    grads = defense.transform_gradient({P: dL/dh_sent_P}, batch)  # gradient noise / sparsification
+    send grads[P] to each P
+
+``privacy_spent()`` reports the guarantee (per release and composed over the
+run, via :mod:`vflsec.dp.accounting`) for DP defenses, ``None`` otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional
+
+__all__ = ["BatchInfo", "Defense", "DefenseContext", "NoDefense"]
+
+
+@dataclass(frozen=True)
+class DefenseContext:
+    """What the trainer tells a defense before training (after validation)."""
+
+    n_classes: Optional[int]          # None for regression
+    passive_parties: tuple            # names of the parties that send embeddings
+    n_samples: int                    # training rows
+    batch_size: int
+    epochs: int
+    device: str = "cpu"
+    seed: Optional[int] = None        # None: the defense draws noise from the secure generator
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    epoch: int
+    step: int                          # step within the epoch
+    global_step: int
+    indices: Any                       # row indices of the batch in the training set (numpy int64)
+
+
+class Defense:
+    """Identity defense; subclasses override the hooks they need.
+
+    ``name`` is the defense's name in benchmark results (``none``,
+    ``vfl_afe``, ``dp_sgd``, ``fedpass``, ``noise``, ``sparsify``) and
+    ``variant`` a sub-setting (VFL-AFE: ``vanilla``, ``R``, ``D``, ``full``).
+    """
+
+    name = "none"
+    variant: Optional[str] = None
+
+    def setup(self, context: DefenseContext) -> None:
+        """Called once before training; validate settings against the job here."""
+        self.context_ = context
+
+    # -- model surgery -------------------------------------------------------------
+    def wrap_bottom(self, party: str, module: Any) -> Any:
+        return module
+
+    def wrap_head(self, module: Any) -> Any:
+        return module
+
+    def on_batch_start(self, batch: BatchInfo) -> None:
+        """E.g. FedPass re-samples its passports here."""
+
+    # -- passive side -----------------------------------------------------------------
+    def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
+        return h
+
+    def regularizer(self, party: str, h_raw: Any, h_sent: Any, batch: BatchInfo) -> Optional[Any]:
+        return None
+
+    def adjust_loss(self, party: str, h_sent: Any, grad: Any, batch: BatchInfo) -> Optional[Any]:
+        return None
+
+    def bottom_backward(self, party: str, module: Any, optimizer: Any, x: Any,
+                        embed: Callable[[Any], Any], grad: Any, batch: BatchInfo) -> bool:
+        """Take over the bottom model's backward pass and optimizer step (DP-SGD
+        needs per-sample gradients). ``embed(x)`` recomputes the sent embedding
+        from inputs. Return True when handled; False lets the trainer do the
+        ordinary backward of ``(h_sent * grad).sum()`` plus the extra losses."""
+        return False
+
+    # -- active side ------------------------------------------------------------------
+    def transform_gradient(self, grads: Dict[str, Any], batch: BatchInfo) -> Dict[str, Any]:
+        return grads
+
+    # -- reporting --------------------------------------------------------------------
+    def privacy_spent(self) -> Optional[Any]:
+        """A :class:`vflsec.dp.accounting.PrivacySpent`, or None for a non-DP defense."""
+        return None
+
+    def get_params(self) -> Dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+
+class NoDefense(Defense):
+    """Unprotected split learning (the baseline every defense is compared with)."""
+
+    name = "none"

@@ -1,0 +1,70 @@
+import math
+
+import pytest
+
+pytest.importorskip("dp_accounting")
+
+from vflsec.dp import gaussian_delta, gaussian_sigma
+from vflsec.dp.accounting import (
+    composed_gaussian,
+    composed_subsampled_gaussian,
+    noise_multiplier_for_epsilon,
+)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
+def test_single_release_matches_the_exact_gaussian_curve(epsilon):
+    # The analytic calibration gives the exact sigma for (epsilon, delta); PLD
+    # accounting of one release at that sigma must give back about epsilon, and
+    # RDP (an upper bound) no less.
+    delta = 1e-3
+    sigma = gaussian_sigma(epsilon, delta, method="analytic")
+    pld = composed_gaussian(sigma, 1, delta, accountant="pld")
+    rdp = composed_gaussian(sigma, 1, delta, accountant="rdp")
+    assert pld.epsilon == pytest.approx(epsilon, rel=0.02)
+    assert rdp.epsilon >= pld.epsilon * 0.999
+    assert gaussian_delta(rdp.epsilon, sigma) <= delta * 1.0001
+
+
+def test_composition_grows_sublinearly_and_reports_per_release():
+    one = composed_gaussian(2.0, 1, 1e-2)
+    many = composed_gaussian(2.0, 20, 1e-2)
+    assert many.releases == 20 and many.epsilon_per_release == pytest.approx(one.epsilon)
+    assert one.epsilon < many.epsilon < 20 * one.epsilon
+
+
+def test_subsampling_amplifies_privacy():
+    full = composed_gaussian(1.0, 100, 1e-5).epsilon
+    sampled = composed_subsampled_gaussian(1.0, 0.01, 100, 1e-5)
+    assert sampled.epsilon < full / 5
+    assert sampled.epsilon_per_release is None
+
+
+def test_noise_multiplier_round_trip():
+    z = noise_multiplier_for_epsilon(2.0, 1e-3, count=200, sampling_rate=0.02)
+    assert composed_subsampled_gaussian(z, 0.02, 200, 1e-3).epsilon <= 2.0
+    assert composed_subsampled_gaussian(z * 0.98, 0.02, 200, 1e-3).epsilon > 2.0
+    z1 = noise_multiplier_for_epsilon(1.0, 1e-2, count=10)
+    assert composed_gaussian(z1, 10, 1e-2).epsilon <= 1.0
+
+
+@pytest.mark.parametrize("kwargs, exc", [
+    (dict(noise_multiplier=0.0, count=1, delta=0.1), ValueError),
+    (dict(noise_multiplier=math.nan, count=1, delta=0.1), ValueError),
+    (dict(noise_multiplier=1.0, count=0, delta=0.1), ValueError),
+    (dict(noise_multiplier=1.0, count=1.5, delta=0.1), TypeError),
+    (dict(noise_multiplier=1.0, count=1, delta=1.0), ValueError),
+    (dict(noise_multiplier=1.0, count=1, delta=0.1, accountant="moments"), ValueError),
+])
+def test_invalid_parameters_raise(kwargs, exc):
+    with pytest.raises(exc):
+        composed_gaussian(**kwargs)
+
+
+def test_invalid_epsilon_or_rate_raise():
+    with pytest.raises(ValueError):
+        noise_multiplier_for_epsilon(0.0, 1e-3)
+    with pytest.raises(ValueError):
+        composed_subsampled_gaussian(1.0, 0.0, 10, 1e-3)
+    with pytest.raises(ValueError):
+        composed_subsampled_gaussian(1.0, 1.5, 10, 1e-3)
