@@ -8,10 +8,12 @@ from vflsec.bench import glm
 
 
 def test_accuracy_and_runtime_cells_and_report(tmp_path):
-    acc = glm.run_accuracy(["breast"], data_dir=None, seeds=1, he_seeds=0, epsilons=[0.01, 100.0],
-                           batch_size=3200, epochs=2, he_methods=[], max_rows=None)
+    acc, skipped = glm.run_accuracy(["breast"], data_dir=None, seeds=1, he_seeds=0, epsilons=[0.01, 100.0],
+                                    batch_size=3200, epochs=2, he_methods=[], max_rows=None)
+    assert skipped == []
     methods = {(r["method"], r["calibration"], r["epsilon"]) for r in acc}
     assert ("plain", None, None) in methods and ("hdp", "analytic", 100.0) in methods
+    assert ("taylor", None, None) in methods
     assert all(0.0 <= r["accuracy"] <= 1.0 for r in acc)
     rt = glm.run_runtime(sizes=[400], epoch_counts=[1, 2], epochs_n=400, features=[5, 7],
                          methods=["plain", "hdp"], batch_size=100, he_budget=1.0)
@@ -37,7 +39,37 @@ def test_he_runtime_cell_past_budget_is_extrapolated_and_labelled():
     rng = np.random.default_rng(0)
     parts = [rng.random((120, 3)) / 3, rng.random((120, 2)) / 2]
     y = rng.integers(0, 2, 120)
-    cell = glm._runtime_cell("paillier", parts, y, 120, 1, 40, 3, he_budget=1e-6, key_bits=2048, label="p")
+    cell = glm._runtime_cell("paillier", parts, y, 120, 1, 40, 3, he_budget=1e-6, cache={}, key_bits=2048,
+                             label="p")
     assert cell["method"] == "p" and cell["key_bits"] == 2048
     assert cell["extrapolated"] is True and cell["measured_batches"] == 1
     assert cell["seconds"] == pytest.approx(3 * cell["measured_seconds"])
+
+
+def test_he_runtime_prefix_counts_the_batches_it_really_ran():
+    """With budget for more than one epoch's batches but fewer than the cell's,
+    the measured prefix is whole epochs and the scale uses their true count."""
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    parts = [rng.random((80, 3)) / 3, rng.random((80, 2)) / 2]
+    y = rng.integers(0, 2, 80)
+    cache = {}
+    probe = glm._runtime_cell("ckks", parts, y, 80, 1, 40, 2, he_budget=1e9, cache=cache)
+    assert probe["extrapolated"] is False and probe["measured_batches"] == 2
+    per_batch = cache[("ckks", 2048, 80, 40, 1)][0]
+    # Budget for ~5 batches: 2 whole epochs (4 batches) of a 10-epoch (20-batch) cell.
+    cell = glm._runtime_cell("ckks", parts, y, 80, 10, 40, 20, he_budget=5.5 * per_batch, cache=cache)
+    assert cell["extrapolated"] is True and cell["measured_batches"] == 4
+    assert cell["seconds"] == pytest.approx(5 * cell["measured_seconds"])
+
+
+def test_he_accuracy_cell_over_budget_is_skipped_and_listed():
+    acc, skipped = glm.run_accuracy(["breast"], data_dir=None, seeds=1, he_seeds=1, epsilons=[1.0],
+                                    batch_size=3200, epochs=2, he_methods=["ckks"], max_rows=None,
+                                    he_accuracy_budget=1e-3)
+    assert [s["method"] for s in skipped] == ["ckks"] and skipped[0]["estimated_seconds"] > 1e-3
+    assert "ckks" not in {r["method"] for r in acc}
+    report = glm._report({"machine": {"cpu": "x", "logical_cores": 2}, "config": {}, "accuracy": acc,
+                          "accuracy_skipped": skipped, "runtime": []})
+    assert "Not run: ckks accuracy on breast" in report
