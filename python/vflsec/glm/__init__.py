@@ -5,7 +5,9 @@ Framework: :mod:`.job` (the job / party-program contract),
 (``run_job``: one thread per party over an in-memory hub).
 
 Protocols: ``"plain"`` (:mod:`.plain`, IRs in the clear) and ``"hdp"``
-(:mod:`.hdp`, HDP-VFL), both on the IR-exchange loop of :mod:`.ir_exchange`.
+(:mod:`.hdp`, HDP-VFL), both on the IR-exchange loop of :mod:`.ir_exchange`;
+``"paillier"``, ``"ckks"`` and ``"taylor"`` (the same flow in the clear, a
+reference) on the HE-VFL flow of :mod:`.he_vfl`.
 Adding a protocol: write a module ``vflsec/glm/<name>.py`` whose role
 programs follow :mod:`.job` and that calls
 ``register_protocol("<name>", {"active": ..., "passive": ...,

@@ -83,7 +83,8 @@ class VerticalLogisticRegression(BaseEstimator):
     Parameters
     ----------
     protection : "hdp" (default), "plain", "centralized", "single_party" or a
-        registered protocol name ("paillier", "ckks", ...).
+        registered protocol name ("paillier", "ckks", "taylor" = the HE flow in the
+        clear, ...).
     epsilon, delta, calibration : DP budget for the whole training run and
         the Gaussian calibration ("analytic" or the paper's "classic").
     loss : "logistic" (default), "svm" (L2-loss SVM), "least_squares"
