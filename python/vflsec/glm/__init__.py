@@ -21,7 +21,6 @@ from .job import GLMJob, PartyData, PartyResult, PhaseClock, batch_indices
 from .registry import Protocol, available_protocols, get_protocol, register_protocol
 from .runner import JobResult, PartyError, run_job
 from . import hdp, plain  # noqa: F401  (registers the built-in protocols)
-from .estimator import VerticalLogisticRegression
 
 __all__ = [
     "GLMJob",
@@ -39,3 +38,13 @@ __all__ = [
     "run_job",
 ]
 
+
+
+def __getattr__(name: str):
+    # The estimator pulls in scikit-learn (seconds to import); a party process
+    # that only runs protocol programs should not pay for it.
+    if name == "VerticalLogisticRegression":
+        from .estimator import VerticalLogisticRegression
+
+        return VerticalLogisticRegression
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
