@@ -199,3 +199,15 @@ def test_predict_checks_party_layout():
         model.predict([parts[0], parts[1], parts[2][:, :2]])
     with pytest.raises(AttributeError):
         SplitNNClassifier().predict(parts)
+
+
+def test_mnist_loader_and_halves(shared_datasets):
+    from vflsec.data import load_dataset
+    from vflsec.data.mnist import vertical_halves
+
+    ds = load_dataset("mnist", data_dir=shared_datasets, split="test")
+    assert ds.X.shape == (10000, 784) and ds.X.min() == 0.0 and ds.X.max() == 1.0
+    assert np.bincount(ds.y).tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+    left, right = vertical_halves(ds.X[:5])
+    assert left.shape == right.shape == (5, 392)
+    np.testing.assert_array_equal(left.reshape(5, 28, 14), ds.X[:5].reshape(5, 28, 28)[:, :, :14])
