@@ -29,7 +29,7 @@ Contrastive term (the paper's Eq. 8 as extracted would *shrink* distances
 between clusters when minimised; this builds the intended effect): fuzzy
 c-means on the returned gradients (C = number of classes) gives each sample a
 cluster and a confidence; among samples with confidence >= the threshold,
-``beta * (mean_{same} d_jk^2 + mean_{different} max(0, margin - d_jk)^2)``
+``beta * (mean_{same} d_jk^2 + mean_{different} max(0, margin - d_jk)^2) / margin^2``
 on the clipped / rescaled embeddings *before* noise (the noise is a constant
 for autograd and would dominate the distances).
 
@@ -328,8 +328,8 @@ class VFLAFE(Defense):
         return numpy_fuzzy_cmeans(g, self.n_clusters_, m=self.fcm_m, max_iter=self.fcm_max_iter, tol=1e-4, seed=seed)
 
     def contrastive_loss(self, h: Any, labels: Any) -> Optional[Any]:
-        """``mean_{same} d^2 + mean_{different} max(0, margin - d)^2`` over the rows of ``h``
-        (unweighted; None when there is no pair)."""
+        """``(mean_{same} d^2 + mean_{different} max(0, margin - d)^2) / margin^2`` over the
+        rows of ``h`` (unweighted; None when there is no pair)."""
         import torch
 
         labels = torch.as_tensor(np.asarray(labels), device=h.device)
@@ -346,7 +346,8 @@ class VFLAFE(Defense):
         if bool(diff.any()):
             push = torch.relu(margin - torch.sqrt(d2[diff] + _EPS)) ** 2
             loss = push.mean() if loss is None else loss + push.mean()
-        return loss
+        # In units of margin^2, so that beta means the same whatever the embedding scale t.
+        return None if loss is None else loss / (margin * margin)
 
     def adjust_loss(self, party: str, h_sent: Any, grad: Any, batch: BatchInfo) -> Optional[Any]:
         if not self.adjust or self.contrastive_weight == 0.0:
