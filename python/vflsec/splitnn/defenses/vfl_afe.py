@@ -210,7 +210,8 @@ class VFLAFE(Defense):
             if self.impl == "vflsec":
                 from ...kernels import NoiseGenerator
 
-                gen = NoiseGenerator() if self.seed is None else NoiseGenerator(_derived_seed(self.seed, "noise", party))
+                gen = (NoiseGenerator() if self.seed is None
+                       else NoiseGenerator(_derived_seed(self.seed, "noise", party)))
             else:
                 import torch
 
@@ -307,7 +308,9 @@ class VFLAFE(Defense):
         if h is None or h.shape[0] < 3:
             return None
         t0 = time.perf_counter()
-        rng = np.random.default_rng(_derived_seed(0 if self.seed is None else self.seed, "kl", party, batch.global_step))
+        # Pair sampling for the KL estimate has no privacy role: derived from the step for reproducibility.
+        rng = np.random.default_rng(
+            _derived_seed(0 if self.seed is None else self.seed, "kl", party, batch.global_step))
         kl = self.kl_to_gaussian(h, rng)
         self.last_kl_[party] = float(kl.detach())
         self.timings_["kl"] += time.perf_counter() - t0
@@ -357,6 +360,7 @@ class VFLAFE(Defense):
         t0 = time.perf_counter()
         labels, confidence = self.cluster_gradients(
             grad, _derived_seed(0 if self.seed is None else self.seed, "fcm", party, batch.global_step))
+        self.timings_["fcm"] += time.perf_counter() - t0
         keep = confidence >= self.confidence_threshold
         self.last_kept_fraction_[party] = float(keep.mean())
         loss = None
