@@ -36,3 +36,14 @@ def test_table2_table3_report_and_plots(tmp_path):
     splitnn._plot_table3(timing, tmp_path / "t3.png")
     assert (tmp_path / "t2.png").stat().st_size > 1000 and (tmp_path / "t3.png").stat().st_size > 1000
     json.dumps(result, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+
+
+def test_kernel_timing_rows():
+    cfg = dict(splitnn._config(True, "cpu", 1), timing_batch_size=32)
+    rows = splitnn.run_kernel_timing(cfg, dim=8, n_clusters=3)
+    assert {(r["step"], r["impl"]) for r in rows} == {(s, i) for s in ("noise", "rescale", "adjust")
+                                                      for i in splitnn.IMPLS}
+    assert all(r["seconds_per_call"] > 0 for r in rows)
+    report = splitnn._report({"machine": {"cpu": "x", "logical_cores": 2}, "config": {**cfg, "sources": {}},
+                              "accuracy": [], "timing": [], "timing_isolated": rows})
+    assert "fuzzy c-means" in report
