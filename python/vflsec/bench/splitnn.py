@@ -353,7 +353,7 @@ def _plot_table2(summary: Dict[str, Dict[str, float]], path: Path) -> None:
         if px:
             ax.plot(px, [paper[keys[i]] for i in px], "r_", ms=22, mew=3, label="paper")
         ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels(keys)
+        ax.set_xticklabels(keys, rotation=20)
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(name)
         lo = min([100 * v for v in cells.values()] + list(paper.values()))
