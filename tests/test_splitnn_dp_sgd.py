@@ -220,3 +220,61 @@ def test_paper_models_shapes():
     assert [len(b) for b in blocks] == [4, 3, 3] and np.array_equal(np.concatenate(blocks), np.arange(10))
     with pytest.raises(ValueError):
         split_features_equally(2, 3)
+
+
+# -- end to end with the split-learning estimators, regression data, benchmark rows ------------
+
+def _parts(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 6)).astype(np.float32)
+    return [X[:, :3], X[:, 3:]], X @ rng.standard_normal(6)
+
+
+def test_estimator_end_to_end_reports_composed_epsilon():
+    from vflsec.splitnn import SplitNNClassifier
+
+    parts, score = _parts()
+    y = (score > 0).astype(int)
+    clf = SplitNNClassifier(defense=DPSGD(epsilon=4.0, calibration_steps=5, seed=0), epochs=3, batch_size=50,
+                            lr=0.1, optimizer="sgd").fit(parts, y)
+    assert set(clf.privacy_spent_) == {"passive_0", "passive_1"}
+    for spent in clf.privacy_spent_.values():
+        assert spent.releases == 18 and 0.9 * 4.0 < spent.epsilon <= 4.0
+    assert clf.score(parts, y) > 0.6
+
+
+def test_regression_loaders(shared_datasets):
+    from vflsec.data.regression import load_california_housing, load_diabetes, load_energy
+
+    energy = load_energy(data_dir=shared_datasets)
+    assert energy.X.shape == (768, 8) and energy.task == "regression" and energy.y[0] == pytest.approx(15.55)
+    assert load_energy(data_dir=shared_datasets, target="cooling").y[0] == pytest.approx(21.33)
+    cal = load_california_housing(data_dir=shared_datasets)
+    assert cal.X.shape == (20640, 8) and cal.y[0] == pytest.approx(4.526)
+    # scikit-learn's fetch_california_housing row 0
+    np.testing.assert_allclose(cal.X[0], [8.3252, 41.0, 6.984127, 1.02381, 322.0, 2.555556, 37.88, -122.23],
+                               rtol=1e-5)
+    assert load_diabetes().X.shape == (442, 10)
+    with pytest.raises(ValueError, match="target"):
+        load_energy(data_dir=shared_datasets, target="both")
+
+
+def test_benchmark_rows_schema():
+    import logging
+
+    from vflsec.bench.splitnn_dp import dp_vfl_estimator_factory, run_dp_vfl, split_attributes_equally
+    from vflsec.data.regression import load_diabetes
+
+    ds = load_diabetes()
+    blocks = split_attributes_equally(ds, 3)
+    assert [len(b) for b in blocks] == [4, 3, 3]
+    rows = run_dp_vfl({"diabetes": ds}, dp_vfl_estimator_factory(epochs=1, batch_size=50, lr=0.01),
+                      epsilons=(2.0,), owners=(3,), dp_kwargs={"calibration_steps": 2, "seed": 0})
+    logging.getLogger("absl").setLevel(logging.WARNING)
+    keys = {"dataset", "defense", "variant", "parties", "epsilon", "epsilon_composed", "delta", "seed", "metric",
+            "value"}
+    assert [(r["defense"], r["variant"], r["parties"]) for r in rows] == [
+        ("none", "centralized", 1), ("none", "vfl", 3), ("dp_sgd", "clip=p80", 3)]
+    for r in rows:
+        assert set(r) == keys and r["metric"] == "mse" and np.isfinite(r["value"]) and r["value"] > 0
+    assert rows[2]["epsilon"] == 2.0 and rows[2]["epsilon_composed"] <= 2.0 and rows[2]["delta"] == 1e-3

@@ -218,3 +218,41 @@ def test_invalid_settings_raise():
     assert FedPass(n_range=20, sigma2=2).variant == "N=20,sigma2=2"
     with pytest.raises(RuntimeError, match="setup"):
         FedPass().wrap_bottom("p1", nn.Linear(2, 2))
+
+
+def test_estimator_end_to_end_and_benchmark_rows():
+    from vflsec.bench.splitnn_dp import fedpass_estimator_factory, run_fedpass
+    from vflsec.data import make_synthetic
+    from vflsec.splitnn import SplitNNClassifier
+
+    ds = make_synthetic(300, (3, 3), seed=1)
+    parts = [ds.X[:, :3].astype(np.float32), ds.X[:, 3:].astype(np.float32)]
+    clf = SplitNNClassifier(defense=FedPass(seed=0), epochs=8, batch_size=30, lr=0.1, optimizer="sgd",
+                            embedding_dim=32).fit(parts, ds.y)
+    assert isinstance(clf.bottoms_["passive_0"][2], PassportLinear)  # mlp_bottom's last Linear
+    assert isinstance(clf.head_, PassportLinear)  # the default head is one Linear layer
+    assert clf.score(parts, ds.y) > 0.6 and clf.privacy_spent_ == {"passive_0": None, "passive_1": None}
+
+    rows = run_fedpass({"syn": ds}, fedpass_estimator_factory(epochs=1, batch_size=50), settings=[(10, 2)],
+                       parties=(2,))
+    assert [(r["defense"], r["variant"]) for r in rows] == [("none", None), ("fedpass", "N=10,sigma2=2")]
+    assert all(r["metric"] == "accuracy" and 0 <= r["value"] <= 1 for r in rows)
+
+
+def test_wrapping_is_reproducible_and_leaves_global_rng_alone():
+    # The trainer wraps models inside party threads: the passport layers must not
+    # draw from torch's global generator (thread timing would change the run).
+    def wrapped(global_seed):
+        torch.manual_seed(global_seed)
+        fp = FedPass(seed=4)
+        fp.setup(_context())
+        bottom = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Conv2d(4, 8, 3))
+        head = nn.Sequential(nn.Linear(8, 8))
+        state = torch.get_rng_state()
+        m = fp.wrap_bottom("p1", bottom)
+        h = fp.wrap_head(head)
+        assert torch.equal(torch.get_rng_state(), state)
+        return m[2].encoder.weight, m[2].decoder.weight, h[0].encoder.weight, h[0].decoder.weight
+
+    for a, b in zip(wrapped(0), wrapped(99)):
+        assert torch.equal(a, b)

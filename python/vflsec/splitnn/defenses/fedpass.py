@@ -112,8 +112,19 @@ def _torch_modules():
             self.n_range, self.sigma2 = _check_passport_params(n_range, sigma2)
             self.squash = _check_squash(squash)
             hidden = max(1, out_channels // 4)
-            self.encoder = nn.Linear(out_channels, hidden, bias=False)
-            self.decoder = nn.Linear(hidden, out_channels, bias=False)
+            # Built on the meta device (no draw from torch's global generator), then materialised.
+            self.encoder = nn.Linear(out_channels, hidden, bias=False, device="meta",
+                                     dtype=self.weight.dtype).to_empty(device=self.weight.device)
+            self.decoder = nn.Linear(hidden, out_channels, bias=False, device="meta",
+                                     dtype=self.weight.dtype).to_empty(device=self.weight.device)
+            # Initialised from the party's own generator, not torch's global one: the
+            # trainer wraps models inside party threads, where the global generator's
+            # state depends on thread timing (runs would not be reproducible).
+            init = torch.Generator(device="cpu").manual_seed(int(generator.random_raw(1)[0] >> 1))
+            with torch.no_grad():
+                for w in (self.weight, self.encoder.weight, self.decoder.weight):
+                    w.copy_(nn.init.kaiming_uniform_(torch.empty(w.shape, dtype=w.dtype), a=5 ** 0.5,
+                                                     generator=init))
             self._generator = generator
             self._in_channels = in_channels
             self._passport_shape = passport_shape  # None: taken from the first input (conv)
@@ -168,8 +179,8 @@ def _torch_modules():
             self.in_features = check_positive_int(in_features, "in_features")
             self.out_features = check_positive_int(out_features, "out_features")
             passport_rows = check_positive_int(passport_rows, "passport_rows")
+            # nn.Linear's initialisation, drawn in _init_passports from the party's generator
             self.weight = nn.Parameter(torch.empty(self.out_features, self.in_features, device=device, dtype=dtype))
-            nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)  # nn.Linear's initialisation
             self._init_passports(self.out_features, self.in_features, n_range, sigma2, squash,
                                  generator if generator is not None else NoiseGenerator(),
                                  (passport_rows, self.in_features))
@@ -198,13 +209,14 @@ def _torch_modules():
             super().__init__()
             from ...kernels import NoiseGenerator
 
-            # nn.Conv2d validates the geometry; only its weight is kept.
+            # nn.Conv2d validates the geometry; only its weight's shape is kept (meta device:
+            # no initialisation from torch's global generator).
             ref = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
-                            dilation=dilation, groups=groups, bias=False, device=device, dtype=dtype)
+                            dilation=dilation, groups=groups, bias=False, device="meta")
             self.in_channels, self.out_channels = ref.in_channels, ref.out_channels
             self.kernel_size, self.stride, self.padding = ref.kernel_size, ref.stride, ref.padding
             self.dilation, self.groups = ref.dilation, ref.groups
-            self.weight = ref.weight
+            self.weight = nn.Parameter(torch.empty(ref.weight.shape, device=device, dtype=dtype))
             shape = None
             if passport_size is not None:
                 if isinstance(passport_size, numbers.Integral):
