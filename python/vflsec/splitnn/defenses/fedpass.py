@@ -44,7 +44,7 @@ FedPass gives no differential-privacy guarantee: ``privacy_spent()`` is None.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..._arrays import check_positive_int, check_real
 from .base import BatchInfo, Defense, DefenseContext
