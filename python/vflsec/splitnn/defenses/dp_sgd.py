@@ -1,0 +1,360 @@
+"""DP-SGD on each data owner's bottom model (DP-VFL, Ranbaduge & Ding).
+
+Every data owner trains its bottom model with differentially private SGD
+(Abadi et al. 2016): per batch it computes the gradient of each sample's loss
+with respect to its own bottom parameters, clips each to L2 norm ``C``, sums
+them, adds ``N(0, (z C)^2 I)`` and divides by the batch size before the
+optimizer step. The active party's head is trained normally (it sees only
+embeddings).
+
+Per-sample gradients. The owner knows only ``g_i = dL/dh_i`` (what the active
+party returned), so sample ``i``'s loss as far as the bottom model goes is
+``l_i = s <h(x_i), g_i>`` with ``s = B`` when the active party's criterion
+averages over the batch (``loss_reduction="mean"``, the usual case, as in
+Opacus) and ``s = 1`` for a summed criterion: its gradient is then the
+per-sample gradient of the sample's own loss. They are computed with
+``torch.func`` (``functional_call`` + ``vmap(grad)``): exact, any layer type,
+no extra dependency. Opacus' ``GradSampleModule`` would need wrapping the
+bottom model in ``wrap_bottom`` (changing what every other hook sees) and
+supports only the layer types it has hooks for; ``vmap`` only requires the
+bottom model to treat samples independently (no BatchNorm), as Opacus does too.
+
+Privacy accounting. The noise multiplier ``z`` is the smallest one whose
+composed epsilon over the whole run, ``steps = epochs * ceil(n / B)`` releases
+of a subsampled Gaussian with rate ``q = B / n``, stays within ``epsilon`` at
+``delta`` (:func:`vflsec.dp.accounting.noise_multiplier_for_epsilon`, RDP by
+default). The accountant assumes **Poisson sampling** (each row independently
+with probability ``q``), as Opacus' accountants do; the trainer draws shuffled
+fixed-size batches, for which the subsampling amplification is the commonly
+used approximation, not a proven bound. A step beyond the planned number is
+refused (it would exceed ``epsilon``). The guarantee is per data owner, about
+that owner's features (each owner runs its own mechanism with its own noise).
+
+Clip threshold. ``clip_norm=None`` follows the paper: the
+``clip_percentile``-th percentile (80th) of the per-sample gradient norms seen
+over the first ``calibration_steps`` (50) iterations of that owner. During
+those iterations clipping uses the running estimate (the percentile of all
+norms seen so far, the current batch included) and noise ``z * C_t`` is added
+already, so every step, calibration or not, is a subsampled Gaussian with
+multiplier ``z`` relative to the clip applied in it and all steps are
+composed. **The data-dependent threshold is itself not differentially
+private** (the percentile is computed from raw gradient norms and is not
+noised), exactly as in the paper; pass a fixed ``clip_norm`` for an end-to-end
+guarantee.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..._arrays import check_positive_int, check_real
+from ...dp.accounting import (
+    ACCOUNTANTS,
+    PrivacySpent,
+    composed_subsampled_gaussian,
+    noise_multiplier_for_epsilon,
+)
+from .base import BatchInfo, Defense, DefenseContext
+
+__all__ = ["DPSGD", "LOSS_REDUCTIONS", "dp_vfl_centralized_model", "dp_vfl_models", "split_features_equally"]
+
+LOSS_REDUCTIONS = ("mean", "sum")
+# Guards the clip factor C / ||g_i|| against a zero gradient (Opacus uses 1e-6).
+_NORM_FLOOR = 1e-12
+
+
+def _check_seed(seed: Any) -> Optional[int]:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
+    return int(seed)
+
+
+def _party_generator(seed: Optional[int], party: str):
+    """Each owner draws from its own generator: secure unless a seed is given."""
+    from ...kernels import NoiseGenerator
+
+    if seed is None:
+        return NoiseGenerator()
+    return NoiseGenerator(f"vflsec.dp_sgd/{seed}/{party}".encode())
+
+
+_WRAPPER_CLASS: Any = None
+
+
+def _embed_wrapper(module: Any, embed: Callable[[Any], Any]) -> Any:
+    """A module holding the bottom as ``.module`` whose forward is the trainer's
+    ``embed``: ``functional_call`` on it swaps the bottom's parameters while
+    ``embed`` (which closes over that same bottom) runs."""
+    global _WRAPPER_CLASS
+    if _WRAPPER_CLASS is None:
+        import torch
+
+        class _EmbedWrapper(torch.nn.Module):
+            def __init__(self, module: Any, embed: Callable[[Any], Any]) -> None:
+                super().__init__()
+                self.module = module
+                # Not registered as a submodule even when ``embed`` is the bottom
+                # itself: an aliased submodule breaks functional_call's restore.
+                object.__setattr__(self, "_embed", embed)
+
+            def forward(self, x):
+                return self._embed(x)
+
+        _WRAPPER_CLASS = _EmbedWrapper
+    return _WRAPPER_CLASS(module, embed)
+
+
+def per_sample_gradients(module: Any, embed: Callable[[Any], Any], x: Any, grad: Any,
+                         scale: float) -> Tuple[List[str], List[Any]]:
+    """Gradients of ``scale * <embed(x_i), grad_i>`` w.r.t. each trainable
+    parameter of ``module``, one per sample: tensors of shape ``(B, *p.shape)``."""
+    import torch
+    from torch.func import functional_call, grad as func_grad, vmap
+
+    names = [n for n, p in module.named_parameters() if p.requires_grad]
+    if not names:
+        raise ValueError("DP-SGD: the bottom model has no trainable parameters")
+    params = {"module." + n: p.detach() for n, p in module.named_parameters() if p.requires_grad}
+    wrapper = _embed_wrapper(module, embed)
+
+    def sample_loss(p, xi, gi):
+        h = functional_call(wrapper, p, (xi.unsqueeze(0),))
+        return scale * (h.squeeze(0) * gi).sum()
+
+    try:
+        per_sample = vmap(func_grad(sample_loss), in_dims=(None, 0, 0), randomness="different")(
+            params, x, grad.detach())
+    except (RuntimeError, ValueError) as exc:
+        raise RuntimeError(
+            "DP-SGD could not compute per-sample gradients of the bottom model with torch.func.vmap: the "
+            "embedding must be a torch function of each sample alone (no BatchNorm or other batch statistics, "
+            f"no numpy inside the forward pass). Original error: {exc}") from exc
+    return names, [per_sample["module." + n] for n in names]
+
+
+class DPSGD(Defense):
+    """DP-SGD on each data owner's bottom model (DP-VFL, Ranbaduge & Ding).
+
+    Parameters
+    ----------
+    epsilon : float > 0
+        Target epsilon for the whole run, per data owner.
+    delta : float in (0, 1), default 1e-3 (the paper's)
+    clip_norm : float > 0 or None
+        Per-sample gradient norm bound ``C``. ``None`` (default): the paper's
+        rule, the ``clip_percentile``-th percentile of the per-sample gradient
+        norms over the first ``calibration_steps`` iterations (data-dependent
+        and not itself DP; see the module docstring).
+    clip_percentile : float in (0, 100], default 80
+    calibration_steps : int >= 1, default 50
+    accountant : "rdp" (default) or "pld"
+    loss_reduction : "mean" (default) or "sum"
+        How the active party's criterion reduces over the batch; fixes the
+        scale of the per-sample losses (see the module docstring).
+    seed : int >= 0 or None
+        ``None``: noise from a cryptographically secure generator per owner
+        (the trainer's ``DefenseContext.seed`` is used if it gives one).
+        An int: reproducible noise for experiments, not for deployment.
+
+    Attributes (after training starts)
+    ----------------------------------
+    noise_multiplier_ : float, the ``z`` of the run
+    sampling_rate_, planned_steps_ : the accountant's ``q`` and step count
+    clip_norm_ : dict party -> threshold in force (final after calibration)
+    steps_ : dict party -> DP-SGD steps taken
+    calibration_norms_ : dict party -> per-sample norms recorded while calibrating
+    last_clipped_norms_ : dict party -> per-sample norms after clipping, last step
+    """
+
+    name = "dp_sgd"
+
+    def __init__(self, epsilon: float, delta: float = 1e-3, clip_norm: Optional[float] = None,
+                 clip_percentile: float = 80, calibration_steps: int = 50, accountant: str = "rdp",
+                 loss_reduction: str = "mean", seed: Optional[int] = None) -> None:
+        self.epsilon = check_real(epsilon, "epsilon", low=0.0, low_inclusive=False)
+        self.delta = check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+        self.clip_norm = None if clip_norm is None else check_real(clip_norm, "clip_norm", low=0.0,
+                                                                   low_inclusive=False)
+        self.clip_percentile = check_real(clip_percentile, "clip_percentile", low=0.0, low_inclusive=False,
+                                          high=100.0)
+        self.calibration_steps = check_positive_int(calibration_steps, "calibration_steps")
+        if accountant not in ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+        self.accountant = accountant
+        if loss_reduction not in LOSS_REDUCTIONS:
+            raise ValueError(f"loss_reduction must be one of {LOSS_REDUCTIONS}, got {loss_reduction!r}")
+        self.loss_reduction = loss_reduction
+        self.seed = _check_seed(seed)
+
+    # -- setup --------------------------------------------------------------------------
+    def setup(self, context: DefenseContext) -> None:
+        super().setup(context)
+        n = check_positive_int(context.n_samples, "n_samples")
+        b = check_positive_int(context.batch_size, "batch_size")
+        epochs = check_positive_int(context.epochs, "epochs")
+        b = min(b, n)
+        self.sampling_rate_ = b / n
+        self.planned_steps_ = epochs * math.ceil(n / b)
+        self.noise_multiplier_ = noise_multiplier_for_epsilon(
+            self.epsilon, self.delta, count=self.planned_steps_, sampling_rate=self.sampling_rate_,
+            accountant=self.accountant)
+        self._noise_seed = self.seed if self.seed is not None else _check_seed(context.seed)
+        self._generators: Dict[str, Any] = {}
+        self.steps_: Dict[str, int] = {}
+        self.clip_norm_: Dict[str, float] = {}
+        self.calibration_norms_: Dict[str, np.ndarray] = {}
+        self.last_clipped_norms_: Dict[str, np.ndarray] = {}
+        self._spent_cache: Dict[int, PrivacySpent] = {}
+
+    # -- clip threshold -----------------------------------------------------------------
+    def _clip_for_step(self, party: str, norms: np.ndarray) -> float:
+        if self.clip_norm is not None:
+            self.clip_norm_[party] = self.clip_norm
+            return self.clip_norm
+        if self.steps_.get(party, 0) >= self.calibration_steps:
+            return self.clip_norm_[party]
+        seen = np.concatenate([self.calibration_norms_.get(party, np.empty(0)), norms])
+        self.calibration_norms_[party] = seen
+        clip = float(np.percentile(seen, self.clip_percentile))
+        if not math.isfinite(clip):
+            raise FloatingPointError(f"DP-SGD: non-finite per-sample gradient norms at party {party!r}")
+        if clip <= 0.0:
+            # All gradients so far are zero: any positive bound is honoured; the
+            # smallest positive norm seen, else 1, keeps the noise meaningful.
+            positive = seen[seen > 0]
+            clip = float(positive.min()) if positive.size else 1.0
+        self.clip_norm_[party] = clip
+        return clip
+
+    # -- the DP-SGD step ----------------------------------------------------------------
+    def bottom_backward(self, party: str, module: Any, optimizer: Any, x: Any,
+                        embed: Callable[[Any], Any], grad: Any, batch: BatchInfo) -> bool:
+        import torch
+
+        if not hasattr(self, "noise_multiplier_"):
+            raise RuntimeError("DPSGD.setup(context) must be called before training")
+        taken = self.steps_.get(party, 0)
+        if taken >= self.planned_steps_:
+            raise RuntimeError(
+                f"DP-SGD: party {party!r} would take step {taken + 1} but the noise was calibrated for "
+                f"{self.planned_steps_} steps (epsilon={self.epsilon}); more steps would exceed the budget")
+        batch_size = int(x.shape[0])
+        if batch_size == 0:
+            raise ValueError("DP-SGD: empty batch")
+        if tuple(grad.shape[:1]) != (batch_size,):
+            raise ValueError(f"DP-SGD: grad has {grad.shape[0]} rows for a batch of {batch_size}")
+        scale = float(batch_size) if self.loss_reduction == "mean" else 1.0
+        names, per_sample = per_sample_gradients(module, embed, x, grad, scale)
+
+        flat = torch.cat([g.reshape(batch_size, -1) for g in per_sample], dim=1)
+        norms = torch.linalg.vector_norm(flat, dim=1)
+        norms_np = norms.detach().to(torch.float64).cpu().numpy()
+        clip = self._clip_for_step(party, norms_np)
+        factor = (clip / norms.clamp_min(_NORM_FLOOR)).clamp(max=1.0)
+        clipped = flat * factor.unsqueeze(1)
+        self.last_clipped_norms_[party] = (norms_np * factor.detach().to(torch.float64).cpu().numpy())
+
+        generator = self._generators.get(party)
+        if generator is None:
+            generator = self._generators[party] = _party_generator(self._noise_seed, party)
+        sigma = self.noise_multiplier_ * clip
+        dtype = "float32" if flat.dtype == torch.float32 else "float64"
+        noise = torch.from_numpy(generator.normal(flat.shape[1], sigma, dtype=dtype)).to(flat.device)
+        noisy_mean = (clipped.sum(dim=0) + noise) / batch_size
+
+        params = dict(module.named_parameters())
+        offset = 0
+        for name, g in zip(names, per_sample):
+            p = params[name]
+            size = p.numel()
+            p.grad = noisy_mean[offset:offset + size].view_as(p).to(p.dtype).clone()
+            offset += size
+        optimizer.step()
+
+        self.steps_[party] = taken + 1
+        return True
+
+    # -- reporting ----------------------------------------------------------------------
+    def privacy_spent(self) -> Optional[PrivacySpent]:
+        """Composed (epsilon, delta) per data owner over the steps taken so far
+        (the most any owner took); ``epsilon_per_release`` is None (one DP-SGD
+        step has no standalone figure)."""
+        if not hasattr(self, "noise_multiplier_"):
+            return None
+        steps = max(self.steps_.values(), default=0)
+        if steps == 0:
+            return PrivacySpent(0.0, self.delta, 0, None, self.accountant)
+        spent = self._spent_cache.get(steps)
+        if spent is None:
+            spent = composed_subsampled_gaussian(self.noise_multiplier_, self.sampling_rate_, steps, self.delta,
+                                                 accountant=self.accountant)
+            self._spent_cache[steps] = spent
+        return spent
+
+    def planned_privacy(self) -> PrivacySpent:
+        """The guarantee for the whole planned run (what the noise was calibrated to)."""
+        if not hasattr(self, "noise_multiplier_"):
+            raise RuntimeError("DPSGD.setup(context) must be called first")
+        return composed_subsampled_gaussian(self.noise_multiplier_, self.sampling_rate_, self.planned_steps_,
+                                            self.delta, accountant=self.accountant)
+
+
+# ------------------------------------------------------------------------ paper models
+
+DP_VFL_HIDDEN = (48, 96, 196)
+DP_VFL_EMBEDDING = 32
+
+
+def split_features_equally(n_features: int, owners: int) -> List[np.ndarray]:
+    """Column indices of ``owners`` contiguous, (near-)equal feature blocks
+    (the paper splits attributes equally; sizes differ by at most one)."""
+    n_features = check_positive_int(n_features, "n_features")
+    owners = check_positive_int(owners, "owners")
+    if owners > n_features:
+        raise ValueError(f"cannot split {n_features} features among {owners} owners")
+    return [np.asarray(block, dtype=np.int64) for block in np.array_split(np.arange(n_features), owners)]
+
+
+def dp_vfl_models(features_per_owner: Sequence[int], n_outputs: int, *,
+                  embedding_dim: int = DP_VFL_EMBEDDING) -> Tuple[List[Any], Any]:
+    """Bottom models and head of the DP-VFL paper's split MLP.
+
+    The paper's MLP has hidden layers of 48, 96 and 196 units and is cut at the
+    second: with 3 owners the cut layer (96 units) is the concatenation of
+    three 32-unit bottom outputs. So each bottom is
+    ``Linear(p_k, 48) ReLU Linear(48, 32) ReLU`` and the head is
+    ``Linear(32 * owners, 196) ReLU Linear(196, n_outputs)`` (the head's input
+    is ``32 * owners``: 96, 128, 160 for 3, 4, 5 owners). ``n_outputs``: 1 for
+    binary logits or one regression target, the class count otherwise.
+    """
+    import torch.nn as nn
+
+    if isinstance(features_per_owner, (str, bytes)) or not hasattr(features_per_owner, "__iter__"):
+        raise TypeError("features_per_owner must be a sequence of positive ints")
+    counts = [check_positive_int(c, f"features_per_owner[{i}]") for i, c in enumerate(features_per_owner)]
+    if not counts:
+        raise ValueError("features_per_owner must name at least one owner")
+    n_outputs = check_positive_int(n_outputs, "n_outputs")
+    embedding_dim = check_positive_int(embedding_dim, "embedding_dim")
+    h1, _, h3 = DP_VFL_HIDDEN
+    bottoms = [nn.Sequential(nn.Linear(p, h1), nn.ReLU(), nn.Linear(h1, embedding_dim), nn.ReLU())
+               for p in counts]
+    head = nn.Sequential(nn.Linear(embedding_dim * len(counts), h3), nn.ReLU(), nn.Linear(h3, n_outputs))
+    return bottoms, head
+
+
+def dp_vfl_centralized_model(n_features: int, n_outputs: int) -> Any:
+    """The paper's MLP unsplit (the centralized reference):
+    ``n_features -> 48 -> 96 -> 196 -> n_outputs`` with ReLU."""
+    import torch.nn as nn
+
+    n_features = check_positive_int(n_features, "n_features")
+    n_outputs = check_positive_int(n_outputs, "n_outputs")
+    h1, h2, h3 = DP_VFL_HIDDEN
+    return nn.Sequential(nn.Linear(n_features, h1), nn.ReLU(), nn.Linear(h1, h2), nn.ReLU(),
+                         nn.Linear(h2, h3), nn.ReLU(), nn.Linear(h3, n_outputs))
