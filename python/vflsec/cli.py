@@ -10,6 +10,7 @@ from typing import List, Optional
 BENCHMARKS = {
     "kernels": "vflsec.bench.kernels",
     "glm": "vflsec.bench.glm",
+    "privacy": "vflsec.bench.privacy",
 }
 
 

@@ -15,6 +15,9 @@ the training framework's internals. Each module documents its threat model:
   vertical GLM's intermediate results): :func:`equality_solving_attack`,
   :func:`solve_linear_features`, :func:`active_party_view`.
 * :mod:`.membership`: :class:`ShadowModelAttack` (Shokri et al. 2017).
+* :mod:`.views`: the messages each split-learning adversary receives, from
+  a hub transcript (:func:`passive_party_gradients`,
+  :func:`active_party_embeddings`).
 * :mod:`.metrics`: recovery MSE, label / membership attack scores, CAP.
 
 torch is imported only by the attacks that train or invert torch models.
@@ -42,6 +45,7 @@ from .metrics import (
     membership_scores,
     normalized_feature_mse,
 )
+from .views import active_party_embeddings, last_epoch, passive_party_gradients
 from .model_inversion import (
     blackbox_model_inversion,
     query_embeddings,
@@ -54,6 +58,7 @@ __all__ = [
     "EqualitySolvingResult",
     "LabelInference",
     "ShadowModelAttack",
+    "active_party_embeddings",
     "active_party_view",
     "attack_features",
     "blackbox_model_inversion",
@@ -64,10 +69,12 @@ __all__ = [
     "equality_solving_attack",
     "feature_mse",
     "label_attack_accuracy",
+    "last_epoch",
     "membership_scores",
     "model_completion",
     "normalized_feature_mse",
     "norm_scoring",
+    "passive_party_gradients",
     "query_embeddings",
     "solve_linear_features",
     "total_variation",

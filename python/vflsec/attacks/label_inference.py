@@ -186,7 +186,8 @@ def model_completion(
     auxiliary labeled samples, predict labels of ``X_target``.
 
     ``bottom_model`` is the attacker's own trained bottom model (a torch
-    ``nn.Module``; it is deep-copied, the caller's model is not changed).
+    ``nn.Module``; never modified: it is only evaluated, or deep-copied
+    when ``fine_tune_bottom``).
     ``X_aux``/``X_target`` are the attacker's own feature rows. With
     ``fine_tune_bottom`` the copied bottom layers are trained too (Fu et al.'s
     fine-tuning variant); by default only the head learns. Scores are the
@@ -212,14 +213,31 @@ def model_completion(
         raise TypeError(f"bottom_model must be a torch.nn.Module, got {type(bottom_model).__name__}")
 
     torch.manual_seed(seed)
-    bottom = copy.deepcopy(bottom_model)
-    bottom.train(fine_tune_bottom)
-    for p in bottom.parameters():
-        p.requires_grad_(fine_tune_bottom)
-    xa = torch.from_numpy(Xa)
-    with torch.no_grad():
-        width = int(np.prod(bottom(xa[:1]).shape[1:]))
-    layers, prev = [torch.nn.Flatten()], width
+    xa, xt = torch.from_numpy(Xa), torch.from_numpy(Xt)
+    if fine_tune_bottom:
+        try:
+            bottom = copy.deepcopy(bottom_model)
+        except TypeError as exc:  # e.g. a module holding a non-copyable noise generator
+            raise TypeError(f"fine_tune_bottom=True needs a copy of bottom_model, which failed: {exc}") from exc
+        bottom.train()
+        frozen_a = frozen_t = None
+    else:
+        # The bottom stays fixed: embed once, in eval mode, and leave the caller's module as it was.
+        bottom = bottom_model
+        was_training = bottom.training
+        bottom.eval()
+        try:
+            with torch.no_grad():
+                frozen_a = bottom(xa).reshape(xa.shape[0], -1)
+                frozen_t = bottom(xt).reshape(xt.shape[0], -1)
+        finally:
+            bottom.train(was_training)
+
+    def embed(x, frozen):
+        return frozen if frozen is not None else bottom(x).reshape(x.shape[0], -1)
+
+    width = embed(xa, frozen_a).shape[1]
+    layers, prev = [], width
     for h in hidden:
         layers += [torch.nn.Linear(prev, int(h)), torch.nn.ReLU()]
         prev = int(h)
@@ -230,11 +248,12 @@ def model_completion(
     # Full-batch steps: the auxiliary set is tiny (tens of rows).
     for _ in range(epochs):
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(head(bottom(xa)), target)
+        loss = torch.nn.functional.cross_entropy(head(embed(xa, frozen_a)), target)
         loss.backward()
         opt.step()
-    bottom.eval()
     head.eval()
+    if fine_tune_bottom:
+        bottom.eval()
     with torch.no_grad():
-        probs = torch.softmax(head(bottom(torch.from_numpy(Xt))), dim=1).numpy().astype(np.float64)
+        probs = torch.softmax(head(embed(xt, frozen_t)), dim=1).numpy().astype(np.float64)
     return LabelInference(np.argmax(probs, axis=1).astype(np.int64), probs)
