@@ -6,7 +6,6 @@ import pytest
 from vflsec.attacks import (
     active_party_view,
     equality_solving_attack,
-    feature_mse,
     normalized_feature_mse,
     solve_linear_features,
 )
