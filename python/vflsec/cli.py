@@ -11,6 +11,7 @@ BENCHMARKS = {
     "kernels": "vflsec.bench.kernels",
     "glm": "vflsec.bench.glm",
     "splitnn": "vflsec.bench.splitnn",
+    "privacy": "vflsec.bench.privacy",
 }
 
 
