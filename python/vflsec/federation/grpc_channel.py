@@ -189,6 +189,7 @@ class GrpcChannel(Channel):
         self.settings = settings or NetworkSettings()
         self._listen = listen
         self._session = str(session)
+        self._accepted = {self._session}
 
         self._cond = threading.Condition()
         self._queues: Dict[Tuple[str, str], Deque[Any]] = defaultdict(deque)
@@ -336,13 +337,23 @@ class GrpcChannel(Channel):
             thread.start()
             self._heartbeats.append(thread)
 
+    def accept_session(self, session: str) -> None:
+        """Also accept messages of ``session`` (before switching to it with
+        :meth:`begin_session`, so a peer that switched first is not refused)."""
+        if not isinstance(session, str) or not session:
+            raise ValueError("session must be a non-empty str")
+        with self._cond:
+            self._accepted.add(session)
+
     def begin_session(self, session: str) -> None:
-        """Switch to a new session id: later messages of the old session are
-        rejected, sequence numbers start again at 0."""
+        """Switch to a new session id: messages are sent in it and only its
+        messages are accepted (a late message of an earlier session is
+        rejected); sequence numbers start again at 0."""
         if not isinstance(session, str) or not session:
             raise ValueError("session must be a non-empty str")
         with self._cond:
             self._session = session
+            self._accepted = {session}
 
     # -- Channel API -------------------------------------------------------------
     def _check_peer(self, peer: Any, role: str) -> str:
@@ -546,7 +557,7 @@ class GrpcChannel(Channel):
         if env.kind == KIND_DATA and not env.tag:
             raise _Rejected("INVALID_ARGUMENT", "empty tag")
         with self._cond:
-            if env.session != self._session:
+            if env.session not in self._accepted:
                 raise _Rejected("FAILED_PRECONDITION",
                                 f"message of session {env.session!r}, the current session is {self._session!r}")
             key = (env.session, env.sender)
