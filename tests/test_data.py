@@ -148,7 +148,7 @@ def test_synthetic():
 
 def test_unknown_dataset_name():
     with pytest.raises(ValueError, match="breast, adult, credit, synthetic"):
-        load_dataset("mnist")
+        load_dataset("cifar10")
     with pytest.raises(TypeError, match="name"):
         load_dataset(3)
 

@@ -12,6 +12,7 @@ BENCHMARKS = {
     "kernels": "vflsec.bench.kernels",
     "glm": "vflsec.bench.glm",
     "network": "vflsec.bench.network",
+    "splitnn": "vflsec.bench.splitnn",
 }
 
 

@@ -33,7 +33,7 @@ __all__ = [
     "make_synthetic",
 ]
 
-DATASETS = ("breast", "adult", "credit", "synthetic")
+DATASETS = ("breast", "adult", "credit", "synthetic", "mnist")
 DATA_ENV = "VFLSEC_DATA"
 
 
@@ -352,6 +352,10 @@ def load_dataset(name: str, *, data_dir: Any = None, **kw: Any) -> Dataset:
         loader, takes_dir = load_credit, True
     elif name == "synthetic":
         loader, takes_dir = make_synthetic, False
+    elif name == "mnist":
+        from .mnist import load_mnist as loader
+
+        takes_dir = True
     else:
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
     if takes_dir:

@@ -1,1 +1,40 @@
-"""Split-learning VFL on torch (work in progress: see the split-learning issue)."""
+"""Split-learning VFL on torch.
+
+* :mod:`.job` / :mod:`.trainer` -- the public job, the party programs and an
+  in-process runner (one thread per party over a message channel).
+* :mod:`.estimator` -- :class:`SplitNNClassifier`, :class:`SplitNNRegressor`.
+* :mod:`.models` -- bottom and head factories (MLP, the DP-VFL split MLP, a 2-layer CNN).
+* :mod:`.defenses` -- the defense hook contract, VFL-AFE and simple baselines.
+
+torch is imported lazily: importing this package does not import torch.
+"""
+from .defenses import (
+    VFLAFE,
+    Defense,
+    DefenseContext,
+    GaussianEmbeddingNoise,
+    GaussianGradientNoise,
+    GradientSparsification,
+    NoDefense,
+)
+from .estimator import SplitNNClassifier, SplitNNRegressor
+from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
+from .trainer import run_split_job
+
+__all__ = [
+    "Defense",
+    "DefenseContext",
+    "GaussianEmbeddingNoise",
+    "GaussianGradientNoise",
+    "GradientSparsification",
+    "NoDefense",
+    "SplitJob",
+    "SplitNNClassifier",
+    "SplitNNRegressor",
+    "SplitPartyData",
+    "SplitPartyResult",
+    "TAG_EMBEDDING",
+    "TAG_GRADIENT",
+    "VFLAFE",
+    "run_split_job",
+]

@@ -1,0 +1,106 @@
+"""Simple baseline defenses: fixed-scale Gaussian noise and gradient sparsification.
+
+* :class:`GaussianEmbeddingNoise` -- the passive party adds ``N(0, scale^2)``
+  to every embedding coordinate it sends (no clipping: no DP guarantee).
+* :class:`GaussianGradientNoise` -- the active party adds ``N(0, scale^2)``
+  to the gradients it returns (a label-leakage defense).
+* :class:`GradientSparsification` -- the active party keeps, per sample, the
+  ``ceil(keep_fraction * d)`` largest-magnitude gradient coordinates and zeroes the rest.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Dict, Optional
+
+from ..._arrays import check_real
+from .base import BatchInfo, Defense
+from .vfl_afe import _derived_seed
+
+__all__ = ["GaussianEmbeddingNoise", "GaussianGradientNoise", "GradientSparsification"]
+
+
+def _check_seed(seed: Any) -> Optional[int]:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+        raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
+    return seed
+
+
+class _NoiseMixin:
+    def _noise_like(self, key: str, x: Any) -> Any:
+        import torch
+
+        from ...kernels import NoiseGenerator, gaussian_noise
+
+        gen = self._generators.get(key)
+        if gen is None:
+            gen = NoiseGenerator() if self.seed is None else NoiseGenerator(_derived_seed(self.seed, self.variant, key))
+            self._generators[key] = gen
+        dtype = "float64" if x.dtype == torch.float64 else "float32"
+        return torch.from_numpy(gaussian_noise(tuple(x.shape), self.scale, dtype=dtype, generator=gen)).to(
+            device=x.device, dtype=x.dtype)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_generators"] = {}
+        return state
+
+
+class GaussianEmbeddingNoise(_NoiseMixin, Defense):
+    """Fixed-scale Gaussian noise on the released embeddings (name "noise",
+    variant "embedding"). ``seed=None``: secure noise; an int: reproducible."""
+
+    name = "noise"
+    variant = "embedding"
+
+    def __init__(self, scale: float, *, seed: Optional[int] = None):
+        self.scale = check_real(scale, "scale", low=0.0, low_inclusive=False)
+        self.seed = _check_seed(seed)
+        self._generators: Dict[str, Any] = {}
+
+    def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
+        return h + self._noise_like(party, h)
+
+
+class GaussianGradientNoise(_NoiseMixin, Defense):
+    """Fixed-scale Gaussian noise on the gradients returned to each passive
+    party (name "noise", variant "gradient")."""
+
+    name = "noise"
+    variant = "gradient"
+
+    def __init__(self, scale: float, *, seed: Optional[int] = None):
+        self.scale = check_real(scale, "scale", low=0.0, low_inclusive=False)
+        self.seed = _check_seed(seed)
+        self._generators: Dict[str, Any] = {}
+
+    def transform_gradient(self, grads: Dict[str, Any], batch: BatchInfo) -> Dict[str, Any]:
+        return {p: g + self._noise_like(p, g) for p, g in grads.items()}
+
+
+class GradientSparsification(Defense):
+    """Per sample, keep the ``k = ceil(keep_fraction * d)`` gradient entries of
+    largest magnitude and zero the others (name "sparsify"; ties broken by
+    ``torch.topk``, so exactly ``k`` entries survive)."""
+
+    name = "sparsify"
+
+    def __init__(self, keep_fraction: float):
+        self.keep_fraction = check_real(keep_fraction, "keep_fraction", low=0.0, low_inclusive=False, high=1.0)
+
+    @property
+    def variant(self) -> str:
+        return f"keep={self.keep_fraction:g}"
+
+    def sparsify(self, g: Any) -> Any:
+        import torch
+
+        if g.ndim != 2:
+            raise ValueError(f"gradient must be 2-D (batch, d), got shape {tuple(g.shape)}")
+        k = max(1, math.ceil(self.keep_fraction * g.shape[1] - 1e-9))
+        top = torch.topk(g.abs(), k, dim=1).indices
+        mask = torch.zeros_like(g, dtype=torch.bool).scatter_(1, top, True)
+        return torch.where(mask, g, torch.zeros_like(g))
+
+    def transform_gradient(self, grads: Dict[str, Any], batch: BatchInfo) -> Dict[str, Any]:
+        return {p: self.sparsify(g) for p, g in grads.items()}

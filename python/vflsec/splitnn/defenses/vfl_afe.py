@@ -1,0 +1,379 @@
+"""VFL-AFE: differential privacy on released embeddings with adaptive feature embeddings.
+
+Passive party, per batch (ALGORITHMS.md section 3; Alg. 1 of the paper)::
+
+    h <- h / max(1, ||h|| / t)                          clip: sensitivity 2t
+    +R: h <- h * 2t / (mu_d + 3 sigma_d)                 rescale to the estimated diameter
+        (mu_d, sigma_d: mean and std of the batch's pairwise distances; the
+        factor is computed on the detached batch and is a constant for autograd)
+    h <- h + N(0, (2t sigma)^2 I)                        Gaussian mechanism
+    loss += alpha * KL(P(d) || N(mu_d, sigma_d^2))       +R: keeps the Gaussian fit honest
+    loss += beta * contrastive(h, FCM(dL/dh))            +D: distribution adjusting
+
+``sigma`` is the classic calibration ``sqrt(2 ln(1.25/delta)) / epsilon`` the
+paper uses (``calibration="classic"``; proved for epsilon < 1, and
+:func:`vflsec.dp.gaussian_sigma` warns beyond) or the exact analytic one
+(``calibration="analytic"``). ``privacy_spent()`` gives the per-release epsilon
+and its composition over the epochs (each sample's embedding is released once
+per epoch) from :mod:`vflsec.dp.accounting`. With +R the sensitivity bound 2t
+holds with the probability ``p2`` of the Gaussian quantile (Thm. 3.6 of the
+paper folds that into delta); that caveat is the paper's, not removed here.
+
+KL term: the KL divergence from a distribution to the Gaussian with its own
+mean and variance is its negentropy; it is estimated from the standardised
+third and fourth moments of the distances (``skew^2 / 12 + excess_kurtosis^2
+/ 48``, Hyvarinen's moment approximation), differentiable in torch, on at
+most ``kl_max_pairs`` randomly chosen pairs.
+
+Contrastive term (the paper's Eq. 8 as extracted would *shrink* distances
+between clusters when minimised; this builds the intended effect): fuzzy
+c-means on the returned gradients (C = number of classes) gives each sample a
+cluster and a confidence; among samples with confidence >= the threshold,
+``beta * (mean_{same} d_jk^2 + mean_{different} max(0, margin - d_jk)^2) / margin^2``
+on the clipped / rescaled embeddings *before* noise (the noise is a constant
+for autograd and would dominate the distances).
+
+``impl="vflsec"`` uses the C++ kernels (pairwise-distance statistics, FCM,
+ChaCha20 noise); ``impl="baseline"`` the common alternatives (``torch.cdist``
+plus torch statistics, a numpy FCM, ``torch.randn``) so the benchmark can time both.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import secrets
+import time
+from collections import defaultdict
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from ..._arrays import check_positive_int, check_real
+from .base import BatchInfo, Defense, DefenseContext
+
+__all__ = ["IMPLS", "VFLAFE", "numpy_fuzzy_cmeans"]
+
+IMPLS = ("vflsec", "baseline")
+CALIBRATIONS = ("classic", "analytic")
+_EPS = 1e-12
+
+
+def numpy_fuzzy_cmeans(X: np.ndarray, n_clusters: int, *, m: float = 2.0, max_iter: int = 100, tol: float = 1e-4,
+                       seed: Optional[int] = None):
+    """Plain numpy fuzzy c-means (random memberships start; the benchmark's
+    baseline). Returns ``(labels, confidence)``."""
+    X = np.asarray(X, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    u = rng.random((X.shape[0], n_clusters))
+    u /= u.sum(axis=1, keepdims=True)
+    centers = None
+    for _ in range(max_iter):
+        um = u ** m
+        new_centers = (um.T @ X) / np.maximum(um.sum(axis=0), _EPS)[:, None]
+        d = np.sqrt(((X[:, None, :] - new_centers[None, :, :]) ** 2).sum(axis=2))
+        inv = np.fmax(d, _EPS) ** (-2.0 / (m - 1.0))
+        u = inv / inv.sum(axis=1, keepdims=True)
+        shift = np.inf if centers is None else float(np.max(np.linalg.norm(new_centers - centers, axis=1)))
+        centers = new_centers
+        if shift < tol:
+            break
+    return u.argmax(axis=1), u.max(axis=1)
+
+
+def _derived_seed(seed: int, *parts: Any) -> int:
+    text = "/".join(str(p) for p in (seed, *parts)).encode()
+    return int.from_bytes(hashlib.sha256(b"vflsec.splitnn/" + text).digest()[:8], "little") >> 1
+
+
+def _check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+class VFLAFE(Defense):
+    """VFL-AFE defense of the passive parties' embeddings.
+
+    Parameters
+    ----------
+    t : float > 0, embedding norm clip (sensitivity estimate 2t).
+    epsilon : float > 0, finite; per-release privacy budget.
+    delta : float in (0, 1); the paper fixes 1e-2.
+    rescale : bool, +R (adaptive rescaling and the KL regulariser).
+    adjust : bool, +D (FCM on returned gradients and the contrastive loss).
+    kl_weight : alpha >= 0 (used with rescale).
+    contrastive_weight : beta >= 0 (used with adjust).
+    margin : float > 0 or None (None: 2t, the rescaled batch diameter): the
+        distance the contrastive loss pushes different-cluster pairs to.
+    confidence_threshold : c in [0, 1]; FCM confidences below it are dropped.
+    n_clusters : int >= 2 or None (None: the number of classes).
+    fcm_m : fuzzifier m > 1.
+    calibration : "classic" (the paper's) or "analytic".
+    quantile : None (``mu + 3 sigma`` as the paper) or p2 in (0.5, 1) for
+        ``mu + sigma sqrt(2) erfinv(2 p2 - 1)``.
+    impl : "vflsec" or "baseline" (see module docstring).
+    accountant : "rdp" or "pld" for the composed epsilon.
+    seed : None (noise from the OS-entropy CSPRNG: the only setting with a
+        privacy guarantee) or an int for reproducible noise (experiments only).
+
+    ``variant`` is "vanilla", "R", "D" or "full" from the switches.
+    """
+
+    name = "vfl_afe"
+
+    def __init__(self, t: float = 1.0, epsilon: float = 1.0, delta: float = 1e-2, *, rescale: bool = True,
+                 adjust: bool = True, kl_weight: float = 0.01, contrastive_weight: float = 0.1,
+                 margin: Optional[float] = None, confidence_threshold: float = 0.8, n_clusters: Optional[int] = None,
+                 fcm_m: float = 2.0, calibration: str = "classic", quantile: Optional[float] = None,
+                 impl: str = "vflsec", accountant: str = "rdp", kl_max_pairs: int = 4096, fcm_max_iter: int = 100,
+                 seed: Optional[int] = None):
+        from ...dp import gaussian_sigma
+        from ...dp.accounting import ACCOUNTANTS
+
+        self.t = check_real(t, "t", low=0.0, low_inclusive=False)
+        self.epsilon = check_real(epsilon, "epsilon", low=0.0, low_inclusive=False)
+        self.delta = check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+        self.rescale = _check_bool(rescale, "rescale")
+        self.adjust = _check_bool(adjust, "adjust")
+        self.kl_weight = check_real(kl_weight, "kl_weight", low=0.0)
+        self.contrastive_weight = check_real(contrastive_weight, "contrastive_weight", low=0.0)
+        self.margin = None if margin is None else check_real(margin, "margin", low=0.0, low_inclusive=False)
+        self.confidence_threshold = check_real(confidence_threshold, "confidence_threshold", low=0.0, high=1.0)
+        if n_clusters is not None:
+            n_clusters = check_positive_int(n_clusters, "n_clusters")
+            if n_clusters < 2:
+                raise ValueError(f"n_clusters must be >= 2, got {n_clusters}")
+        self.n_clusters = n_clusters
+        self.fcm_m = check_real(fcm_m, "fcm_m", low=1.0, low_inclusive=False)
+        if calibration not in CALIBRATIONS:
+            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
+        self.calibration = calibration
+        self.quantile = None if quantile is None else check_real(quantile, "quantile", low=0.5, low_inclusive=False,
+                                                                 high=1.0, high_inclusive=False)
+        if impl not in IMPLS:
+            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+        self.impl = impl
+        if accountant not in ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+        self.accountant = accountant
+        self.kl_max_pairs = check_positive_int(kl_max_pairs, "kl_max_pairs", minimum=3)
+        self.fcm_max_iter = check_positive_int(fcm_max_iter, "fcm_max_iter")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+            raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
+        self.seed = seed
+        # sigma: noise std per unit of sensitivity (the noise multiplier of the accountant).
+        self.noise_multiplier_ = gaussian_sigma(self.epsilon, self.delta, 1.0, method=calibration)
+        self._reset_state()
+
+    # -- bookkeeping -------------------------------------------------------------------
+    @property
+    def variant(self) -> str:
+        return {(False, False): "vanilla", (True, False): "R", (False, True): "D", (True, True): "full"}[
+            (self.rescale, self.adjust)]
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the noise added to each coordinate: ``2 t sigma``."""
+        return 2.0 * self.t * self.noise_multiplier_
+
+    def _reset_state(self) -> None:
+        self._generators: Dict[str, Any] = {}
+        self._clean: Dict[str, Any] = {}
+        self.timings_: Dict[str, float] = defaultdict(float)
+        self.last_scale_: Dict[str, float] = {}
+        self.last_kept_fraction_: Dict[str, float] = {}
+        self.last_kl_: Dict[str, float] = {}
+
+    def __getstate__(self):
+        # Noise generators cannot (and must not) be copied: every copy starts its own.
+        state = dict(self.__dict__)
+        state["_generators"] = {}
+        state["_clean"] = {}
+        return state
+
+    def setup(self, context: DefenseContext) -> None:
+        super().setup(context)
+        self._reset_state()
+        if self.adjust:
+            c = self.n_clusters if self.n_clusters is not None else context.n_classes
+            if c is None:
+                raise ValueError("VFL-AFE with adjust=True needs n_clusters for a regression task "
+                                 "(there are no classes to count)")
+            if c < 2:
+                raise ValueError(f"n_clusters must be >= 2, got {c}")
+            self.n_clusters_ = int(c)
+
+    def _generator(self, party: str):
+        gen = self._generators.get(party)
+        if gen is None:
+            if self.impl == "vflsec":
+                from ...kernels import NoiseGenerator
+
+                gen = NoiseGenerator() if self.seed is None else NoiseGenerator(_derived_seed(self.seed, "noise", party))
+            else:
+                import torch
+
+                gen = torch.Generator()
+                gen.manual_seed(secrets.randbits(63) if self.seed is None else _derived_seed(self.seed, "noise", party))
+            self._generators[party] = gen
+        return gen
+
+    # -- the mechanism -------------------------------------------------------------------
+    def max_distance_estimate(self, h: Any) -> float:
+        """``mu_d + 3 sigma_d`` (or the ``quantile``) of the rows' pairwise distances."""
+        import torch
+
+        if self.impl == "vflsec":
+            from ...kernels import pairwise_distance_stats
+
+            stats = pairwise_distance_stats(h.detach().to("cpu"))
+            mean, std = stats.mean, stats.std
+        else:
+            n = h.shape[0]
+            d = torch.cdist(h.detach(), h.detach())
+            iu = torch.triu_indices(n, n, offset=1, device=d.device)
+            d = d[iu[0], iu[1]].double()
+            mean, std = float(d.mean()), float(d.std(unbiased=False))
+        if self.quantile is None:
+            return mean + 3.0 * std
+        from scipy.special import erfinv
+
+        return mean + std * math.sqrt(2.0) * float(erfinv(2.0 * self.quantile - 1.0))
+
+    def clip(self, h: Any) -> Any:
+        import torch
+
+        norms = torch.linalg.vector_norm(h, dim=1, keepdim=True)
+        return h / torch.clamp(norms / self.t, min=1.0)
+
+    def noise_like(self, party: str, h: Any) -> Any:
+        """``N(0, (2 t sigma)^2)`` noise of ``h``'s shape, dtype and device."""
+        import torch
+
+        gen = self._generator(party)
+        if self.impl == "vflsec":
+            from ...kernels import gaussian_noise
+
+            dtype = "float64" if h.dtype == torch.float64 else "float32"
+            noise = torch.from_numpy(gaussian_noise(tuple(h.shape), self.noise_std, dtype=dtype, generator=gen))
+            return noise.to(device=h.device, dtype=h.dtype)
+        noise = torch.randn(tuple(h.shape), generator=gen, dtype=h.dtype) * self.noise_std
+        return noise.to(h.device)
+
+    def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
+        t0 = time.perf_counter()
+        h = self.clip(h)
+        t1 = time.perf_counter()
+        self.timings_["clip"] += t1 - t0
+        if self.rescale and h.shape[0] >= 2:
+            estimate = self.max_distance_estimate(h)
+            scale = 2.0 * self.t / estimate if estimate > 0 else 1.0
+            self.last_scale_[party] = scale
+            h = h * scale
+            self.timings_["rescale"] += time.perf_counter() - t1
+        self._clean[party] = h
+        t2 = time.perf_counter()
+        out = h + self.noise_like(party, h)
+        self.timings_["noise"] += time.perf_counter() - t2
+        return out
+
+    # -- training losses -------------------------------------------------------------------
+    def kl_to_gaussian(self, h: Any, rng: Optional[np.random.Generator] = None) -> Any:
+        """Differentiable moment estimate of KL(P(d) || N(mu_d, sigma_d^2)) for the
+        pairwise distances ``d`` of the rows of ``h`` (at most ``kl_max_pairs`` pairs)."""
+        import torch
+
+        n = h.shape[0]
+        n_pairs = n * (n - 1) // 2
+        if n_pairs > self.kl_max_pairs:
+            rng = rng if rng is not None else np.random.default_rng()
+            i = rng.integers(0, n, size=self.kl_max_pairs)
+            j = (i + rng.integers(1, n, size=self.kl_max_pairs)) % n   # j != i
+        else:
+            i, j = np.triu_indices(n, k=1)
+        i = torch.from_numpy(np.asarray(i, dtype=np.int64)).to(h.device)
+        j = torch.from_numpy(np.asarray(j, dtype=np.int64)).to(h.device)
+        d = torch.sqrt(((h[i] - h[j]) ** 2).sum(dim=1) + _EPS)
+        z = (d - d.mean()) / (d.std(unbiased=False) + _EPS)
+        skew = (z ** 3).mean()
+        excess_kurtosis = (z ** 4).mean() - 3.0
+        return skew ** 2 / 12.0 + excess_kurtosis ** 2 / 48.0
+
+    def regularizer(self, party: str, h_raw: Any, h_sent: Any, batch: BatchInfo) -> Optional[Any]:
+        if not self.rescale or self.kl_weight == 0.0:
+            return None
+        h = self._clean.get(party)
+        if h is None or h.shape[0] < 3:
+            return None
+        t0 = time.perf_counter()
+        rng = np.random.default_rng(_derived_seed(0 if self.seed is None else self.seed, "kl", party, batch.global_step))
+        kl = self.kl_to_gaussian(h, rng)
+        self.last_kl_[party] = float(kl.detach())
+        self.timings_["kl"] += time.perf_counter() - t0
+        return self.kl_weight * kl
+
+    def cluster_gradients(self, grad: Any, seed: int):
+        """``(labels, confidence)`` numpy arrays from fuzzy c-means on the rows of ``grad``."""
+        g = grad.detach().to("cpu", dtype=__import__("torch").float64).numpy()
+        # FCM memberships are invariant to a global scale; normalising makes tol meaningful.
+        rms = float(np.sqrt(np.mean(np.sum(g * g, axis=1))))
+        if rms > 0:
+            g = g / rms
+        if self.impl == "vflsec":
+            from ...kernels import fuzzy_cmeans
+
+            res = fuzzy_cmeans(g, self.n_clusters_, m=self.fcm_m, max_iter=self.fcm_max_iter, tol=1e-4, seed=seed)
+            return np.asarray(res.labels), np.asarray(res.confidence)
+        return numpy_fuzzy_cmeans(g, self.n_clusters_, m=self.fcm_m, max_iter=self.fcm_max_iter, tol=1e-4, seed=seed)
+
+    def contrastive_loss(self, h: Any, labels: Any) -> Optional[Any]:
+        """``(mean_{same} d^2 + mean_{different} max(0, margin - d)^2) / margin^2`` over the
+        rows of ``h`` (unweighted; None when there is no pair)."""
+        import torch
+
+        labels = torch.as_tensor(np.asarray(labels), device=h.device)
+        if h.shape[0] < 2:
+            return None
+        d2 = ((h.unsqueeze(1) - h.unsqueeze(0)) ** 2).sum(dim=2)
+        off = ~torch.eye(h.shape[0], dtype=torch.bool, device=h.device)
+        same = (labels.unsqueeze(1) == labels.unsqueeze(0)) & off
+        diff = (labels.unsqueeze(1) != labels.unsqueeze(0))
+        margin = self.margin if self.margin is not None else 2.0 * self.t
+        loss = None
+        if bool(same.any()):
+            loss = d2[same].mean()
+        if bool(diff.any()):
+            push = torch.relu(margin - torch.sqrt(d2[diff] + _EPS)) ** 2
+            loss = push.mean() if loss is None else loss + push.mean()
+        # In units of margin^2, so that beta means the same whatever the embedding scale t.
+        return None if loss is None else loss / (margin * margin)
+
+    def adjust_loss(self, party: str, h_sent: Any, grad: Any, batch: BatchInfo) -> Optional[Any]:
+        if not self.adjust or self.contrastive_weight == 0.0:
+            return None
+        if grad.shape[0] < self.n_clusters_:
+            return None
+        t0 = time.perf_counter()
+        labels, confidence = self.cluster_gradients(
+            grad, _derived_seed(0 if self.seed is None else self.seed, "fcm", party, batch.global_step))
+        keep = confidence >= self.confidence_threshold
+        self.last_kept_fraction_[party] = float(keep.mean())
+        loss = None
+        if keep.sum() >= 2:
+            h = self._clean.get(party, h_sent)
+            import torch
+
+            loss = self.contrastive_loss(h[torch.from_numpy(np.flatnonzero(keep)).to(h.device)], labels[keep])
+        self.timings_["adjust"] += time.perf_counter() - t0
+        return None if loss is None else self.contrastive_weight * loss
+
+    # -- reporting -----------------------------------------------------------------------
+    def privacy_spent(self):
+        """Per-release epsilon (as the accountant sees one Gaussian release with
+        noise multiplier ``sigma``) and its composition over the epochs."""
+        from ...dp.accounting import composed_gaussian
+
+        context = getattr(self, "context_", None)
+        epochs = context.epochs if context is not None else 1
+        return composed_gaussian(self.noise_multiplier_, epochs, self.delta, accountant=self.accountant)

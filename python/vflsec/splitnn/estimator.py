@@ -1,0 +1,370 @@
+"""scikit-learn style split-learning estimators.
+
+``SplitNNClassifier`` / ``SplitNNRegressor`` train a split neural network
+over vertically partitioned data: ``fit(X_parts, y)`` takes one feature block
+per party (rows aligned). Every block belongs to a passive party
+(``passive_0``, ``passive_1``, ...) that trains its own bottom model and sends
+embeddings; the active party holds the labels and the head. With
+``active_features=True`` the *last* block belongs to the active party, which
+then also trains a bottom on it (its embedding is never sent).
+
+Each party runs its own program (:mod:`vflsec.splitnn.trainer`) in its own
+thread over an in-memory channel. After fitting, the estimator keeps every
+party's trained model (``bottoms_``, ``head_``) so that prediction and attack
+evaluations can run in-process; in a deployment each party keeps its own.
+
+Prediction applies each passive party's defense to the embeddings it releases
+(``inference="defended"``, default: test-time embeddings are releases too and
+the head was trained on defended inputs) or uses the raw embeddings
+(``inference="raw"``). ``embed(X_parts, defended=...)`` returns the
+embeddings themselves, e.g. for inversion or membership attacks.
+"""
+from __future__ import annotations
+
+import copy
+import numbers
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+
+from .._arrays import as_float_array, check_positive_int, check_real, is_torch_tensor
+from .defenses.base import BatchInfo, Defense, DefenseContext, NoDefense
+from .job import OPTIMIZERS, SplitJob, SplitPartyData
+from .models import linear_head, mlp_bottom
+from .trainer import run_split_job
+
+__all__ = ["SplitNNClassifier", "SplitNNRegressor", "resolve_device"]
+
+INFERENCE_MODES = ("defended", "raw")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as exc:  # pragma: no cover
+        raise ImportError("split learning needs torch (pip install 'vflsec[torch]')") from exc
+    return torch
+
+
+def resolve_device(device: Any) -> str:
+    """``None``/"auto": CUDA when available, else CPU; otherwise the string given."""
+    torch = _torch()
+    if device is None or device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str or None, got {type(device).__name__}")
+    try:
+        torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"invalid device {device!r}: {exc}") from None
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available")
+    return device
+
+
+def _is_module(obj: Any) -> bool:
+    torch = _torch()
+    return isinstance(obj, torch.nn.Module)
+
+
+class _SplitNNBase(BaseEstimator):
+    _task = "classification"
+
+    def __init__(self, bottoms: Any = None, head: Any = None, defense: Optional[Defense] = None, *,
+                 epochs: int = 10, batch_size: int = 64, lr: float = 1e-3, optimizer: str = "adam",
+                 seed: int = 0, device: Optional[str] = None, active_features: bool = False,
+                 embedding_dim: int = 32, inference: str = "defended"):
+        self.bottoms = bottoms
+        self.head = head
+        self.defense = defense
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.optimizer = optimizer
+        self.seed = seed
+        self.device = device
+        self.active_features = active_features
+        self.embedding_dim = embedding_dim
+        self.inference = inference
+
+    # -- validation ------------------------------------------------------------------
+    def _check_params(self) -> None:
+        check_positive_int(self.epochs, "epochs")
+        check_positive_int(self.batch_size, "batch_size")
+        check_real(self.lr, "lr", low=0.0, low_inclusive=False)
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
+            raise TypeError(f"seed must be a non-negative int, got {self.seed!r}")
+        if not isinstance(self.active_features, bool):
+            raise TypeError("active_features must be a bool")
+        check_positive_int(self.embedding_dim, "embedding_dim")
+        if self.inference not in INFERENCE_MODES:
+            raise ValueError(f"inference must be one of {INFERENCE_MODES}, got {self.inference!r}")
+        if self.defense is not None and not isinstance(self.defense, Defense):
+            raise TypeError(f"defense must be a vflsec.splitnn.defenses.Defense or None, "
+                            f"got {type(self.defense).__name__}")
+
+    def _parts(self, X_parts: Any, *, n_expected: Optional[int] = None) -> List[np.ndarray]:
+        if isinstance(X_parts, (np.ndarray, str, bytes)) or is_torch_tensor(X_parts) \
+                or not isinstance(X_parts, (list, tuple)):
+            raise TypeError("X_parts must be a list with one 2-D feature block per party")
+        minimum = 2 if self.active_features else 1
+        if len(X_parts) < minimum:
+            raise ValueError(f"X_parts needs at least {minimum} block(s) (one per passive party"
+                             f"{' plus the active party' if self.active_features else ''}), got {len(X_parts)}")
+        parts = [as_float_array(x, f"X_parts[{i}]", ndim=2, dtype=np.float32)[0] for i, x in enumerate(X_parts)]
+        rows = {p.shape[0] for p in parts}
+        if len(rows) != 1:
+            raise ValueError(f"every party must hold the same rows; row counts are {[p.shape[0] for p in parts]}")
+        if hasattr(self, "n_features_per_party_"):
+            if len(parts) != len(self.n_features_per_party_):
+                raise ValueError(f"fitted with {len(self.n_features_per_party_)} parties, got {len(parts)} blocks")
+            for i, (p, f) in enumerate(zip(parts, self.n_features_per_party_)):
+                if p.shape[1] != f:
+                    raise ValueError(f"X_parts[{i}] has {p.shape[1]} features, fitted with {f}")
+        if n_expected is not None and parts[0].shape[0] != n_expected:
+            raise ValueError(f"X_parts have {parts[0].shape[0]} rows but y has {n_expected} entries")
+        return parts
+
+    # -- model building ------------------------------------------------------------------
+    def _build_bottom(self, i: int, in_features: int):
+        spec = self.bottoms
+        if isinstance(spec, (list, tuple)):
+            if len(spec) != self.n_parts_:
+                raise ValueError(f"bottoms has {len(spec)} entries for {self.n_parts_} feature blocks")
+            spec = spec[i]
+        if spec is None:
+            return mlp_bottom(in_features, (64,), self.embedding_dim)
+        if _is_module(spec):
+            return copy.deepcopy(spec)
+        if callable(spec):
+            module = spec(in_features)
+            if not _is_module(module):
+                raise TypeError(f"bottom factory returned {type(module).__name__}, expected a torch Module")
+            return module
+        raise TypeError("bottoms must be None, a torch Module, a factory f(in_features) -> Module, "
+                        "or a list of those (one per feature block)")
+
+    def _build_head(self, in_features: int, n_outputs: int):
+        spec = self.head
+        if spec is None:
+            return linear_head(in_features, n_outputs)
+        if _is_module(spec):
+            return copy.deepcopy(spec)
+        if callable(spec):
+            module = spec(in_features, n_outputs)
+            if not _is_module(module):
+                raise TypeError(f"head factory returned {type(module).__name__}, expected a torch Module")
+            return module
+        raise TypeError("head must be None, a torch Module or a factory f(in_features, n_outputs) -> Module")
+
+    @staticmethod
+    def _out_width(module, in_features: int) -> int:
+        torch = _torch()
+        was_training = module.training
+        module.eval()
+        with torch.no_grad():
+            out = module(torch.zeros(2, in_features))
+        module.train(was_training)
+        if out.ndim != 2 or out.shape[0] != 2:
+            raise ValueError(f"a bottom model must map (n, {in_features}) to (n, d); got shape {tuple(out.shape)}")
+        return int(out.shape[1])
+
+    # -- fit -------------------------------------------------------------------------
+    def _targets(self, y: Any) -> np.ndarray:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def fit(self, X_parts: Sequence[Any], y: Any):
+        self._check_params()
+        for attr in ("n_features_per_party_",):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        y_enc = self._targets(y)
+        parts = self._parts(X_parts, n_expected=len(y_enc))
+        n = parts[0].shape[0]
+        if self.batch_size > n:
+            raise ValueError(f"batch_size ({self.batch_size}) must not exceed the number of rows ({n})")
+        torch = _torch()
+        device = resolve_device(self.device)
+        self.n_parts_ = len(parts)
+        n_passive = self.n_parts_ - (1 if self.active_features else 0)
+        passives = tuple(f"passive_{i}" for i in range(n_passive))
+        active = "active"
+        n_outputs = len(self.classes_) if self._task == "classification" else 1
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(self.seed))
+            bottoms = [self._build_bottom(i, p.shape[1]) for i, p in enumerate(parts)]
+            widths = [self._out_width(b, p.shape[1]) for b, p in zip(bottoms, parts)]
+            head = self._build_head(sum(widths), n_outputs)
+        defense = self.defense if self.defense is not None else NoDefense()
+        context = DefenseContext(
+            n_classes=n_outputs if self._task == "classification" else None, passive_parties=passives,
+            n_samples=n, batch_size=int(self.batch_size), epochs=int(self.epochs), device=device, seed=None,
+            extra={"model_seed": int(self.seed), "embedding_dims": dict(zip(passives, widths))},
+        )
+        defense.setup(context)
+        job = SplitJob(n_samples=n, task=self._task, n_classes=context.n_classes, epochs=int(self.epochs),
+                       batch_size=int(self.batch_size), lr=float(self.lr), optimizer=self.optimizer,
+                       seed=int(self.seed), active=active, passives=passives,
+                       active_features=self.active_features, device=device)
+        data = {p: SplitPartyData(X=parts[i], bottom=bottoms[i], defense=copy.deepcopy(defense))
+                for i, p in enumerate(passives)}
+        data[active] = SplitPartyData(
+            X=parts[-1] if self.active_features else None, bottom=bottoms[-1] if self.active_features else None,
+            defense=copy.deepcopy(defense), y=y_enc, head=head)
+        result = run_split_job(job, data)
+        active_result = result.results[active]
+        self.defense_ = defense
+        self.party_defenses_ = {p: r.defense for p, r in result.results.items()}
+        self.bottoms_ = {p: result.results[p].bottom for p in passives}
+        if self.active_features:
+            self.bottoms_[active] = active_result.bottom
+        self.head_ = active_result.head
+        self.passive_parties_ = passives
+        self.device_ = device
+        self.n_features_per_party_ = [p.shape[1] for p in parts]
+        self.embedding_dims_ = dict(zip(passives, widths))
+        self.bytes_by_tag_ = result.bytes_by_tag()
+        self.timings_ = {p: r.timings for p, r in result.results.items()}
+        self.history_ = []
+        for e in range(self.epochs):
+            row: Dict[str, Any] = {"epoch": e}
+            for key, values in active_result.history.items():
+                row[key] = values[e]
+            sent: Dict[str, int] = {}
+            for r in result.results.values():
+                for tag, nbytes in r.bytes_sent[e].items():
+                    sent[tag] = sent.get(tag, 0) + nbytes
+            row["bytes"] = sent
+            self.history_.append(row)
+        self.privacy_spent_ = {p: self.party_defenses_[p].privacy_spent() for p in passives}
+        return self
+
+    # -- inference -------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "head_"):
+            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def embed(self, X_parts: Sequence[Any], *, defended: bool = False) -> Dict[str, np.ndarray]:
+        """Each party's embedding of the rows, ``{party: (n, d) float32}``.
+
+        ``defended=False``: the bottom's raw output; ``True``: what the party
+        would release (its defense's ``transform_embedding``, per batch of
+        ``batch_size`` rows). The active party's own embedding is included
+        (raw) when it has features.
+        """
+        self._check_fitted()
+        parts = self._parts(X_parts)
+        return {p: h.cpu().numpy() for p, h in self._embeddings(parts, defended=bool(defended)).items()}
+
+    def _embeddings(self, parts: List[np.ndarray], *, defended: bool) -> Dict[str, Any]:
+        torch = _torch()
+        device = torch.device(self.device_)
+        names = list(self.passive_parties_) + (["active"] if self.active_features else [])
+        out: Dict[str, List[Any]] = {p: [] for p in names}
+        n = parts[0].shape[0]
+        step = 0
+        with torch.no_grad():
+            for start in range(0, n, self.batch_size):
+                idx = np.arange(start, min(n, start + self.batch_size), dtype=np.int64)
+                batch = BatchInfo(epoch=int(self.epochs), step=step, global_step=-1, indices=idx)
+                for i, party in enumerate(names):
+                    module = self.bottoms_[party]
+                    was_training = module.training
+                    module.eval()
+                    h = module(torch.from_numpy(parts[i][idx]).to(device))
+                    module.train(was_training)
+                    if defended and party != "active":
+                        h = self.party_defenses_[party].transform_embedding(party, h, batch)
+                    out[party].append(h.detach().float())
+                step += 1
+        return {p: torch.cat(v, dim=0) for p, v in out.items()}
+
+    def _outputs(self, X_parts: Sequence[Any]):
+        torch = _torch()
+        self._check_fitted()
+        parts = self._parts(X_parts)
+        embeddings = self._embeddings(parts, defended=self.inference == "defended")
+        names = list(self.passive_parties_) + (["active"] if self.active_features else [])
+        with torch.no_grad():
+            was_training = self.head_.training
+            self.head_.eval()
+            out = self.head_(torch.cat([embeddings[p] for p in names], dim=1))
+            self.head_.train(was_training)
+        return out.cpu()
+
+
+class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
+    """Split-learning classifier (cross-entropy over the classes).
+
+    Parameters
+    ----------
+    bottoms : None (an MLP ``in -> 64 -> embedding_dim`` per block), a torch
+        Module (deep-copied for each block), a factory ``f(in_features) ->
+        Module``, or a list of those, one per block.
+    head : None (one linear layer), a Module, or ``f(in_features, n_outputs)``.
+    defense : a :class:`~vflsec.splitnn.defenses.Defense` (None: unprotected).
+    epochs, batch_size, lr, optimizer : training ("adam" with torch defaults, or "sgd").
+    seed : model initialisation and mini-batch order (defense noise has its
+        own opt-in seed on the defense; unseeded noise is cryptographically secure).
+    device : None/"auto" (CUDA when available), "cpu", "cuda", ...
+    active_features : the last block is the active party's own features.
+    embedding_dim : output width of the default bottoms.
+    inference : "defended" or "raw" (see the module docstring).
+
+    Fitted attributes: ``classes_``, ``bottoms_`` ({party: Module}), ``head_``,
+    ``history_`` (one dict per epoch: ``loss``, ``accuracy`` (training, as
+    seen by the active party during the epoch), ``seconds``, ``bytes``
+    {tag: bytes sent by all parties}), ``bytes_by_tag_`` (whole run),
+    ``privacy_spent_`` ({passive party: PrivacySpent or None}),
+    ``defense_`` (the set-up defense), ``party_defenses_`` (each party's copy).
+    """
+
+    _task = "classification"
+
+    def _targets(self, y: Any) -> np.ndarray:
+        if is_torch_tensor(y):
+            y = y.detach().cpu().numpy()
+        y = np.asarray(y)
+        if y.ndim != 1 or y.size == 0:
+            raise ValueError(f"y must be a non-empty 1-D array of labels, got shape {y.shape}")
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or infinite values")
+        if y.dtype.kind not in "biuUfO" or y.dtype.kind == "c":
+            raise TypeError(f"y has unsupported dtype {y.dtype}")
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(f"y needs at least 2 classes, got {len(self.classes_)}")
+        return encoded.astype(np.int64)
+
+    def predict_proba(self, X_parts: Sequence[Any]) -> np.ndarray:
+        torch = _torch()
+        return torch.softmax(self._outputs(X_parts).double(), dim=1).numpy()
+
+    def predict(self, X_parts: Sequence[Any]) -> np.ndarray:
+        return self.classes_[self._outputs(X_parts).argmax(dim=1).numpy()]
+
+
+class SplitNNRegressor(RegressorMixin, _SplitNNBase):
+    """Split-learning regressor: mean squared error on one output.
+
+    Same parameters and fitted attributes as :class:`SplitNNClassifier`
+    (``history_`` has no accuracy). ``score`` is the coefficient of
+    determination R^2 (scikit-learn's regressor convention; higher is
+    better); :meth:`mse` gives the mean squared error.
+    """
+
+    _task = "regression"
+
+    def _targets(self, y: Any) -> np.ndarray:
+        y, _ = as_float_array(y, "y", ndim=1, dtype=np.float32)
+        return y
+
+    def predict(self, X_parts: Sequence[Any]) -> np.ndarray:
+        return self._outputs(X_parts).reshape(-1).double().numpy()
+
+    def mse(self, X_parts: Sequence[Any], y: Any) -> float:
+        y, _ = as_float_array(y, "y", ndim=1, dtype=np.float64)
+        return float(np.mean((self.predict(X_parts) - y) ** 2))

@@ -1,0 +1,267 @@
+"""Party programs of split learning and an in-process runner.
+
+:func:`passive_program` and :func:`active_program` follow the hook sequence
+of :mod:`vflsec.splitnn.defenses.base` exactly; :func:`run_split_job` runs
+each party in its own thread over an :class:`~vflsec.federation.InMemoryHub`
+(the same programs run unchanged in separate processes over a network
+channel).
+
+Each party calls the hooks on its *own* copy of the defense (the estimator
+makes one ``copy.deepcopy`` per party after ``setup()``), as it would when
+every process builds the agreed defense itself: ``on_batch_start`` is called
+once per batch by every party; ``wrap_bottom`` by each passive party on its
+bottom (the active party's own bottom, if any, is not wrapped: its embedding
+is never released); ``wrap_head`` by the active party.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional
+
+import numpy as np
+
+from ..federation.channel import ChannelClosed, InMemoryHub, MessageRecord, payload_nbytes
+from ..glm.job import batch_indices
+from ..glm.runner import PartyError
+from .defenses.base import BatchInfo
+from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
+
+__all__ = ["SplitJobResult", "active_program", "make_optimizer", "passive_program", "run_split_job"]
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def make_optimizer(job: SplitJob, params: Any):
+    """The job's optimizer over ``params`` (Adam with torch defaults, or plain SGD)."""
+    torch = _torch()
+    params = list(params)
+    if not params:
+        return None
+    if job.optimizer == "adam":
+        return torch.optim.Adam(params, lr=job.lr)
+    return torch.optim.SGD(params, lr=job.lr)
+
+
+def _batches(job: SplitJob):
+    step_global = 0
+    for epoch in range(job.epochs):
+        for step, idx in enumerate(batch_indices(job.n_samples, job.batch_size, job.seed, epoch)):
+            yield BatchInfo(epoch=epoch, step=step, global_step=step_global, indices=idx.astype(np.int64))
+            step_global += 1
+
+
+def _to_wire(t: Any) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().to("cpu", dtype=_torch().float32).numpy())
+
+
+def _from_wire(arr: Any, shape: tuple, device: Any, what: str):
+    torch = _torch()
+    if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.shape != shape:
+        got = f"{type(arr).__name__} {getattr(arr, 'dtype', '')} {getattr(arr, 'shape', '')}"
+        raise ValueError(f"{what}: expected a float32 array of shape {shape}, got {got}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{what}: received non-finite values")
+    return torch.from_numpy(arr).to(device)
+
+
+class _ByteCounter:
+    """Bytes this party sends, per epoch and tag (the sizes the hub records)."""
+
+    def __init__(self, epochs: int):
+        self.per_epoch: List[Dict[str, int]] = [defaultdict(int) for _ in range(epochs)]
+
+    def send(self, endpoint, receiver: str, tag: str, payload: Any, epoch: int) -> None:
+        self.per_epoch[epoch][tag] += payload_nbytes(payload)
+        endpoint.send(receiver, tag, payload)
+
+    def result(self) -> List[Dict[str, int]]:
+        return [dict(d) for d in self.per_epoch]
+
+
+def passive_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyResult:
+    """Per batch: embed, defend, send; receive ``dL/dh``; update the bottom."""
+    torch = _torch()
+    start = time.perf_counter()
+    name = endpoint.name
+    device = torch.device(job.device)
+    defense = data.defense
+    X = torch.as_tensor(data.X, dtype=torch.float32).to(device)
+    bottom = defense.wrap_bottom(name, data.bottom.to(device))
+    optimizer = make_optimizer(job, bottom.parameters())
+    counter = _ByteCounter(job.epochs)
+    bottom.train()
+    for batch in _batches(job):
+        defense.on_batch_start(batch)
+        xb = X[torch.from_numpy(batch.indices).to(device)]
+        h_raw = bottom(xb)
+        h_sent = defense.transform_embedding(name, h_raw, batch)
+        counter.send(endpoint, job.active, TAG_EMBEDDING, _to_wire(h_sent), batch.epoch)
+        grad = _from_wire(endpoint.recv(job.active, TAG_GRADIENT), tuple(h_sent.shape), device,
+                          f"party {name!r}: gradient of batch {batch.global_step}")
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+
+        def embed(x, _batch=batch):
+            return defense.transform_embedding(name, bottom(x), _batch)
+
+        if defense.bottom_backward(name, bottom, optimizer, xb, embed, grad, batch):
+            continue
+        loss = (h_sent * grad).sum()
+        for extra in (defense.regularizer(name, h_raw, h_sent, batch), defense.adjust_loss(name, h_sent, grad, batch)):
+            if extra is not None:
+                loss = loss + extra
+        if loss.requires_grad:
+            loss.backward()
+            if optimizer is not None:
+                optimizer.step()
+    total = time.perf_counter() - start
+    return SplitPartyResult(
+        party=name, role="passive", bottom=bottom, defense=defense, bytes_sent=counter.result(),
+        timings={"messaging": endpoint.messaging_seconds, "total": total,
+                 "compute": max(0.0, total - endpoint.messaging_seconds)},
+    )
+
+
+def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyResult:
+    """Per batch: receive embeddings, train the head (and own bottom), return ``dL/dh``."""
+    torch = _torch()
+    start = time.perf_counter()
+    name = endpoint.name
+    device = torch.device(job.device)
+    defense = data.defense
+    classification = job.task == "classification"
+    y = torch.as_tensor(data.y, dtype=torch.int64 if classification else torch.float32).to(device)
+    own_bottom = None
+    X = None
+    if job.active_features:
+        X = torch.as_tensor(data.X, dtype=torch.float32).to(device)
+        own_bottom = data.bottom.to(device)
+        own_bottom.train()
+    head = defense.wrap_head(data.head.to(device))
+    head.train()
+    params = list(head.parameters()) + (list(own_bottom.parameters()) if own_bottom is not None else [])
+    optimizer = make_optimizer(job, params)
+    criterion = torch.nn.CrossEntropyLoss() if classification else torch.nn.MSELoss()
+    counter = _ByteCounter(job.epochs)
+    history: Dict[str, List[float]] = {"loss": [], "seconds": []}
+    if classification:
+        history["accuracy"] = []
+    loss_sum = correct = seen = 0.0
+    epoch_start = time.perf_counter()
+    for batch in _batches(job):
+        defense.on_batch_start(batch)
+        b = len(batch.indices)
+        idx = torch.from_numpy(batch.indices).to(device)
+        received = []
+        for party in job.passives:
+            arr = endpoint.recv(party, TAG_EMBEDDING)
+            if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.shape[0] != b:
+                raise ValueError(f"embedding from {party!r} must be a 2-D array with {b} rows, "
+                                 f"got {getattr(arr, 'shape', type(arr).__name__)}")
+            received.append(_from_wire(arr, arr.shape, device, f"embedding from {party!r}").requires_grad_(True))
+        parts = list(received)
+        if own_bottom is not None:
+            parts.append(own_bottom(X[idx]))
+        out = head(torch.cat(parts, dim=1))
+        yb = y[idx]
+        if not classification:
+            out = out.reshape(-1)
+        loss = criterion(out, yb)
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grads = defense.transform_gradient({p: h.grad for p, h in zip(job.passives, received)}, batch)
+        for party in job.passives:
+            counter.send(endpoint, party, TAG_GRADIENT, _to_wire(grads[party]), batch.epoch)
+        if optimizer is not None:
+            optimizer.step()
+        loss_sum += float(loss.detach()) * b
+        seen += b
+        if classification:
+            correct += float((out.detach().argmax(dim=1) == yb).sum())
+        if batch.step == job.steps_per_epoch - 1:
+            history["loss"].append(loss_sum / seen)
+            if classification:
+                history["accuracy"].append(correct / seen)
+            now = time.perf_counter()
+            history["seconds"].append(now - epoch_start)
+            epoch_start = now
+            loss_sum = correct = seen = 0.0
+    total = time.perf_counter() - start
+    return SplitPartyResult(
+        party=name, role="active", bottom=own_bottom, head=head, defense=defense, history=history,
+        bytes_sent=counter.result(),
+        timings={"messaging": endpoint.messaging_seconds, "total": total,
+                 "compute": max(0.0, total - endpoint.messaging_seconds)},
+    )
+
+
+PROGRAMS = {"active": active_program, "passive": passive_program}
+
+
+@dataclass
+class SplitJobResult:
+    results: Dict[str, SplitPartyResult]
+    records: List[MessageRecord]
+    hub: InMemoryHub
+
+    def bytes_by_tag(self) -> Dict[str, int]:
+        return self.hub.bytes_by_tag()
+
+
+def _with_party(party: str, exc: BaseException) -> BaseException:
+    if type(exc) in (ValueError, TypeError):
+        return type(exc)(f"party {party!r}: {exc}")
+    return PartyError(party, exc)
+
+
+def run_split_job(job: SplitJob, party_data: Mapping[str, SplitPartyData], hub: Optional[InMemoryHub] = None, *,
+                  timeout: Optional[float] = None) -> SplitJobResult:
+    """Run every party program of ``job`` in its own thread over ``hub``.
+
+    If a party raises, the hub is aborted so the others stop, and the first
+    failure is re-raised naming its party (ValueError/TypeError keep their type).
+    """
+    if not isinstance(job, SplitJob):
+        raise TypeError(f"job must be a SplitJob, got {type(job).__name__}")
+    for party in job.parties:
+        if not isinstance(party_data.get(party), SplitPartyData):
+            raise TypeError(f"party_data[{party!r}] must be a SplitPartyData")
+    hub = InMemoryHub() if hub is None else hub
+    endpoints = {party: hub.endpoint(party) for party in job.parties}
+    results: Dict[str, SplitPartyResult] = {}
+    failures: List[tuple] = []
+    lock = threading.Lock()
+
+    def target(party: str) -> None:
+        try:
+            result = PROGRAMS[job.role_of(party)](endpoints[party], job, party_data[party])
+            with lock:
+                results[party] = result
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            with lock:
+                failures.append((party, exc))
+            hub.abort(f"party {party!r} failed")
+
+    threads = [threading.Thread(target=target, args=(p,), name=f"vflsec-sl-{p}", daemon=True) for p in job.parties]
+    for thread in threads:
+        thread.start()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for thread in threads:
+        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            hub.abort("run_split_job timeout")
+            for other in threads:
+                other.join(5.0)
+            raise TimeoutError(f"split job did not finish within {timeout} s (party thread {thread.name})")
+    if failures:
+        party, exc = next(((p, e) for p, e in failures if not isinstance(e, ChannelClosed)), failures[0])
+        raise _with_party(party, exc) from exc
+    return SplitJobResult(results=results, records=hub.records, hub=hub)
