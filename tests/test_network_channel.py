@@ -364,3 +364,16 @@ def test_psi_rejects_duplicate_ids():
         check_ids(["x", "y", "x"])
     with pytest.raises(TypeError):
         check_ids([1, 2])
+
+
+def test_certs_init_cli_and_party_names(tmp_path):
+    from vflsec.cli import main
+    from vflsec.federation.tls import certificate_common_name
+
+    assert main(["certs", "init", "--dir", str(tmp_path), "--parties", "active,passive1"]) == 0
+    assert certificate_common_name((tmp_path / "passive1.pem").read_bytes()) == "passive1"
+    assert (tmp_path / "ca.key").stat().st_mode & 0o077 == 0  # private keys readable by the owner only
+    with pytest.raises(FileExistsError):
+        main(["certs", "init", "--dir", str(tmp_path), "--parties", "active"])
+    with pytest.raises(ValueError, match="party name"):
+        init_certificates(tmp_path / "x", ["bad name"])
