@@ -1,4 +1,5 @@
-"""The ``vflsec`` command line: ``vflsec bench <name> [options]``."""
+"""The ``vflsec`` command line: ``vflsec bench <name> [options]``, ``vflsec
+party --config party.toml``, ``vflsec certs init`` and ``vflsec party-data``."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,7 @@ from typing import List, Optional
 BENCHMARKS = {
     "kernels": "vflsec.bench.kernels",
     "glm": "vflsec.bench.glm",
+    "network": "vflsec.bench.network",
     "splitnn": "vflsec.bench.splitnn",
     "privacy": "vflsec.bench.privacy",
 }
@@ -26,7 +28,51 @@ def _build_parser() -> argparse.ArgumentParser:
         p = bench_sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
         module.add_arguments(p)
         p.set_defaults(_module=module)
+    _add_network_commands(sub)
     return parser
+
+
+def _add_network_commands(sub) -> None:
+    party = sub.add_parser("party", help="run one party of a federated job (gRPC, mutual TLS)")
+    party.add_argument("--config", required=True, help="the party's TOML configuration")
+    party.add_argument("--resume", action="store_true", help="continue from the last common checkpoint")
+    party.add_argument("--insecure", action="store_true",
+                       help="plaintext transport without authentication (development only; warns)")
+    party.add_argument("--quiet", action="store_true", help="log warnings and errors only")
+    certs = sub.add_parser("certs", help="certificates for mutual TLS")
+    certs_sub = certs.add_subparsers(dest="certs_command", required=True)
+    init = certs_sub.add_parser("init", help="create a development CA and party certificates")
+    init.add_argument("--dir", default="certs", help="output folder (default: certs)")
+    init.add_argument("--parties", required=True, help="comma-separated party names")
+    init.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    init.add_argument("--force", action="store_true", help="replace existing CA and certificates")
+    data = sub.add_parser("party-data", help="write per-party CSVs (ID column, shuffled, partly "
+                                             "overlapping rows) from a dataset")
+    from .federation.party_data import add_arguments as add_party_data_arguments
+
+    add_party_data_arguments(data)
+
+
+def _run_network_command(args) -> int:
+    if args.command == "party":
+        from .federation.party import main as party_main
+
+        if args.insecure:
+            print("vflsec party: WARNING: --insecure: plaintext transport, peers are NOT authenticated",
+                  file=sys.stderr)
+        return party_main(args.config, resume=args.resume, insecure=args.insecure, quiet=args.quiet)
+    if args.command == "certs":
+        from .federation.tls import init_certificates
+
+        parties = [p.strip() for p in args.parties.split(",") if p.strip()]
+        paths = init_certificates(args.dir, parties, days=args.days, overwrite=args.force)
+        for key, path in paths.items():
+            print(f"{key}: {path}")
+        return 0
+    from .federation.party_data import run as party_data_run
+
+    party_data_run(args)
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -37,6 +83,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         print(__version__)
         return 0
+    if args.command in ("party", "certs", "party-data"):
+        return _run_network_command(args)
     if args.command != "bench":
         parser.print_help()
         return 2

@@ -214,13 +214,13 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
     _check_rows(make_scheme, X, endpoint.name)
     with_loss = encrypted_loss_enabled(job)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
-    w = np.zeros(X.shape[1])
     factor = model.alpha / job.batch_size
     n = job.n_samples
     history: Dict[str, List[float]] = {"loss": []} if with_loss else {}
+    w = data.initial_coef(job, X.shape[1], history)
     epoch_enc = None
     epoch_plain = 0.0
-    for _epoch, step, idx in job.batches():
+    for epoch, step, idx in job.batches():
         Xs, ys = X[idx], y[idx]
         u_A = Xs @ w
         received = [endpoint.recv(p, TAG_U_PASSIVE) for p in job.passives]
@@ -252,6 +252,8 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
                     raise ValueError(f"coordinator returned a loss of shape {value.shape}, expected (1,)")
                 history["loss"].append(epoch_plain + float(value[0]))
                 epoch_enc, epoch_plain = None, 0.0
+        if step == job.steps_per_epoch - 1:
+            data.end_epoch(epoch, w, history)
     info = {**scheme.info(), "residual": model.name}
     return PartyResult(endpoint.name, "active", w, history=history, timings=clock.timings(endpoint), info=info)
 
@@ -263,9 +265,9 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
     _check_rows(make_scheme, X, endpoint.name)
     with_loss = encrypted_loss_enabled(job)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
-    w = np.zeros(X.shape[1])
+    w = data.initial_coef(job, X.shape[1], {})
     factor = model.alpha / job.batch_size
-    for _epoch, _step, idx in job.batches():
+    for epoch, step, idx in job.batches():
         Xs = X[idx]
         u = Xs @ w
         with clock.crypto():
@@ -280,6 +282,8 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
             enc_residual = scheme.loads(received)
         g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock)
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
+        if step == job.steps_per_epoch - 1:
+            data.end_epoch(epoch, w, {})
     info = {**scheme.info(), "residual": model.name}
     return PartyResult(endpoint.name, "passive", w, timings=clock.timings(endpoint), info=info)
 

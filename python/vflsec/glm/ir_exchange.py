@@ -65,12 +65,12 @@ def active_program(
     if X is None:
         X, y = data.checked(job, endpoint.name, needs_labels=True)
     loss_gradient, loss_value = _losses()
-    w = np.zeros(X.shape[1])
     b = job.batch_size
     classify = job.loss in SIGNED_LABEL_LOSSES
     history: Dict[str, List[float]] = {"loss": []}
     if classify:
         history["accuracy"] = []
+    w = data.initial_coef(job, X.shape[1], history)
     loss_sum = correct = seen = 0.0
     for epoch, step, idx in job.batches():
         Xs, ys = X[idx], y[idx]
@@ -99,6 +99,7 @@ def active_program(
             if classify:
                 history["accuracy"].append(correct / seen)
             loss_sum = correct = seen = 0.0
+            data.end_epoch(epoch, w, history)
     return PartyResult(
         endpoint.name, "active", w, history=history, timings=clock.timings(endpoint), info=dict(info or {})
     )
@@ -118,9 +119,9 @@ def passive_program(
     clock = PhaseClock() if clock is None else clock
     if X is None:
         X, _ = data.checked(job, endpoint.name, needs_labels=False)
-    w = np.zeros(X.shape[1])
+    w = data.initial_coef(job, X.shape[1], {})
     b = job.batch_size
-    for _epoch, _step, idx in job.batches():
+    for epoch, step, idx in job.batches():
         Xs = X[idx]
         endpoint.send(job.active, TAG_IR_PASSIVE, release(Xs @ w))
         received = endpoint.recv(job.active, TAG_IR_ACTIVE)
@@ -130,6 +131,8 @@ def passive_program(
             )
         g = (received @ Xs) / b
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
+        if step == job.steps_per_epoch - 1:
+            data.end_epoch(epoch, w, {})
     return PartyResult(
         endpoint.name, "passive", w, timings=clock.timings(endpoint), info=dict(info or {})
     )

@@ -102,6 +102,10 @@ class GLMJob:
     y_max : public bound on the labels, ``0 <= y <= y_max`` (Poisson counts);
         the "hdp" sensitivity for loss "poisson" needs it.
     key_bits : key size for HE protocols.
+    start_epoch : first epoch to run (0; > 0 resumes a run from the
+        checkpoint each data party saved after epoch ``start_epoch - 1``,
+        see :class:`PartyData`). The schedule, sensitivities and everything
+        else still describe the whole run of ``epochs`` epochs.
     options : protocol-specific public options (e.g. CKKS parameters); values
         are int, float, str, bool, None or a list of numbers (kept as a tuple).
     """
@@ -128,6 +132,7 @@ class GLMJob:
     y_max: Optional[float] = None
     key_bits: int = 3072
     options: Mapping[str, Any] = field(default_factory=dict)
+    start_epoch: int = 0
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -182,6 +187,9 @@ class GLMJob:
         if self.y_max is not None:
             set_("y_max", check_real(self.y_max, "y_max", low=0.0, low_inclusive=False))
         set_("key_bits", check_positive_int(self.key_bits, "key_bits", minimum=8))
+        set_("start_epoch", check_positive_int(self.start_epoch, "start_epoch", minimum=0))
+        if self.start_epoch >= self.epochs:
+            raise ValueError(f"start_epoch ({self.start_epoch}) must be below epochs ({self.epochs})")
         if not isinstance(self.options, Mapping):
             raise TypeError(f"options must be a mapping, got {type(self.options).__name__}")
         options = {}
@@ -225,8 +233,9 @@ class GLMJob:
         return self.epochs * self.steps_per_epoch
 
     def batches(self) -> Iterator[Tuple[int, int, np.ndarray]]:
-        """``(epoch, step_in_epoch, row_indices)`` for the whole run."""
-        for epoch in range(self.epochs):
+        """``(epoch, step_in_epoch, row_indices)`` for the whole run (from
+        ``start_epoch`` on)."""
+        for epoch in range(self.start_epoch, self.epochs):
             for step, idx in enumerate(batch_indices(self.n_samples, self.batch_size, self.seed, epoch)):
                 yield epoch, step, idx
 
@@ -234,10 +243,37 @@ class GLMJob:
 @dataclass
 class PartyData:
     """One party's private training data: its feature block ``X`` (rows
-    aligned with every other party) and, for the active party, ``y``."""
+    aligned with every other party) and, for the active party, ``y``.
+
+    ``checkpoint`` (optional) keeps per-epoch training state: an object with
+    ``save(epoch, coef, history)`` (called at the end of every epoch) and
+    ``load(epoch) -> (coef, history)`` (called once when ``job.start_epoch``
+    > 0, for the state after epoch ``start_epoch - 1``).
+    """
 
     X: Any
     y: Any = None
+    checkpoint: Any = None
+
+    def initial_coef(self, job: GLMJob, n_features: int, history: Dict[str, List[float]]) -> np.ndarray:
+        """Zeros, or for a resumed job the saved weights (``history`` is
+        then filled in place with the saved per-epoch values)."""
+        if job.start_epoch == 0:
+            return np.zeros(n_features)
+        if self.checkpoint is None:
+            raise ValueError(f"job starts at epoch {job.start_epoch} but the party has no checkpoint to resume from")
+        coef, saved = self.checkpoint.load(job.start_epoch - 1)
+        coef = np.array(coef, dtype=np.float64)
+        if coef.shape != (n_features,):
+            raise ValueError(f"checkpointed weights have shape {coef.shape}, expected ({n_features},)")
+        for key, values in saved.items():
+            history[key] = [float(v) for v in values]
+        return coef
+
+    def end_epoch(self, epoch: int, coef: np.ndarray, history: Dict[str, List[float]]) -> None:
+        """Hand the state after ``epoch`` to the checkpoint, if any."""
+        if self.checkpoint is not None:
+            self.checkpoint.save(epoch, coef, history)
 
     def checked(self, job: GLMJob, party: str, *, needs_labels: bool) -> Tuple[np.ndarray, Optional[np.ndarray]]:
         """``(X, y)`` as validated float64 arrays; raises ValueError/TypeError

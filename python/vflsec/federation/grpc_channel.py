@@ -1,0 +1,580 @@
+"""A :class:`~vflsec.federation.channel.Channel` over gRPC with mutual TLS.
+
+Each party runs one gRPC server (its inbox) and one client connection per
+peer. There are no generated stubs: the service ``vflsec.Federation`` has
+two generic byte methods,
+
+* ``Send`` (client streaming): the frames of one envelope
+  (:mod:`.envelope`), answered by an empty acknowledgement once the message
+  is queued at the receiver -- so ``send`` returns when the peer holds the
+  message, never waiting for the peer's program to ``recv`` it;
+* ``Ping`` (unary): liveness, used by the heartbeat.
+
+Every message carries the session id, sender, receiver, tag and a sequence
+number per (session, sender -> receiver). The receiving server rejects --
+logs a warning and answers an error status, without disturbing the party --
+a message that is malformed, larger than ``max_message_bytes`` (checked
+before the reassembly buffer is allocated), from a sender other than the
+authenticated peer, for another receiver or session, or whose sequence
+number is not exactly the next one (a replay or a reordering). Payloads are
+decoded by the typed envelope only; nothing is unpickled.
+
+Authentication (default): the server requires a client certificate from the
+federation CA and checks its common name equals the message's sender; the
+client checks the server certificate against the CA and that it was issued
+to the party name it dials. ``insecure=True`` uses plaintext and warns:
+sender names are then unauthenticated.
+
+Faults: a heartbeat thread per peer pings it every ``heartbeat_interval``
+seconds; a peer that has not answered for ``peer_timeout`` seconds is
+declared failed and every pending or later ``recv`` raises
+:class:`PeerFailed` naming it. A party whose program fails tells its peers
+(:meth:`GrpcChannel.notify_abort`), which then stop with
+:class:`PeerFailed` carrying the reason; a party that finishes says so
+(:meth:`GrpcChannel.notify_done`) so its later absence is not a failure.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import warnings
+from collections import defaultdict, deque
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+
+from .channel import Channel, ChannelClosed, ChannelTimeout, MessageRecord, check_payload, payload_nbytes
+from .envelope import (
+    FRAME_HEADER_BYTES,
+    KIND_ABORT,
+    KIND_DATA,
+    KIND_DONE,
+    Envelope,
+    EnvelopeError,
+    FrameAssembler,
+    decode_envelope,
+    encode_envelope,
+    split_frames,
+)
+from .tls import TLSFiles, check_party_name
+
+__all__ = [
+    "GrpcChannel",
+    "InsecureTransportWarning",
+    "MessageRejected",
+    "NetworkSettings",
+    "PeerFailed",
+    "SERVICE",
+]
+
+logger = logging.getLogger("vflsec.network")
+
+SERVICE = "vflsec.Federation"
+SEND_METHOD = f"/{SERVICE}/Send"
+PING_METHOD = f"/{SERVICE}/Ping"
+_ACK = b""
+
+
+class InsecureTransportWarning(UserWarning):
+    """Plaintext transport: messages are neither encrypted nor authenticated."""
+
+
+class PeerFailed(ChannelClosed):
+    """A peer died, stopped answering, or aborted the job. ``peer`` names it."""
+
+    def __init__(self, peer: str, reason: str):
+        self.peer = peer
+        self.reason = reason
+        super().__init__(f"peer party {peer!r} failed: {reason}")
+
+
+class MessageRejected(RuntimeError):
+    """The receiving party refused a message (it stays up)."""
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """Transport settings (seconds and bytes).
+
+    peer_timeout : a peer that does not answer heartbeats (or accept a
+        message) for this long is declared failed.
+    heartbeat_interval : seconds between pings to each peer.
+    connect_timeout : how long :meth:`GrpcChannel.wait_for_peers` waits for
+        every peer to come up.
+    recv_timeout : default ``recv`` timeout (None: wait, relying on the
+        heartbeat to detect dead peers).
+    max_message_bytes : largest envelope accepted (checked before allocation).
+    chunk_bytes : data bytes per frame; a frame larger than this (plus its
+        header) is refused by the gRPC layer.
+    """
+
+    peer_timeout: float = 10.0
+    heartbeat_interval: float = 1.0
+    connect_timeout: float = 60.0
+    recv_timeout: Optional[float] = None
+    max_message_bytes: int = 1 << 30
+    chunk_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        for name in ("peer_timeout", "heartbeat_interval", "connect_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name} must be a number > 0, got {value!r}")
+        if self.recv_timeout is not None and not self.recv_timeout > 0:
+            raise ValueError(f"recv_timeout must be > 0 or None, got {self.recv_timeout!r}")
+        if self.heartbeat_interval >= self.peer_timeout:
+            raise ValueError("heartbeat_interval must be smaller than peer_timeout")
+        for name in ("max_message_bytes", "chunk_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1024:
+                raise ValueError(f"{name} must be an int >= 1024, got {value!r}")
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self.chunk_bytes + FRAME_HEADER_BYTES
+
+
+def _grpc():
+    import grpc
+
+    return grpc
+
+
+class _Rejected(Exception):
+    def __init__(self, code_name: str, message: str):
+        self.code_name = code_name
+        super().__init__(message)
+
+
+class GrpcChannel(Channel):
+    """This party's endpoint: a gRPC server at ``listen`` and clients to
+    ``peers`` (name -> "host:port").
+
+    ``tls`` (a :class:`~vflsec.federation.tls.TLSFiles`) is required unless
+    ``insecure=True``. ``session`` is the initial session id; see
+    :meth:`begin_session`. Call :meth:`start` (or use ``with``), then
+    :meth:`wait_for_peers`, before messaging; :meth:`close` at the end.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        listen: str,
+        peers: Mapping[str, str],
+        *,
+        tls: Optional[TLSFiles] = None,
+        insecure: bool = False,
+        settings: Optional[NetworkSettings] = None,
+        session: str = "",
+    ):
+        self._name = check_party_name(name)
+        if not isinstance(listen, str) or ":" not in listen:
+            raise ValueError(f"listen must be 'host:port', got {listen!r}")
+        if not isinstance(peers, Mapping) or not peers:
+            raise ValueError("peers must be a non-empty mapping name -> 'host:port'")
+        self._peers = {check_party_name(p): str(a) for p, a in peers.items()}
+        if self._name in self._peers:
+            raise ValueError(f"party {name!r} lists itself among its peers")
+        if tls is None and not insecure:
+            raise ValueError("mutual TLS needs tls=TLSFiles(...); pass insecure=True for a plaintext transport")
+        if tls is not None and insecure:
+            raise ValueError("pass either tls or insecure=True, not both")
+        if insecure:
+            warnings.warn(
+                f"party {name!r} uses an INSECURE plaintext transport: messages are readable and "
+                "sender names unauthenticated", InsecureTransportWarning, stacklevel=2)
+        self._tls = tls
+        self._insecure = bool(insecure)
+        self.settings = settings or NetworkSettings()
+        self._listen = listen
+        self._session = str(session)
+        self._accepted = {self._session}
+
+        self._cond = threading.Condition()
+        self._queues: Dict[Tuple[str, str], Deque[Any]] = defaultdict(deque)
+        self._expected: Dict[Tuple[str, str], int] = defaultdict(int)
+        self._send_seq: Dict[Tuple[str, str], int] = defaultdict(int)
+        self._send_locks = {p: threading.Lock() for p in self._peers}
+        self._failure: Optional[PeerFailed] = None
+        self._finished: Dict[str, float] = {}
+        self._closed = False
+        self._last_ok: Dict[str, float] = {}
+        self._records: List[MessageRecord] = []
+        self._t0 = time.perf_counter()
+        self._messaging = 0.0
+        self.wire_bytes_sent = 0
+        self.wire_bytes_received = 0
+        self.rejected: List[str] = []
+
+        self._server = None
+        self._port: Optional[int] = None
+        self._clients: Dict[str, Any] = {}
+        self._send_stubs: Dict[str, Any] = {}
+        self._ping_stubs: Dict[str, Any] = {}
+        self._stop = threading.Event()
+        self._heartbeats: List[threading.Thread] = []
+
+    # -- properties ----------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def peers(self) -> Tuple[str, ...]:
+        return tuple(self._peers)
+
+    @property
+    def port(self) -> Optional[int]:
+        """The bound port (useful with ``listen="127.0.0.1:0"``)."""
+        return self._port
+
+    @property
+    def session(self) -> str:
+        return self._session
+
+    @property
+    def messaging_seconds(self) -> float:
+        return self._messaging
+
+    @property
+    def records(self) -> List[MessageRecord]:
+        """Messages this party sent (payload wire sizes, as the in-memory hub counts them)."""
+        with self._cond:
+            return list(self._records)
+
+    def bytes_by_tag(self) -> Dict[str, int]:
+        out: Dict[str, int] = defaultdict(int)
+        for r in self.records:
+            out[r.tag] += r.nbytes
+        return dict(out)
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> "GrpcChannel":
+        grpc = _grpc()
+        frame_limit = self.settings.max_frame_bytes
+        options = [("grpc.max_receive_message_length", frame_limit),
+                   ("grpc.max_send_message_length", frame_limit)]
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=max(4, 2 * len(self._peers) + 2),
+                                                        thread_name_prefix=f"vflsec-{self._name}-rpc"),
+                             options=options)
+        handlers = {
+            "Send": grpc.stream_unary_rpc_method_handler(self._handle_send),
+            "Ping": grpc.unary_unary_rpc_method_handler(self._handle_ping),
+        }
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        if self._insecure:
+            port = server.add_insecure_port(self._listen)
+        else:
+            creds = grpc.ssl_server_credentials([(self._tls.key, self._tls.cert)],
+                                                root_certificates=self._tls.ca, require_client_auth=True)
+            port = server.add_secure_port(self._listen, creds)
+        if not port:
+            raise OSError(f"party {self._name!r} could not listen on {self._listen}")
+        server.start()
+        self._server, self._port = server, port
+        for peer, address in self._peers.items():
+            if self._insecure:
+                client = grpc.insecure_channel(address, options=options)
+            else:
+                creds = grpc.ssl_channel_credentials(root_certificates=self._tls.ca, private_key=self._tls.key,
+                                                     certificate_chain=self._tls.cert)
+                # The server certificate must be issued to the party we dial.
+                client = grpc.secure_channel(address, creds,
+                                             options=options + [("grpc.ssl_target_name_override", peer)])
+            self._clients[peer] = client
+            self._send_stubs[peer] = client.stream_unary(SEND_METHOD)
+            self._ping_stubs[peer] = client.unary_unary(PING_METHOD)
+        return self
+
+    def __enter__(self) -> "GrpcChannel":
+        return self.start() if self._server is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self, grace: float = 0.5) -> None:
+        """Stop heartbeats, the server and the client connections."""
+        self._stop.set()
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for thread in self._heartbeats:
+            thread.join(self.settings.heartbeat_interval + 1.0)
+        if self._server is not None:
+            self._server.stop(grace).wait(grace + 1.0)
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def wait_for_peers(self, timeout: Optional[float] = None) -> None:
+        """Block until every peer answers a ping (PeerFailed naming the first
+        one that does not within ``timeout``, default ``connect_timeout``), then
+        start the heartbeats."""
+        grpc = _grpc()
+        timeout = self.settings.connect_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        for peer in self._peers:
+            last_error = "no answer"
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise PeerFailed(peer, f"not reachable at {self._peers[peer]} within {timeout:g} s "
+                                           f"({last_error})")
+                try:
+                    self._ping_stubs[peer](self._name.encode(), timeout=min(remaining, 2.0), wait_for_ready=True)
+                    break
+                except grpc.RpcError as exc:
+                    last_error = f"{exc.code().name}: {exc.details()}"
+                    if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        now = time.monotonic()
+        for peer in self._peers:
+            self._last_ok[peer] = now
+        for peer in self._peers:
+            thread = threading.Thread(target=self._heartbeat, args=(peer,), daemon=True,
+                                      name=f"vflsec-{self._name}-heartbeat-{peer}")
+            thread.start()
+            self._heartbeats.append(thread)
+
+    def accept_session(self, session: str) -> None:
+        """Also accept messages of ``session`` (before switching to it with
+        :meth:`begin_session`, so a peer that switched first is not refused)."""
+        if not isinstance(session, str) or not session:
+            raise ValueError("session must be a non-empty str")
+        with self._cond:
+            self._accepted.add(session)
+
+    def begin_session(self, session: str) -> None:
+        """Switch to a new session id: messages are sent in it and only its
+        messages are accepted (a late message of an earlier session is
+        rejected); sequence numbers start again at 0."""
+        if not isinstance(session, str) or not session:
+            raise ValueError("session must be a non-empty str")
+        with self._cond:
+            self._session = session
+            self._accepted = {session}
+
+    # -- Channel API -------------------------------------------------------------
+    def _check_peer(self, peer: Any, role: str) -> str:
+        if not isinstance(peer, str) or not peer:
+            raise TypeError(f"{role} must be a non-empty str, got {peer!r}")
+        if peer == self._name:
+            raise ValueError(f"party {self._name!r} cannot exchange messages with itself")
+        if peer not in self._peers:
+            raise ValueError(f"party {self._name!r} has no peer {peer!r}; peers: {sorted(self._peers)}")
+        return peer
+
+    def send(self, receiver: str, tag: str, payload: Any) -> None:
+        start = time.perf_counter()
+        try:
+            self._check_peer(receiver, "receiver")
+            if not isinstance(tag, str) or not tag:
+                raise TypeError(f"tag must be a non-empty str, got {tag!r}")
+            check_payload(payload)
+            with self._cond:
+                if self._failure is not None:
+                    raise self._failure
+            self._transmit(receiver, KIND_DATA, tag, payload, timeout=self.settings.peer_timeout)
+        finally:
+            self._messaging += time.perf_counter() - start
+
+    def recv(self, sender: str, tag: str, *, timeout: Optional[float] = None) -> Any:
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be > 0 or None, got {timeout!r}")
+        start = time.perf_counter()
+        try:
+            self._check_peer(sender, "sender")
+            if not isinstance(tag, str) or not tag:
+                raise TypeError(f"tag must be a non-empty str, got {tag!r}")
+            if timeout is None:
+                timeout = self.settings.recv_timeout
+            deadline = None if timeout is None else time.monotonic() + timeout
+            key = (sender, tag)
+            with self._cond:
+                while True:
+                    queue = self._queues.get(key)
+                    if queue:
+                        return queue.popleft()
+                    if self._failure is not None:
+                        raise self._failure
+                    if self._closed:
+                        raise ChannelClosed(f"channel of party {self._name!r} is closed")
+                    if sender in self._finished:
+                        raise ChannelClosed(f"peer party {sender!r} finished its program without sending "
+                                            f"a message tagged {tag!r}")
+                    if deadline is None:
+                        self._cond.wait()
+                    else:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            raise ChannelTimeout(self._name, sender, tag, timeout)
+                        self._cond.wait(remaining)
+        finally:
+            self._messaging += time.perf_counter() - start
+
+    # -- control -------------------------------------------------------------------
+    def notify_done(self) -> None:
+        """Tell every peer this party's program finished (best effort)."""
+        self._broadcast(KIND_DONE, "", b"")
+
+    def notify_abort(self, reason: str) -> None:
+        """Tell every reachable peer this party failed, with ``reason`` (best effort)."""
+        self._broadcast(KIND_ABORT, "", {"reason": str(reason)[:2000]})
+
+    def fail(self, peer: str, reason: str) -> None:
+        """Declare ``peer`` failed locally: every waiting and later ``recv`` raises."""
+        with self._cond:
+            if self._failure is None and not self._closed:
+                self._failure = PeerFailed(peer, reason)
+                logger.error("party %r: %s", self._name, self._failure)
+            self._cond.notify_all()
+
+    @property
+    def failure(self) -> Optional[PeerFailed]:
+        with self._cond:
+            return self._failure
+
+    def _broadcast(self, kind: int, tag: str, payload: Any) -> None:
+        for peer in self._peers:
+            with self._cond:
+                skip = peer in self._finished or (self._failure is not None and self._failure.peer == peer)
+            if skip:
+                continue
+            try:
+                self._transmit(peer, kind, tag or "_control", payload,
+                               timeout=min(2.0, self.settings.peer_timeout))
+            except (PeerFailed, MessageRejected) as exc:
+                logger.info("party %r could not notify %r: %s", self._name, peer, exc)
+
+    # -- client side -----------------------------------------------------------------
+    def _transmit(self, receiver: str, kind: int, tag: str, payload: Any, *, timeout: float) -> None:
+        grpc = _grpc()
+        if self._server is None:
+            raise RuntimeError("GrpcChannel.start() was not called")
+        with self._send_locks[receiver]:
+            session = self._session
+            seq = self._send_seq[(session, receiver)]
+            message = encode_envelope(Envelope(kind, session, self._name, receiver, tag, seq, payload))
+            if len(message) > self.settings.max_message_bytes:
+                raise ValueError(f"message tagged {tag!r} to {receiver!r} is {len(message)} bytes, over the "
+                                 f"maximum of {self.settings.max_message_bytes}")
+            frames = list(split_frames(message, self.settings.chunk_bytes))
+            try:
+                self._send_stubs[receiver](iter(frames), timeout=timeout, wait_for_ready=True)
+            except grpc.RpcError as exc:
+                code = exc.code()
+                if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED,
+                            grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION):
+                    raise MessageRejected(f"party {receiver!r} rejected message tagged {tag!r}: "
+                                          f"{code.name}: {exc.details()}") from None
+                reason = f"could not deliver a message tagged {tag!r} within {timeout:g} s ({code.name}: {exc.details()})"
+                if kind == KIND_DATA:
+                    self.fail(receiver, reason)
+                raise PeerFailed(receiver, reason) from None
+            self._send_seq[(session, receiver)] = seq + 1
+        self.wire_bytes_sent += sum(len(f) for f in frames)
+        if kind == KIND_DATA:
+            nbytes = payload_nbytes(payload)
+            with self._cond:
+                self._records.append(MessageRecord(self._name, receiver, tag, nbytes, len(self._records),
+                                                   time.perf_counter() - self._t0))
+
+    def _heartbeat(self, peer: str) -> None:
+        grpc = _grpc()
+        interval = self.settings.heartbeat_interval
+        while not self._stop.wait(interval):
+            with self._cond:
+                if peer in self._finished or self._failure is not None or self._closed:
+                    return
+            try:
+                self._ping_stubs[peer](self._name.encode(), timeout=interval)
+                self._last_ok[peer] = time.monotonic()
+            except grpc.RpcError:
+                pass
+            except ValueError:  # channel closed under us
+                return
+            silent = time.monotonic() - self._last_ok[peer]
+            if silent > self.settings.peer_timeout:
+                with self._cond:
+                    if peer in self._finished:
+                        return
+                self.fail(peer, f"no answer for {silent:.1f} s (peer_timeout={self.settings.peer_timeout:g} s); "
+                                "the process died, hung or lost its network")
+                return
+
+    # -- server side -------------------------------------------------------------------
+    def _authenticated_peer(self, context) -> Optional[str]:
+        if self._insecure:
+            return None
+        auth = context.auth_context()
+        names = auth.get("x509_common_name") or []
+        if len(names) != 1:
+            raise _Rejected("UNAUTHENTICATED", "no client certificate common name")
+        return names[0].decode("utf-8", "replace")
+
+    def _reject(self, context, code_name: str, message: str):
+        grpc = _grpc()
+        note = f"party {self._name!r} rejected a message from {context.peer()}: {message}"
+        logger.warning(note)
+        with self._cond:
+            self.rejected.append(message)
+        context.abort(getattr(grpc.StatusCode, code_name), message)
+
+    def _handle_ping(self, request: bytes, context) -> bytes:
+        return b"pong"
+
+    def _handle_send(self, request_iterator, context) -> bytes:
+        try:
+            identity = self._authenticated_peer(context)
+            assembler = FrameAssembler(self.settings.max_message_bytes)
+            received = 0
+            done = False
+            for frame in request_iterator:
+                if done:
+                    raise _Rejected("INVALID_ARGUMENT", "frames after the end of the message")
+                received += len(frame)
+                done = assembler.add(frame)
+            if not done:
+                raise _Rejected("INVALID_ARGUMENT", "stream ended before the message was complete")
+            env = decode_envelope(assembler.message())
+            self._accept(env, identity, received)
+        except EnvelopeError as exc:
+            code = "RESOURCE_EXHAUSTED" if "exceeds the maximum" in str(exc) else "INVALID_ARGUMENT"
+            self._reject(context, code, f"malformed message: {exc}")
+        except _Rejected as exc:
+            self._reject(context, exc.code_name, str(exc))
+        return _ACK
+
+    def _accept(self, env: Envelope, identity: Optional[str], wire_bytes: int) -> None:
+        if env.sender not in self._peers:
+            raise _Rejected("PERMISSION_DENIED", f"unknown sender {env.sender!r}")
+        if identity is not None and identity != env.sender:
+            raise _Rejected("PERMISSION_DENIED",
+                            f"certificate of {identity!r} used to send as {env.sender!r}")
+        if env.receiver != self._name:
+            raise _Rejected("INVALID_ARGUMENT", f"message addressed to {env.receiver!r}, this is {self._name!r}")
+        if env.kind == KIND_DATA and not env.tag:
+            raise _Rejected("INVALID_ARGUMENT", "empty tag")
+        with self._cond:
+            if env.session not in self._accepted:
+                raise _Rejected("FAILED_PRECONDITION",
+                                f"message of session {env.session!r}, the current session is {self._session!r}")
+            key = (env.session, env.sender)
+            expected = self._expected[key]
+            if env.seq != expected:
+                what = "replayed" if env.seq < expected else "out-of-order"
+                raise _Rejected("INVALID_ARGUMENT",
+                                f"{what} message from {env.sender!r}: sequence number {env.seq}, expected {expected}")
+            self._expected[key] = expected + 1
+            self.wire_bytes_received += wire_bytes
+            if env.kind == KIND_DATA:
+                self._queues[(env.sender, env.tag)].append(env.payload)
+            elif env.kind == KIND_DONE:
+                self._finished[env.sender] = time.monotonic()
+            elif env.kind == KIND_ABORT:
+                reason = env.payload.get("reason", "") if isinstance(env.payload, dict) else ""
+                if self._failure is None:
+                    self._failure = PeerFailed(env.sender, f"it aborted the job: {reason}")
+                    logger.error("party %r: %s", self._name, self._failure)
+            self._cond.notify_all()

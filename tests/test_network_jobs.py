@@ -1,0 +1,161 @@
+"""Multi-process GLM jobs over loopback gRPC with mutual TLS: each party is a
+``python -m vflsec party`` process; results must equal the in-memory run."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("private_set_intersection.python")
+
+from vflsec.federation.launch import kill_parties, start_parties, wait_parties, write_local_job  # noqa: E402
+from vflsec.federation.party import clip_rows  # noqa: E402
+from vflsec.glm.job import GLMJob, PartyData  # noqa: E402
+from vflsec.glm.runner import run_job  # noqa: E402
+
+pytestmark = pytest.mark.network
+
+NAMES = ("active", "passive1", "passive2")
+FAST_NETWORK = dict(peer_timeout=4.0, heartbeat_interval=0.5, connect_timeout=60.0)
+
+
+def _env():
+    # The party processes import vflsec the way this test process does.
+    import vflsec
+
+    return {"PYTHONPATH": str(Path(vflsec.__file__).resolve().parents[1]) + os.pathsep
+            + os.environ.get("PYTHONPATH", "")}
+
+
+def _frames(n=240, seed=0, keep=0.9):
+    """Three parties' rows: shuffled, each missing a random tenth."""
+    rng = np.random.default_rng(seed)
+    ids = np.array([f"cust-{v:06d}" for v in rng.permutation(10 ** 6)[:n]])
+    blocks = [rng.normal(size=(n, 3)), rng.normal(size=(n, 2)), rng.normal(size=(n, 2))]
+    y = (rng.random(n) < 0.4).astype(np.float64)
+    frames = {}
+    for p, name in enumerate(NAMES):
+        kept = rng.permutation(np.flatnonzero(rng.random(n) < keep))
+        frames[name] = (ids[kept].tolist(), blocks[p][kept], y[kept] if p == 0 else None)
+    return frames
+
+
+def _in_memory(job_table, frames):
+    common = sorted(set.intersection(*[set(f[0]) for f in frames.values()]))
+    data = {}
+    for name, (ids, X, y) in frames.items():
+        position = {v: i for i, v in enumerate(ids)}
+        order = [position[c] for c in common]
+        data[name] = PartyData(clip_rows(X[order]), None if y is None else np.where(y[order] > 0, 1.0, -1.0))
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in job_table.items()}
+    return run_job(GLMJob(n_samples=len(common), **fields), data), len(common)
+
+
+def _run(tmp_path, job_table, frames, timeout=90.0, **kw):
+    local = write_local_job(tmp_path, job_table, frames, network=FAST_NETWORK, **kw)
+    procs = start_parties(local, env=_env())
+    try:
+        status = wait_parties(procs, timeout)
+    finally:
+        kill_parties(procs)
+    for name, (rc, err) in status.items():
+        assert rc == 0, f"party {name} exited with {rc}:\n{err}"
+    return local, {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
+
+
+def _job(protocol, **extra):
+    job = dict(protocol=protocol, loss="logistic", lr=0.5, epochs=3, batch_size=16, seed=3,
+               active="active", passives=["passive1", "passive2"])
+    job.update(extra)
+    return job
+
+
+@pytest.mark.parametrize("protocol", ["plain", "hdp"])
+def test_three_processes_match_in_memory(tmp_path, protocol):
+    frames = _frames()
+    # A fixed noise seed makes the HDP run reproducible: then it must match bit for bit too.
+    job = _job(protocol, noise_seed=11) if protocol == "hdp" else _job(protocol)
+    _, outputs = _run(tmp_path, job, frames)
+    reference, n_common = _in_memory(job, frames)
+    for name in NAMES:
+        assert outputs[name]["n_samples"] == n_common
+        np.testing.assert_array_equal(np.array(outputs[name]["coef"]), reference.results[name].coef)
+    assert outputs["active"]["history"]["loss"] == reference.results["active"].history["loss"]
+    # Bytes of the training messages equal the in-memory hub's accounting.
+    ir_bytes = sum(outputs[n]["bytes_sent_by_tag"].get(t, 0) for n in NAMES for t in ("ir_active", "ir_passive"))
+    assert ir_bytes == reference.hub.bytes_by_tag()["ir_active"] + reference.hub.bytes_by_tag()["ir_passive"]
+
+
+def test_paillier_four_processes_match_in_memory(tmp_path):
+    frames = _frames(n=60)
+    job = _job("paillier", coordinator="coordinator", key_bits=2048, epochs=1, batch_size=20)
+    _, outputs = _run(tmp_path, job, frames, timeout=120.0)
+    reference, _ = _in_memory(job, frames)
+    for name in NAMES:
+        np.testing.assert_allclose(np.array(outputs[name]["coef"]), reference.results[name].coef,
+                                   rtol=0, atol=1e-12)
+    assert outputs["coordinator"]["coef"] is None
+
+
+def test_killed_passive_stops_others_and_resume_reproduces_model(tmp_path):
+    frames = _frames(n=200)
+    job = _job("plain", epochs=40, batch_size=20)
+    local = write_local_job(tmp_path, job, frames, network=FAST_NETWORK)
+    procs = start_parties(local, env=_env())
+    try:
+        # Kill passive2 once it has checkpointed a few epochs (mid-run, most likely mid-epoch).
+        ckpt = tmp_path / "checkpoints" / "passive2"
+        deadline = time.monotonic() + 60
+        while not (ckpt.is_dir() and len(list(ckpt.glob("*.npz"))) >= 3):
+            assert time.monotonic() < deadline, "passive2 never checkpointed"
+            assert procs["passive2"].process.poll() is None, procs["passive2"].stderr_path.read_text()
+            time.sleep(0.005)
+        procs["passive2"].process.kill()
+        killed_at = time.monotonic()
+        others = {n: procs[n] for n in ("active", "passive1")}
+        status = wait_parties(others, FAST_NETWORK["peer_timeout"] + 10)
+        elapsed = time.monotonic() - killed_at
+    finally:
+        kill_parties(procs)
+    for name, (rc, err) in status.items():
+        assert rc == 1, f"{name} should fail after passive2 died (rc={rc}):\n{err}"
+        assert "vflsec party " + name + ": error:" in err
+        assert "'passive2'" in err, err
+    assert elapsed < FAST_NETWORK["peer_timeout"] + 6
+
+    procs = start_parties(local, resume=True, env=_env())
+    try:
+        status = wait_parties(procs, 90)
+    finally:
+        kill_parties(procs)
+    for name, (rc, err) in status.items():
+        assert rc == 0, f"{name} failed on resume:\n{err}"
+    outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
+    assert outputs["active"]["start_epoch"] >= 2
+    reference, _ = _in_memory(job, frames)
+    for name in NAMES:
+        np.testing.assert_array_equal(np.array(outputs[name]["coef"]), reference.results[name].coef)
+    assert outputs["active"]["history"]["loss"] == reference.results["active"].history["loss"]
+
+
+def test_mismatched_job_description_is_refused(tmp_path):
+    frames = _frames(n=80)
+    local = write_local_job(tmp_path, _job("plain"), frames, network=FAST_NETWORK)
+    text = local.job_file.read_text()
+    other = tmp_path / "job-other.toml"
+    other.write_text(text.replace("lr = 0.5", "lr = 0.25"))
+    config = local.configs["passive2"]
+    config.write_text(config.read_text().replace('job = "job.toml"', f'job = "{other.name}"'))
+    procs = start_parties(local, env=_env())
+    try:
+        status = wait_parties(procs, 60)
+    finally:
+        kill_parties(procs)
+    for name, (rc, err) in status.items():
+        assert rc == 1, err
+    assert "job description of ['passive2'] differs" in status["active"][1]
