@@ -12,9 +12,13 @@
   kernels and with the baseline implementation (torch.cdist + torch
   statistics, numpy FCM, torch.randn), and the speed-up.
 
-Other split-learning sections (DP-VFL, FedPass) plug in through
-:data:`SECTIONS`: a function ``(config, data) -> {result_key: rows}`` plus a
-report function; see the placeholder comments below.
+* ``dp_vfl`` -- DP-VFL (Ranbaduge & Ding): Adult accuracy and Energy /
+  California housing MSE against epsilon for 3/4/5 data owners, with the
+  centralized and non-private VFL references (:mod:`.splitnn_dp`);
+* ``fedpass`` -- FedPass accuracy against passport settings.
+
+Sections after Table 2/3 plug in through :data:`SECTIONS`: a function
+``(datasets, cfg) -> {result_key: rows}`` plus a report function.
 """
 from __future__ import annotations
 
@@ -319,11 +323,115 @@ def run_kernel_timing(cfg: Dict[str, Any], *, dim: int = 64, n_clusters: int = 1
 
 
 # ---------------------------------------------------------------------------
-# extension point: further split-learning sections.
-# A section is ``fn(datasets, cfg) -> {result_key: rows}`` plus ``report(result) -> [markdown lines]``.
-# The DP-VFL (Ranbaduge & Ding) and FedPass sections are added here as
-# ``run_dp_vfl`` and ``run_fedpass`` with their own result keys ("dp_vfl", "fedpass").
+# Further sections: ``fn(datasets, cfg) -> {result_key: rows}`` plus ``report(result) -> [markdown lines]``.
 SECTIONS: Dict[str, Tuple[Callable[..., Dict[str, Any]], Callable[[Dict[str, Any]], List[str]]]] = {}
+
+
+def _subsample_dataset(ds: Any, max_rows: Optional[int]) -> Any:
+    if max_rows is None or ds.X.shape[0] <= max_rows:
+        return ds
+    idx = np.sort(np.random.default_rng(0).permutation(ds.X.shape[0])[:max_rows])
+    return dataclasses.replace(ds, X=ds.X[idx], y=ds.y[idx])
+
+
+def _load_or_fallback(name: str, fallback: str, data_dir: Optional[Path], max_rows: Optional[int]) -> Tuple[str, Any]:
+    """(name actually loaded, dataset): the built-in ``fallback`` when the
+    file-backed dataset is not available, under its own name."""
+    from ..data import load_dataset
+
+    try:
+        ds = load_dataset(name, data_dir=data_dir)
+    except FileNotFoundError:
+        name, ds = fallback, load_dataset(fallback)
+    return name, _subsample_dataset(ds, max_rows)
+
+
+def section_dp_vfl(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """DP-VFL (Ranbaduge & Ding) curves: Adult accuracy, Energy and California
+    housing MSE against epsilon for 3/4/5 owners, with the references."""
+    from .splitnn_dp import dp_vfl_estimator_factory, run_dp_vfl
+
+    d = cfg["dp_vfl"]
+    fallbacks = {"adult": "breast", "energy": "diabetes", "california_housing": "diabetes"}
+    sets = dict(_load_or_fallback(name, fallbacks[name], cfg["data_dir"], d["max_rows"]) for name in d["datasets"])
+    make = dp_vfl_estimator_factory(epochs=d["epochs"], batch_size=d["batch_size"], lr=d["lr"],
+                                    device=cfg["device"])
+    bar = tqdm(desc="dp_vfl", unit="fit", total=len(sets) * len(d["owners"]) * (len(d["epsilons"]) + 1) + len(sets))
+    rows = run_dp_vfl(sets, make, epsilons=d["epsilons"], owners=d["owners"], progress=lambda _: bar.update())
+    bar.close()
+    return {"dp_vfl": rows}
+
+
+def section_fedpass(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """FedPass accuracy against passport settings (N, sigma^2) on Adult."""
+    from .splitnn_dp import fedpass_estimator_factory, run_fedpass
+
+    f = cfg["fedpass"]
+    sets = dict([_load_or_fallback("adult", "breast", cfg["data_dir"], f["max_rows"])])
+    make = fedpass_estimator_factory(epochs=f["epochs"], device=cfg["device"])
+    bar = tqdm(desc="fedpass", unit="fit", total=len(f["settings"]) + 1)
+    rows = run_fedpass(sets, make, settings=f["settings"], parties=(2,), progress=lambda _: bar.update())
+    bar.close()
+    return {"fedpass": rows}
+
+
+def _report_dp_vfl(result: Dict[str, Any]) -> List[str]:
+    d = result["config"]["dp_vfl"]
+    lines = ["## DP-VFL (Ranbaduge & Ding): DP-SGD on every data owner's bottom model", "",
+             f"Split MLP of the paper (bottom p -> 48 -> 32, head 32 x owners -> 196 -> out), delta = 1e-3, "
+             f"SGD lr {d['lr']}, batch {d['batch_size']}, {d['epochs']} epochs (the paper: lr 2e-4, 100 epochs; "
+             f"reduced to fit 2 CPU cores), at most {d['max_rows']} rows per dataset. Clip threshold: 80th "
+             "percentile of per-sample gradient norms over the first 50 steps. Composed epsilon is the whole "
+             "run's (RDP, Poisson-sampling assumption as Opacus); the target is met by construction.", ""]
+    rows = []
+    for r in result["dp_vfl"]:
+        rows.append([r["dataset"], r["variant"] if r["defense"] == "none" else "dp_sgd", r["parties"],
+                     r["epsilon"], r["epsilon_composed"], r["metric"], r["value"]])
+    lines += [markdown_table(["dataset", "model", "owners", "epsilon", "composed epsilon", "metric", "value"], rows),
+              ""]
+    return lines
+
+
+def _report_fedpass(result: Dict[str, Any]) -> List[str]:
+    f = result["config"]["fedpass"]
+    lines = ["## FedPass: accuracy against passport settings", "",
+             f"{', '.join(sorted({r['dataset'] for r in result['fedpass']}))}, 2 parties (passport in the passive bottom's last layer and the head's first), SGD lr 1e-2, "
+             f"batch 64, {f['epochs']} epochs, at most {f['max_rows']} rows. The attack side of FedPass is in "
+             "`vflsec bench privacy`.", ""]
+    rows = [[r["variant"] or "unprotected", r["value"]] for r in result["fedpass"]]
+    lines += [markdown_table(["passport (N, sigma^2)", "test accuracy"], rows), ""]
+    return lines
+
+
+SECTIONS["dp_vfl"] = (section_dp_vfl, _report_dp_vfl)
+SECTIONS["fedpass"] = (section_fedpass, _report_fedpass)
+
+
+def _plot_dp_vfl(rows: List[Dict[str, Any]], path: Path) -> None:
+    plt = pyplot()
+    names = list(dict.fromkeys(r["dataset"] for r in rows))
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        sub = [r for r in rows if r["dataset"] == name]
+        for m in sorted({r["parties"] for r in sub if r["defense"] == "dp_sgd"}):
+            pts = sorted((r["epsilon"], r["value"]) for r in sub if r["defense"] == "dp_sgd" and r["parties"] == m)
+            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"DP-SGD, {m} owners")
+            ref = [r["value"] for r in sub if r["variant"] == "vfl" and r["parties"] == m]
+            if ref:
+                ax.axhline(np.mean(ref), color=line.get_color(), ls="--", lw=1)
+        central = [r["value"] for r in sub if r["variant"] == "centralized"]
+        if central:
+            ax.axhline(np.mean(central), color="k", lw=1.2, label="centralized")
+        ax.set_xscale("log")
+        ax.set_xlabel("epsilon (delta = 1e-3)")
+        ax.set_ylabel(sub[0]["metric"])
+        ax.set_title(f"{name} (dashed: non-private VFL)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("DP-VFL: utility vs privacy budget")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 # ---------------------------------------------------------------------------
@@ -464,17 +572,27 @@ def _config(quick: bool, device: str, seeds: Optional[int]) -> Dict[str, Any]:
                   device=device, quick=quick)
     if quick:
         return dict(common, epochs=3, batch_size=128, seeds=seeds or 1, adult_rows=(3000, 1000),
-                    mnist_rows=(2000, 1000), timing_rows=1024, timing_batch_size=128, timing_epochs=2, timing_rounds=2)
+                    mnist_rows=(2000, 1000), timing_rows=1024, timing_batch_size=128, timing_epochs=2, timing_rounds=2,
+                    dp_vfl=dict(datasets=("energy",), owners=(3,), epsilons=(1.0, 10.0, 100.0), epochs=5,
+                                batch_size=100, lr=0.05, max_rows=1000),
+                    fedpass=dict(settings=((100.0, 5.0),), epochs=2, max_rows=2000))
+    from .splitnn_dp import DP_VFL_EPSILONS, DP_VFL_OWNERS, FEDPASS_SETTINGS
+
     return dict(common, epochs=20, batch_size=128, seeds=seeds or 1, adult_rows=(None, None),
-                mnist_rows=(None, None), timing_rows=5000, timing_batch_size=256, timing_epochs=3, timing_rounds=3)
+                mnist_rows=(None, None), timing_rows=5000, timing_batch_size=256, timing_epochs=3, timing_rounds=3,
+                dp_vfl=dict(datasets=("adult", "energy", "california_housing"), owners=DP_VFL_OWNERS,
+                            epsilons=DP_VFL_EPSILONS, epochs=10, batch_size=100, lr=0.05, max_rows=10000),
+                fedpass=dict(settings=FEDPASS_SETTINGS, epochs=10, max_rows=10000))
 
 
 def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path] = None,
-        device: Optional[str] = None, seeds: Optional[int] = None, sections: str = "table2,table3") -> Dict[str, Any]:
+        device: Optional[str] = None, seeds: Optional[int] = None,
+        sections: str = "table2,table3,dp_vfl,fedpass") -> Dict[str, Any]:
     from ..splitnn.estimator import resolve_device
 
     out = Path(out) if out is not None else Path("bench-out") / "splitnn"
     cfg = _config(quick, resolve_device(device), seeds)
+    cfg["data_dir"] = None if data_dir is None else str(data_dir)
     wanted = [s.strip() for s in sections.split(",") if s.strip()]
     unknown = set(wanted) - {"table2", "table3", *SECTIONS}
     if unknown:
@@ -507,6 +625,8 @@ def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path
         _plot_table2(_table2_summary(result["accuracy"]), out / "table2_accuracy.png")
     if result["timing"]:
         _plot_table3(result["timing"], out / "table3_timing.png")
+    if result.get("dp_vfl"):
+        _plot_dp_vfl(result["dp_vfl"], out / "dp_vfl.png")
     print(report)
     print(f"wrote {out}/results.json, report.md and plots")
     return result
@@ -518,4 +638,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-out") / "splitnn", help="output directory")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA when available, else CPU)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per Table 2 cell (default 1)")
-    parser.add_argument("--sections", default="table2,table3", help="comma-separated sections to run")
+    parser.add_argument("--sections", default="table2,table3,dp_vfl,fedpass",
+                        help="comma-separated sections to run")

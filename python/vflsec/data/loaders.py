@@ -33,7 +33,7 @@ __all__ = [
     "make_synthetic",
 ]
 
-DATASETS = ("breast", "adult", "credit", "synthetic", "mnist")
+DATASETS = ("breast", "adult", "credit", "synthetic", "mnist", "energy", "california_housing", "diabetes")
 DATA_ENV = "VFLSEC_DATA"
 
 
@@ -336,7 +336,9 @@ def make_synthetic(n_samples: int = 1000, features_per_party: Sequence[int] = (5
 # --------------------------------------------------------------------- dispatch
 
 def load_dataset(name: str, *, data_dir: Any = None, **kw: Any) -> Dataset:
-    """Load ``"breast"``, ``"adult"``, ``"credit"`` or ``"synthetic"`` by name.
+    """Load a dataset by name: ``"breast"``, ``"adult"``, ``"credit"``,
+    ``"synthetic"``, ``"mnist"`` or the regression sets ``"energy"``,
+    ``"california_housing"``, ``"diabetes"``.
 
     ``data_dir`` is used by the file-backed datasets (adult, credit); extra
     keywords go to the loader (e.g. ``split=`` for adult, ``n_samples=`` for
@@ -356,6 +358,10 @@ def load_dataset(name: str, *, data_dir: Any = None, **kw: Any) -> Dataset:
         from .mnist import load_mnist as loader
 
         takes_dir = True
+    elif name in ("energy", "california_housing", "diabetes"):
+        from .regression import load_regression_dataset
+
+        return load_regression_dataset(name, data_dir=data_dir, **kw)
     else:
         raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
     if takes_dir:

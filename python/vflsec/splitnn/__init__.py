@@ -4,12 +4,15 @@
   in-process runner (one thread per party over a message channel).
 * :mod:`.estimator` -- :class:`SplitNNClassifier`, :class:`SplitNNRegressor`.
 * :mod:`.models` -- bottom and head factories (MLP, the DP-VFL split MLP, a 2-layer CNN).
-* :mod:`.defenses` -- the defense hook contract, VFL-AFE and simple baselines.
+* :mod:`.defenses` -- the defense hook contract, VFL-AFE, DP-SGD VFL, FedPass
+  and simple baselines.
 
 torch is imported lazily: importing this package does not import torch.
 """
 from .defenses import (
+    DPSGD,
     VFLAFE,
+    FedPass,
     Defense,
     DefenseContext,
     GaussianEmbeddingNoise,
@@ -22,7 +25,9 @@ from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPar
 from .trainer import run_split_job
 
 __all__ = [
+    "DPSGD",
     "Defense",
+    "FedPass",
     "DefenseContext",
     "GaussianEmbeddingNoise",
     "GaussianGradientNoise",

@@ -8,8 +8,9 @@ party's data stays a plain feature matrix.
 
 * :func:`mlp_bottom` -- ReLU MLP, the VFL-AFE bottoms for tabular data.
 * :func:`dp_vfl_bottom` / :func:`dp_vfl_head` -- the DP-VFL paper's split MLP
-  (hidden 48, 96, 196, cut after the second hidden layer, each bottom emitting
-  32 values; the head maps ``32 * owners -> 196 -> outputs``).
+  (hidden 48, 96, 196; the second hidden layer is the cut: each bottom emits
+  32 values, so with 3 owners the 96-unit layer is their concatenation; the
+  head maps ``32 * owners -> 196 -> outputs``).
 * :func:`cnn_bottom` -- two convolution layers for an image slice (the
   vertical halves of MNIST: 28 x 14), flattened and projected.
 * :func:`linear_head`, :func:`mlp_head` -- heads on the concatenated embeddings.
@@ -59,10 +60,11 @@ def mlp_bottom(in_features: int, hidden: Sequence[int] = (64,), out_features: in
 
 
 def dp_vfl_bottom(in_features: int, out_features: int = 32):
-    """DP-VFL bottom: ``in -> 48 -> ReLU -> 96 -> ReLU -> out_features`` (the cut
-    after the second hidden layer, projected to the 32-value embedding each
-    data owner sends)."""
-    return mlp_bottom(in_features, (48, 96), out_features)
+    """DP-VFL bottom: ``in -> 48 -> ReLU -> out_features -> ReLU``. The paper
+    (Sec. 5) cuts at the second hidden layer: "the forward output of each
+    bottom model will be 32 and the input size of the top model will be 96"
+    (3 owners), so the 96-unit layer is the owners' 32-unit outputs side by side."""
+    return mlp_bottom(in_features, (48,), out_features, final_activation=True)
 
 
 def dp_vfl_head(in_features: int, n_outputs: int):

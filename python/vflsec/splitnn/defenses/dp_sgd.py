@@ -332,7 +332,7 @@ def dp_vfl_models(features_per_owner: Sequence[int], n_outputs: int, *,
     is ``32 * owners``: 96, 128, 160 for 3, 4, 5 owners). ``n_outputs``: 1 for
     binary logits or one regression target, the class count otherwise.
     """
-    import torch.nn as nn
+    from ..models import dp_vfl_bottom, dp_vfl_head
 
     if isinstance(features_per_owner, (str, bytes)) or not hasattr(features_per_owner, "__iter__"):
         raise TypeError("features_per_owner must be a sequence of positive ints")
@@ -341,11 +341,8 @@ def dp_vfl_models(features_per_owner: Sequence[int], n_outputs: int, *,
         raise ValueError("features_per_owner must name at least one owner")
     n_outputs = check_positive_int(n_outputs, "n_outputs")
     embedding_dim = check_positive_int(embedding_dim, "embedding_dim")
-    h1, _, h3 = DP_VFL_HIDDEN
-    bottoms = [nn.Sequential(nn.Linear(p, h1), nn.ReLU(), nn.Linear(h1, embedding_dim), nn.ReLU())
-               for p in counts]
-    head = nn.Sequential(nn.Linear(embedding_dim * len(counts), h3), nn.ReLU(), nn.Linear(h3, n_outputs))
-    return bottoms, head
+    bottoms = [dp_vfl_bottom(p, embedding_dim) for p in counts]
+    return bottoms, dp_vfl_head(embedding_dim * len(counts), n_outputs)
 
 
 def dp_vfl_centralized_model(n_features: int, n_outputs: int) -> Any:
