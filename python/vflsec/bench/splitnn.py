@@ -579,7 +579,7 @@ def _config(quick: bool, device: str, seeds: Optional[int]) -> Dict[str, Any]:
     from .splitnn_dp import DP_VFL_EPSILONS, DP_VFL_OWNERS, FEDPASS_SETTINGS
 
     return dict(common, epochs=20, batch_size=128, seeds=seeds or 1, adult_rows=(None, None),
-                mnist_rows=(None, None), timing_rows=5000, timing_batch_size=256, timing_epochs=3, timing_rounds=3,
+                mnist_rows=(10000, 2000), timing_rows=5000, timing_batch_size=256, timing_epochs=3, timing_rounds=3,
                 dp_vfl=dict(datasets=("adult", "energy", "california_housing"), owners=DP_VFL_OWNERS,
                             epsilons=DP_VFL_EPSILONS, epochs=10, batch_size=100, lr=0.05, max_rows=10000),
                 fedpass=dict(settings=FEDPASS_SETTINGS, epochs=10, max_rows=10000))
@@ -601,7 +601,8 @@ def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path
         "adult": load_adult_split(data_dir, max_train=cfg["adult_rows"][0], max_test=cfg["adult_rows"][1]),
         "mnist": load_mnist_split(data_dir, max_train=cfg["mnist_rows"][0], max_test=cfg["mnist_rows"][1]),
     }
-    cfg["sources"] = {d.name: d.source for d in datasets.values()}
+    cfg["sources"] = {d.name: f"{d.source}; used {len(d.y_train)} train / {len(d.y_test)} test rows"
+                      for d in datasets.values()}
     result: Dict[str, Any] = {
         "machine": machine_info(),
         "versions": package_versions(["vflsec", "torch", "numpy", "dp-accounting"]),
