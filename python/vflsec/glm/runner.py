@@ -6,25 +6,15 @@ without a network: each role program runs in its own thread and blocks on
 """
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
-from ..federation.channel import ChannelClosed, InMemoryHub, MessageRecord
+from ..federation.channel import InMemoryHub, MessageRecord
+from ..federation.local import PartyError, run_party_threads
 from .job import GLMJob, PartyData, PartyResult
 from .registry import get_protocol
 
 __all__ = ["JobResult", "PartyError", "run_job"]
-
-
-class PartyError(RuntimeError):
-    """A party program failed; ``party`` names it and ``__cause__`` is the
-    original exception."""
-
-    def __init__(self, party: str, exc: BaseException):
-        self.party = party
-        super().__init__(f"party {party!r} failed: {type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -40,14 +30,6 @@ class JobResult:
 
     def total_bytes(self) -> int:
         return self.hub.total_bytes()
-
-
-def _with_party(party: str, exc: BaseException) -> BaseException:
-    # ValueError/TypeError keep their type (callers catch them as input
-    # errors); anything else becomes PartyError. Either way chained.
-    if type(exc) in (ValueError, TypeError):
-        return type(exc)(f"party {party!r}: {exc}")
-    return PartyError(party, exc)
 
 
 def run_job(
@@ -85,42 +67,12 @@ def run_job(
         raise ValueError("the coordinator holds no data; pass None or leave it out")
 
     hub = InMemoryHub() if hub is None else hub
-    endpoints = {party: hub.endpoint(party) for party in job.parties}
-    results: Dict[str, PartyResult] = {}
-    failures: List[tuple] = []
-    lock = threading.Lock()
 
-    def target(party: str) -> None:
-        program = protocol.roles[job.role_of(party)]
-        try:
-            result = program(endpoints[party], job, party_data.get(party))
-            if not isinstance(result, PartyResult):
-                raise TypeError(f"program returned {type(result).__name__}, expected PartyResult")
-            with lock:
-                results[party] = result
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            with lock:
-                failures.append((party, exc))
-            hub.abort(f"party {party!r} failed")
+    def run_party(party: str, endpoint) -> PartyResult:
+        result = protocol.roles[job.role_of(party)](endpoint, job, party_data.get(party))
+        if not isinstance(result, PartyResult):
+            raise TypeError(f"program returned {type(result).__name__}, expected PartyResult")
+        return result
 
-    threads = [
-        threading.Thread(target=target, args=(party,), name=f"vflsec-{party}", daemon=True)
-        for party in job.parties
-    ]
-    for thread in threads:
-        thread.start()
-    deadline = None if timeout is None else time.monotonic() + timeout
-    for thread in threads:
-        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
-            hub.abort("run_job timeout")
-            for other in threads:
-                other.join(5.0)
-            raise TimeoutError(f"job did not finish within {timeout} s (party thread {thread.name})")
-
-    if failures:
-        # The root cause is the first failure that is not a consequence of the abort.
-        primary = next(((p, e) for p, e in failures if not isinstance(e, ChannelClosed)), failures[0])
-        party, exc = primary
-        raise _with_party(party, exc) from exc
+    results = run_party_threads(hub, job.parties, run_party, timeout=timeout, label="run_job")
     return JobResult(results=results, records=hub.records, hub=hub)

@@ -15,7 +15,6 @@ is never released); ``wrap_head`` by the active party.
 """
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -23,9 +22,9 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
-from ..federation.channel import ChannelClosed, InMemoryHub, MessageRecord, payload_nbytes
+from ..federation.channel import InMemoryHub, MessageRecord, payload_nbytes
 from ..glm.job import batch_indices
-from ..glm.runner import PartyError
+from ..federation.local import run_party_threads
 from .defenses.base import BatchInfo
 from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
 
@@ -216,12 +215,6 @@ class SplitJobResult:
         return self.hub.bytes_by_tag()
 
 
-def _with_party(party: str, exc: BaseException) -> BaseException:
-    if type(exc) in (ValueError, TypeError):
-        return type(exc)(f"party {party!r}: {exc}")
-    return PartyError(party, exc)
-
-
 def run_split_job(job: SplitJob, party_data: Mapping[str, SplitPartyData], hub: Optional[InMemoryHub] = None, *,
                   timeout: Optional[float] = None) -> SplitJobResult:
     """Run every party program of ``job`` in its own thread over ``hub``.
@@ -235,33 +228,7 @@ def run_split_job(job: SplitJob, party_data: Mapping[str, SplitPartyData], hub: 
         if not isinstance(party_data.get(party), SplitPartyData):
             raise TypeError(f"party_data[{party!r}] must be a SplitPartyData")
     hub = InMemoryHub() if hub is None else hub
-    endpoints = {party: hub.endpoint(party) for party in job.parties}
-    results: Dict[str, SplitPartyResult] = {}
-    failures: List[tuple] = []
-    lock = threading.Lock()
-
-    def target(party: str) -> None:
-        try:
-            result = PROGRAMS[job.role_of(party)](endpoints[party], job, party_data[party])
-            with lock:
-                results[party] = result
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            with lock:
-                failures.append((party, exc))
-            hub.abort(f"party {party!r} failed")
-
-    threads = [threading.Thread(target=target, args=(p,), name=f"vflsec-sl-{p}", daemon=True) for p in job.parties]
-    for thread in threads:
-        thread.start()
-    deadline = None if timeout is None else time.monotonic() + timeout
-    for thread in threads:
-        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
-            hub.abort("run_split_job timeout")
-            for other in threads:
-                other.join(5.0)
-            raise TimeoutError(f"split job did not finish within {timeout} s (party thread {thread.name})")
-    if failures:
-        party, exc = next(((p, e) for p, e in failures if not isinstance(e, ChannelClosed)), failures[0])
-        raise _with_party(party, exc) from exc
+    results = run_party_threads(
+        hub, job.parties, lambda party, endpoint: PROGRAMS[job.role_of(party)](endpoint, job, party_data[party]),
+        timeout=timeout, label="run_split_job")
     return SplitJobResult(results=results, records=hub.records, hub=hub)
