@@ -341,6 +341,9 @@ def cuda_device(device: Any) -> Any:
 def gaussian_noise(shape: Sequence[int], sigma: float, dtype: np.dtype, generator: Any, device: Any) -> Any:
     torch = _torch()
     module = _require()
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"device={str(device)!r} requested, but torch sees no CUDA device "
+                           "(a CPU-only torch build, or no GPU or driver)")
     tdtype = torch.float32 if dtype == np.float32 else torch.float64
     out = torch.empty(tuple(shape), dtype=tdtype, device=device)
     if sigma == 0.0:
