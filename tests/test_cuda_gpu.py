@@ -10,10 +10,20 @@ from vflsec.kernels import NoiseGenerator
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
+
+
+def _why_not() -> str:
+    try:
+        from vflsec import _core_cuda
+    except ImportError:
+        return "vflsec built without its CUDA kernels (VFLSEC_CUDA)"
+    return f"vflsec._core_cuda: {_core_cuda.device_status()}; torch.cuda.is_available()={torch.cuda.is_available()}"
+
+
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not (torch.cuda.is_available() and vflsec.cuda_available()),
-                       reason="needs a CUDA device, CUDA torch and vflsec built with VFLSEC_CUDA"),
+                       reason=f"needs a CUDA device, CUDA torch and vflsec's CUDA kernels ({_why_not()})"),
 ]
 
 DEV = "cuda"

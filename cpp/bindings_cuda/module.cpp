@@ -203,6 +203,7 @@ PYBIND11_MODULE(_core_cuda, m) {
     m.doc() = "vflsec CUDA kernels (private: use vflsec.kernels with CUDA torch tensors)";
     m.def("device_count", &device_count, "Visible CUDA devices; 0 without a driver or GPU.");
     m.def("runtime_version", &runtime_version, "CUDART_VERSION this module was built with (e.g. 13000).");
+    m.def("device_status", &device_status, "'<n> CUDA device(s)', or why none can be used (e.g. driver too old).");
     m.def("distance_stats_workspace", &distance_stats_workspace, py::arg("n"),
           "float64 elements of workspace pairwise_distance_stats needs for n rows.");
     m.def("fcm_workspace", &fcm_workspace, py::arg("n"), py::arg("c"), py::arg("d"),

@@ -14,14 +14,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace vflsec::cuda {
 
 // Number of visible CUDA devices; 0 (never an error) without a driver or GPU.
 int device_count();
-// "major.minor" of the CUDA runtime this module was built against.
+// CUDART_VERSION this module was built against (13000 for CUDA 13.0). The
+// runtime is linked statically and needs a driver of at least that version.
 int runtime_version();
+// Why device_count() is what it is: "2 CUDA device(s)" or the runtime's error
+// (e.g. cudaErrorInsufficientDriver: the driver is older than the runtime).
+std::string device_status();
 
 // ---- pairwise distances -------------------------------------------------
 // out[i * m + j] = ||X[i] - Y[j]|| (squared if `squared`), evaluated on the

@@ -3,6 +3,8 @@
 #include "api.hpp"
 #include "exec.cuh"
 
+#include <string>
+
 namespace vflsec::cuda {
 
 int device_count() {
@@ -15,5 +17,15 @@ int device_count() {
 }
 
 int runtime_version() { return CUDART_VERSION; }
+
+std::string device_status() {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) {
+        cudaGetLastError();
+        return std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
+    }
+    return std::to_string(count) + " CUDA device(s)";
+}
 
 }  // namespace vflsec::cuda
