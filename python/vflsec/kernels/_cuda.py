@@ -16,8 +16,11 @@ stopping test) and, with ``init="kmeans++"``, one per centre chosen;
 ``add_gaussian_noise`` reads an overflow count only when ``max|x| + 8.6
 sigma`` comes within a factor 2 of the dtype's maximum.
 
-``_core_cuda`` exists only in builds with CUDA support (see the README); it
-links the CUDA runtime statically, so it imports without a GPU or driver.
+``_core_cuda`` exists only in builds with CUDA support (CMake option
+``VFLSEC_CUDA``: AUTO by default, i.e. built wherever nvcc is found). It links
+the CUDA runtime statically, so it imports without a GPU or driver, and needs
+a driver at least as new as the toolkit it was built with (CUDA 13.0: driver
+580 or newer); ``_core_cuda.device_status()`` says why no device is usable.
 """
 from __future__ import annotations
 
