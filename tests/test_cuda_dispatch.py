@@ -54,3 +54,14 @@ def test_missing_cuda_module_is_a_clear_error(monkeypatch):
     assert vflsec.cuda_available() is False
     with pytest.raises(RuntimeError, match="VFLSEC_CUDA=ON"):
         _cuda._require()
+
+
+def test_no_usable_device_is_a_clear_error():
+    try:
+        from vflsec import _core_cuda
+    except ImportError:
+        pytest.skip("vflsec built without its CUDA kernels")
+    if _core_cuda.device_count() > 0:
+        pytest.skip("a CUDA device is usable here")
+    with pytest.raises(RuntimeError, match="can use no device"):
+        _cuda._require()

@@ -67,6 +67,9 @@ def _require() -> Any:
             f"{_import_error}); reinstall with a CUDA toolkit present: "
             "pip install . -Ccmake.define.VFLSEC_CUDA=ON, or pass CPU tensors"
         )
+    if int(module.device_count()) == 0:
+        raise RuntimeError(f"got a CUDA tensor, but vflsec's CUDA kernels can use no device: {module.device_status()} "
+                           f"(built for CUDA runtime {module.runtime_version()})")
     return module
 
 
