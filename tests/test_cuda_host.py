@@ -22,7 +22,8 @@ def host_distances(X, Y, squared=False, scale_exp=0):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n,m,d", [(1, 1, 1), (5, 7, 3), (9, 4, 300), (13, 17, 513), (33, 2, 8)])
+@pytest.mark.parametrize("n,m,d", [(1, 1, 1), (5, 7, 3), (9, 4, 300), (13, 17, 513), (33, 2, 8), (150, 70, 5),
+                                   (65, 129, 2)])
 def test_distances_match_cpu(dtype, n, m, d):
     rng = np.random.default_rng(n * 1000 + m * 10 + d)
     X = (rng.standard_normal((n, d)) + 50.0).astype(dtype)

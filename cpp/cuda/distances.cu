@@ -5,7 +5,7 @@
 // ||x||^2 + ||y||^2 - 2<x, y>, accumulated in chunks of 256 coordinates that
 // are folded into a running total. Identical rows give exactly 0 and every
 // distance keeps a small relative error wherever the data sit. Each thread
-// computes a 4 x 4 tile of distances from rows read through the cache (no
+// computes a 4 x 4 tile of distances from rows read through the L1 cache (no
 // shared memory): simple rather than peak speed.
 //
 // Statistics: each thread reduces the pairs j < k of one row group against
@@ -102,20 +102,29 @@ VFLSEC_HD void row_pointers(const T* data, std::size_t rows, std::size_t d, std:
     for (std::size_t r = 0; r < kTile; ++r) out[r] = data + min_of(first + r, rows - 1) * d;
 }
 
-// One thread: the 4 x 4 output tile number t (row-major over the tiles).
+// Threads of one launch block (256 consecutive t) cover 16 x 16 tiles, a
+// 64 x 64 block of the output, so that the 128 rows they read stay in the
+// L1 cache together.
+constexpr std::size_t kGroupSide = 16;
+constexpr std::size_t kGroupTiles = kGroupSide * kGroupSide;
+
+// One thread: 4 x 4 output tile (local / 16, local % 16) of tile group
+// t / 256 (row-major over the groups), local = t % 256.
 template <typename T>
 struct DistanceTiles {
     const T* X;
     const T* Y;
     T* out;
     std::size_t n, m, d;
-    std::size_t col_tiles;
+    std::size_t group_cols;  // ceil(ceil(m / 4) / 16)
     int scale_exp;
     bool squared;
 
     VFLSEC_HD void operator()(std::size_t t) const {
-        const std::size_t i0 = (t / col_tiles) * kTile;
-        const std::size_t j0 = (t % col_tiles) * kTile;
+        const std::size_t group = t / kGroupTiles, local = t % kGroupTiles;
+        const std::size_t i0 = ((group / group_cols) * kGroupSide + local / kGroupSide) * kTile;
+        const std::size_t j0 = ((group % group_cols) * kGroupSide + local % kGroupSide) * kTile;
+        if (i0 >= n || j0 >= m) return;  // past the edge of a partial group
         const T* xr[kTile];
         const T* yr[kTile];
         row_pointers(X, n, d, i0, xr);
@@ -232,9 +241,10 @@ struct FinishStats {
 template <typename T, class Exec>
 void pairwise_distances_run(const Exec& exec, const T* X, std::size_t n, const T* Y, std::size_t m, std::size_t d,
                             bool squared, int scale_exp, T* out) {
-    const std::size_t row_tiles = (n + kTile - 1) / kTile;
-    const std::size_t col_tiles = (m + kTile - 1) / kTile;
-    exec.run(row_tiles * col_tiles, DistanceTiles<T>{X, Y, out, n, m, d, col_tiles, scale_exp, squared});
+    const std::size_t group_rows = ((n + kTile - 1) / kTile + kGroupSide - 1) / kGroupSide;
+    const std::size_t group_cols = ((m + kTile - 1) / kTile + kGroupSide - 1) / kGroupSide;
+    exec.run(group_rows * group_cols * kGroupTiles,
+             DistanceTiles<T>{X, Y, out, n, m, d, group_cols, scale_exp, squared});
 }
 
 template <typename T, class Exec>

@@ -63,12 +63,12 @@ def _require() -> Any:
     module = _load()
     if module is None:
         raise RuntimeError(
-            "got a CUDA tensor, but this vflsec build has no CUDA kernels (vflsec._core_cuda: "
+            "CUDA work requested, but this vflsec build has no CUDA kernels (vflsec._core_cuda: "
             f"{_import_error}); reinstall with a CUDA toolkit present: "
             "pip install . -Ccmake.define.VFLSEC_CUDA=ON, or pass CPU tensors"
         )
     if int(module.device_count()) == 0:
-        raise RuntimeError(f"got a CUDA tensor, but vflsec's CUDA kernels can use no device: {module.device_status()} "
+        raise RuntimeError(f"CUDA work requested, but vflsec's CUDA kernels can use no device: {module.device_status()} "
                            f"(built for CUDA runtime {module.runtime_version()})")
     return module
 
