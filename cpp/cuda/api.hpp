@@ -64,7 +64,8 @@ std::size_t fcm_workspace(std::size_t n, std::size_t c, std::size_t d);
 // centers_scratch: 2 * c * d values; with `centers_start` its first c * d
 // hold the initial centres, otherwise init_membership (n x c) is the start.
 // Writes centers (c x d), membership (n x c), labels (n), confidence (n).
-// Reads two scalars back to the host per iteration (the stopping test).
+// Reads three doubles back to the host per iteration (objective, shift,
+// weightless cluster: the stopping test), so it returns when it is done.
 template <typename T>
 FcmOutcome fuzzy_cmeans_device(const T* X, std::size_t n, std::size_t d, std::size_t c, double m, int max_iter,
                                double tol, bool centers_start, const T* init_membership, T* centers_scratch,
