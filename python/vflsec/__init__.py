@@ -12,6 +12,7 @@ from . import _core
 from ._arrays import check_positive_int as _check_positive_int
 from . import kernels
 from .kernels import NoiseGenerator
+from .kernels import _cuda as _kernels_cuda
 
 try:
     __version__ = _version("vflsec")
@@ -33,6 +34,16 @@ def get_num_threads() -> int:
     return int(_core.get_num_threads())
 
 
+def cuda_available() -> bool:
+    """True when vflsec was built with its CUDA kernels and a CUDA device is visible.
+
+    The ``vflsec.kernels`` functions then accept CUDA torch tensors and
+    compute on their GPU. False (never an error) on CPU-only builds and on
+    machines without a GPU or driver.
+    """
+    return _kernels_cuda.cuda_available()
+
+
 def cpu_features() -> dict:
     """SIMD features of this CPU as seen by the runtime dispatcher."""
     return dict(_core.cpu_features())
@@ -42,6 +53,7 @@ __all__ = [
     "NoiseGenerator",
     "__version__",
     "cpu_features",
+    "cuda_available",
     "get_num_threads",
     "kernels",
     "set_num_threads",

@@ -1,6 +1,6 @@
 """Benchmark of the C++ kernels against the real alternatives, in one run.
 
-``vflsec bench kernels [--quick] [--out DIR]`` (or ``python benchmarks/kernels.py``)
+``vflsec bench kernels [--quick] [--out DIR] [--device cpu|cuda]`` (or ``python benchmarks/kernels.py``)
 times pairwise distances, fused distance statistics, fuzzy c-means and Gaussian
 noise against torch, scipy, scikit-learn, faiss, scikit-fuzzy and numpy, prints
 markdown tables of medians and ratios, and writes ``DIR/kernels.json`` and
@@ -277,8 +277,14 @@ def _plot(summary: List[Dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def run(quick: bool = False, out: Optional[Path] = None) -> Dict[str, Any]:
+def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu") -> Dict[str, Any]:
     out = Path(out) if out is not None else Path("bench-out") / "kernels"
+    if device == "cuda":
+        from . import kernels_cuda
+
+        return kernels_cuda.run(quick, out, _Recorder, _summaries, _report, _plot)
+    if device != "cpu":
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     previous_threads = get_num_threads()
     set_num_threads(THREADS)
     torch = _optional("torch")
@@ -330,10 +336,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="vflsec bench kernels", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    run(quick=args.quick, out=args.out)
+    run(quick=args.quick, out=args.out, device=args.device)
     return 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--out", type=Path, default=Path("bench-out") / "kernels", help="output directory")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu: the C++ kernels against CPU libraries; cuda: the CUDA kernels against torch on "
+                             "the same GPU (writes kernels-cuda.*; exits with a message where there is no GPU)")

@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import _core
 from .._arrays import as_float_array, check_real
+from . import _cuda
 
 __all__ = ["DistanceStats", "pairwise_distance_stats", "pairwise_distances"]
 
@@ -64,10 +65,15 @@ def _scale_exponent(*arrays: np.ndarray) -> int:
     """e such that the arrays times 2**-e have max|x| in [0.5, 1), or 0 if safe."""
     unique = {id(a): a for a in arrays}.values()
     largest = max(max(abs(float(a.max())), abs(float(a.min()))) for a in unique)
+    return _exponent_for(largest, arrays[0].dtype)
+
+
+def _exponent_for(largest: float, dtype: np.dtype) -> int:
+    """The scale exponent for data of dtype ``dtype`` with max|x| = ``largest``."""
     if largest == 0.0:
         return 0
     exponent = math.frexp(largest)[1]
-    low, high = _SAFE_EXPONENTS[arrays[0].dtype]
+    low, high = _SAFE_EXPONENTS[np.dtype(dtype)]
     return exponent if not low <= exponent <= high else 0
 
 
@@ -82,8 +88,9 @@ def pairwise_distances(X: Any, Y: Optional[Any] = None, *, squared: bool = False
 
     Parameters
     ----------
-    X : array-like or torch CPU tensor, shape (n, d)
-    Y : array-like or torch CPU tensor, shape (m, d), optional
+    X : array-like or torch tensor (CPU or CUDA), shape (n, d)
+    Y : array-like or torch tensor, shape (m, d), optional; on X's device
+        when X is a CUDA tensor
         Defaults to ``X`` (then only the upper triangle is computed and
         mirrored; the result is exactly symmetric with a zero diagonal).
     squared : bool
@@ -93,7 +100,8 @@ def pairwise_distances(X: Any, Y: Optional[Any] = None, *, squared: bool = False
     -------
     ndarray or torch tensor, shape (n, m), C-contiguous
         float32 if both inputs are float32, float64 otherwise; a torch tensor
-        when ``X`` is one.
+        when ``X`` is one, on the GPU for CUDA inputs (computed there by the
+        same direct-difference method, no copy to the host).
 
     Notes
     -----
@@ -114,6 +122,8 @@ def pairwise_distances(X: Any, Y: Optional[Any] = None, *, squared: bool = False
         columns in ``X`` and ``Y``.
     """
     squared = _check_bool(squared, "squared")
+    if _cuda.is_cuda_tensor(X) or _cuda.is_cuda_tensor(Y):
+        return _cuda.pairwise_distances(X, Y, squared)
     x, wrap = as_float_array(X, "X", ndim=2)
     if Y is None or Y is X:
         y = x
@@ -144,7 +154,8 @@ def pairwise_distance_stats(X: Any) -> DistanceStats:
     Equivalent to ``d = scipy.spatial.distance.pdist(X)`` followed by
     ``d.size, d.mean(), d.std(), d.min(), d.max()``, without storing the
     ``n (n - 1) / 2`` distances. float32 input computes the distances in
-    float32 and accumulates them in float64.
+    float32 and accumulates them in float64. A CUDA tensor is reduced on its
+    GPU (only the five results come back to the host).
 
     Raises
     ------
@@ -153,6 +164,8 @@ def pairwise_distance_stats(X: Any) -> DistanceStats:
     ValueError
         Not 2-D, empty, NaN or infinite values, or fewer than 2 rows (no pairs).
     """
+    if _cuda.is_cuda_tensor(X):
+        return _cuda.pairwise_distance_stats(X)
     x, _ = as_float_array(X, "X", ndim=2)
     if x.shape[0] < 2:
         raise ValueError(f"X must have at least 2 rows to form a pair, got {x.shape[0]}")

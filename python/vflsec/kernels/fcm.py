@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import _core
 from .._arrays import as_float_array, check_positive_int, check_real
+from . import _cuda
 
 __all__ = ["FCMResult", "fuzzy_cmeans"]
 
@@ -126,13 +127,32 @@ def _check_scale(X: np.ndarray, centers: Optional[np.ndarray]) -> None:
     lo, hi = float(X.min()), float(X.max())
     if centers is not None:
         lo, hi = min(lo, float(centers.min())), max(hi, float(centers.max()))
+    _check_span(lo, hi, X.shape[1], X.dtype)
+
+
+def _check_span(lo: float, hi: float, d: int, dtype: np.dtype) -> None:
     span = hi - lo
-    limit = float(np.finfo(X.dtype).max) / 4.0
-    if span > 0.0 and (not np.isfinite(span) or span * span * X.shape[1] > limit):
+    limit = float(np.finfo(dtype).max) / 4.0
+    if span > 0.0 and (not np.isfinite(span) or span * span * d > limit):
         raise ValueError(
-            f"X spans {span:.3g}, so squared distances would overflow {X.dtype}; "
-            "rescale the data" + (" or use float64" if X.dtype == np.float32 else "")
+            f"X spans {span:.3g}, so squared distances would overflow {np.dtype(dtype)}; "
+            "rescale the data" + (" or use float64" if dtype == np.float32 else "")
         )
+
+
+def _check_parameters(n: int, n_clusters: Any, m: Any, max_iter: Any, tol: Any, seed: Any) -> tuple:
+    """Validated (n_clusters, m, max_iter, tol, seed) for ``n`` points."""
+    if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
+        raise TypeError(f"n_clusters must be an integer, got {type(n_clusters).__name__}")
+    n_clusters = int(n_clusters)
+    if not 2 <= n_clusters <= n:
+        raise ValueError(f"n_clusters must be between 2 and the number of points {n}, got {n_clusters}")
+    m = check_real(m, "m", low=1.0, low_inclusive=False)
+    max_iter = check_positive_int(max_iter, "max_iter")
+    if max_iter > _MAX_ITER_LIMIT:
+        raise ValueError(f"max_iter must be <= {_MAX_ITER_LIMIT}, got {max_iter}")
+    tol = check_real(tol, "tol", low=0.0, low_inclusive=False)
+    return n_clusters, m, max_iter, tol, _check_seed(seed)
 
 
 def fuzzy_cmeans(
@@ -149,9 +169,14 @@ def fuzzy_cmeans(
 
     Parameters
     ----------
-    X : (n, d) array-like or torch CPU tensor, finite. float32 and float64 are
-        computed in their own precision (float32 centre sums and the objective
-        are accumulated in float64); integers are converted to float64.
+    X : (n, d) array-like or torch tensor (CPU or CUDA), finite. float32 and
+        float64 are computed in their own precision (float32 centre sums and
+        the objective are accumulated in float64); integers are converted to
+        float64. A CUDA tensor is clustered on its GPU and the array fields
+        of the result are tensors on that device; an array ``init`` is copied
+        there, ``None``/``"random"`` draws the CPU's memberships (then copied),
+        and ``"kmeans++"`` makes the CPU's generator calls with the distances
+        computed on the GPU.
     n_clusters : int, ``2 <= n_clusters <= n``.
     m : float > 1, the fuzzifier.
     max_iter : int >= 1, the most centre updates.
@@ -187,19 +212,11 @@ def fuzzy_cmeans(
     deterministic and independent of the number of threads
     (:func:`vflsec.set_num_threads`).
     """
+    if _cuda.is_cuda_tensor(X):
+        return _cuda.fuzzy_cmeans(X, n_clusters, m=m, max_iter=max_iter, tol=tol, init=init, seed=seed)
     x, wrap = as_float_array(X, "X", ndim=2)
     n, d = x.shape
-    if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
-        raise TypeError(f"n_clusters must be an integer, got {type(n_clusters).__name__}")
-    n_clusters = int(n_clusters)
-    if not 2 <= n_clusters <= n:
-        raise ValueError(f"n_clusters must be between 2 and the number of points {n}, got {n_clusters}")
-    m = check_real(m, "m", low=1.0, low_inclusive=False)
-    max_iter = check_positive_int(max_iter, "max_iter")
-    if max_iter > _MAX_ITER_LIMIT:
-        raise ValueError(f"max_iter must be <= {_MAX_ITER_LIMIT}, got {max_iter}")
-    tol = check_real(tol, "tol", low=0.0, low_inclusive=False)
-    seed = _check_seed(seed)
+    n_clusters, m, max_iter, tol, seed = _check_parameters(n, n_clusters, m, max_iter, tol, seed)
 
     init_centers = init_membership = None
     if init is None or isinstance(init, str):

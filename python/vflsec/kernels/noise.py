@@ -52,6 +52,7 @@ import numpy as np
 
 from .. import _core
 from .._arrays import as_float_array, check_positive_int, check_real, check_shape
+from . import _cuda
 from . import _discrete_gaussian as _dg
 
 __all__ = [
@@ -266,28 +267,47 @@ def _resolve_generator(generator: Any) -> NoiseGenerator:
 
 
 def gaussian_noise(shape: Any, sigma: float = 1.0, *, dtype: Any = "float64",
-                   generator: Optional[NoiseGenerator] = None) -> np.ndarray:
+                   generator: Optional[NoiseGenerator] = None, device: Any = None) -> Any:
     """N(0, sigma^2) noise of the given shape as a C-contiguous numpy array.
 
     ``shape`` is an int or a tuple of non-negative ints; ``sigma >= 0`` finite
     (``sigma == 0`` gives zeros and consumes no randomness); ``dtype`` float32
-    or float64. ``generator=None`` uses the shared secure generator.
+    or float64 (numpy or torch). ``generator=None`` uses the shared secure
+    generator.
+
+    ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, a torch.device) returns a
+    torch tensor on that device instead of a numpy array. On a CUDA device the
+    noise is generated there, by the same ChaCha20 stream: the generator
+    reserves the blocks (so CPU and GPU draws never share keystream) and a
+    seeded generator gives the CPU's values bit for bit.
     """
     shape = check_shape(shape, "shape")
     dt = _check_dtype(dtype)
     sigma = _check_sigma(sigma, dt)
-    return _resolve_generator(generator)._normal(shape, sigma, dt)
+    gen = _resolve_generator(generator)
+    if device is None:
+        return gen._normal(shape, sigma, dt)
+    cuda = _cuda.cuda_device(device)
+    if cuda is not None:
+        return _cuda.gaussian_noise(shape, sigma, dt, gen, cuda)
+    import torch
+
+    return torch.from_numpy(gen._normal(shape, sigma, dt))
 
 
 def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerator] = None) -> Any:
     """``x + N(0, sigma^2)`` elementwise, as a new array of ``x``'s type and dtype.
 
-    ``x`` (numpy array, array-like or torch CPU tensor) is not modified.
+    ``x`` (numpy array, array-like or torch tensor) is not modified. A CUDA
+    tensor gets its noise on the GPU (same stream layout as the CPU: a seeded
+    generator gives the CPU's values bit for bit) and a CUDA tensor back.
     float32 and float64 keep their dtype (float32: the sum is formed in float64
     and rounded once); integers give float64 and float16 gives float32; a
     torch tensor gives a torch tensor. NaN/inf in ``x`` and bool/complex/object dtypes are errors; an empty
     ``x`` gives an empty result; ``sigma == 0`` gives a copy.
     """
+    if _cuda.is_cuda_tensor(x):
+        return _cuda.add_gaussian_noise(x, sigma, _resolve_generator(generator))
     arr, wrap = as_float_array(x, "x", allow_empty=True)
     sigma = _check_sigma(sigma, arr.dtype)
     gen = _resolve_generator(generator)
