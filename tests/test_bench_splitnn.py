@@ -47,3 +47,28 @@ def test_kernel_timing_rows():
     report = splitnn._report({"machine": {"cpu": "x", "logical_cores": 2}, "config": {**cfg, "sources": {}},
                               "accuracy": [], "timing": [], "timing_isolated": rows})
     assert "fuzzy c-means" in report
+
+
+def test_dp_vfl_and_fedpass_sections_tag_rows_and_render(tmp_path):
+    """The DP-VFL and FedPass sections put their rows in "accuracy" with their
+    section name, the report has their tables, and Table 2 ignores them."""
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    cfg = dict(splitnn._config(True, "cpu", 1), data_dir=str(empty))
+    cfg["dp_vfl"] = dict(cfg["dp_vfl"], datasets=("energy",), epsilons=(10.0,), epochs=1, max_rows=200)
+    cfg["fedpass"] = dict(cfg["fedpass"], epochs=1, max_rows=200)
+    rows = splitnn.section_dp_vfl({}, cfg) + splitnn.section_fedpass({}, cfg)
+    # Files absent: the built-in fallbacks run, under their own names.
+    assert {r["dataset"] for r in rows if r["section"] == "dp_vfl"} == {"diabetes"}
+    assert {r["dataset"] for r in rows if r["section"] == "fedpass"} == {"breast"}
+    dp = [r for r in rows if r["defense"] == "dp_sgd"]
+    assert dp and all(r["metric"] == "mse" and 0 < r["epsilon_composed"] <= 10.0 for r in dp)
+    assert any(r["defense"] == "centralized" for r in rows)
+    assert {r["defense"] for r in rows if r["section"] == "fedpass"} == {"none", "fedpass"}
+    result = {"machine": {"cpu": "x", "logical_cores": 2}, "config": {**cfg, "sources": {}}, "accuracy": rows,
+              "timing": []}
+    splitnn.render(result, tmp_path / "out")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## DP-VFL" in report and "## FedPass" in report and "## Table 2" not in report
+    assert (tmp_path / "out" / "dp_vfl.png").stat().st_size > 1000
+    assert not (tmp_path / "out" / "table2_accuracy.png").exists()

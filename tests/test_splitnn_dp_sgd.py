@@ -274,7 +274,7 @@ def test_benchmark_rows_schema():
     keys = {"dataset", "defense", "variant", "parties", "epsilon", "epsilon_composed", "delta", "seed", "metric",
             "value"}
     assert [(r["defense"], r["variant"], r["parties"]) for r in rows] == [
-        ("none", "centralized", 1), ("none", "vfl", 3), ("dp_sgd", "clip=p80", 3)]
+        ("centralized", None, 1), ("none", "vfl", 3), ("dp_sgd", "clip=p80", 3)]
     for r in rows:
         assert set(r) == keys and r["metric"] == "mse" and np.isfinite(r["value"]) and r["value"] > 0
     assert rows[2]["epsilon"] == 2.0 and rows[2]["epsilon_composed"] <= 2.0 and rows[2]["delta"] == 1e-3

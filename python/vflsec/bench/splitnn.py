@@ -17,8 +17,10 @@
   centralized and non-private VFL references (:mod:`.splitnn_dp`);
 * ``fedpass`` -- FedPass accuracy against passport settings.
 
-Sections after Table 2/3 plug in through :data:`SECTIONS`: a function
-``(datasets, cfg) -> {result_key: rows}`` plus a report function.
+Every accuracy row (Table 2, DP-VFL, FedPass) is in ``results.json``'s
+``"accuracy"`` list with a ``"section"`` key naming its experiment. Sections
+after Table 2/3 plug in through :data:`SECTIONS`: a function ``(datasets,
+cfg) -> accuracy rows`` plus a report function.
 """
 from __future__ import annotations
 
@@ -323,7 +325,8 @@ def run_kernel_timing(cfg: Dict[str, Any], *, dim: int = 64, n_clusters: int = 1
 
 
 # ---------------------------------------------------------------------------
-# Further sections: ``fn(datasets, cfg) -> {result_key: rows}`` plus ``report(result) -> [markdown lines]``.
+# Further sections: ``fn(datasets, cfg) -> accuracy rows`` (each with ``"section": <name>``) plus
+# ``report(result) -> [markdown lines]``.
 SECTIONS: Dict[str, Tuple[Callable[..., Dict[str, Any]], Callable[[Dict[str, Any]], List[str]]]] = {}
 
 
@@ -359,7 +362,7 @@ def section_dp_vfl(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> Dict[str, A
     bar = tqdm(desc="dp_vfl", unit="fit", total=len(sets) * len(d["owners"]) * (len(d["epsilons"]) + 1) + len(sets))
     rows = run_dp_vfl(sets, make, epsilons=d["epsilons"], owners=d["owners"], progress=lambda _: bar.update())
     bar.close()
-    return {"dp_vfl": rows}
+    return [{**r, "section": "dp_vfl"} for r in rows]
 
 
 def section_fedpass(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> Dict[str, Any]:
@@ -372,7 +375,11 @@ def section_fedpass(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> Dict[str, 
     bar = tqdm(desc="fedpass", unit="fit", total=len(f["settings"]) + 1)
     rows = run_fedpass(sets, make, settings=f["settings"], parties=(2,), progress=lambda _: bar.update())
     bar.close()
-    return {"fedpass": rows}
+    return [{**r, "section": "fedpass"} for r in rows]
+
+
+def _section_rows(result: Dict[str, Any], section: str) -> List[Dict[str, Any]]:
+    return [r for r in result["accuracy"] if r.get("section") == section]
 
 
 def _report_dp_vfl(result: Dict[str, Any]) -> List[str]:
@@ -384,9 +391,10 @@ def _report_dp_vfl(result: Dict[str, Any]) -> List[str]:
              "percentile of per-sample gradient norms over the first 50 steps. Composed epsilon is the whole "
              "run's (RDP, Poisson-sampling assumption as Opacus); the target is met by construction.", ""]
     rows = []
-    for r in result["dp_vfl"]:
-        rows.append([r["dataset"], r["variant"] if r["defense"] == "none" else "dp_sgd", r["parties"],
-                     r["epsilon"], r["epsilon_composed"], r["metric"], r["value"]])
+    for r in _section_rows(result, "dp_vfl"):
+        model = {"centralized": "centralized", "none": "non-private VFL"}.get(r["defense"], r["defense"])
+        rows.append([r["dataset"], model, r["parties"], r["epsilon"], r["epsilon_composed"], r["metric"],
+                     r["value"]])
     lines += [markdown_table(["dataset", "model", "owners", "epsilon", "composed epsilon", "metric", "value"], rows),
               ""]
     return lines
@@ -395,10 +403,10 @@ def _report_dp_vfl(result: Dict[str, Any]) -> List[str]:
 def _report_fedpass(result: Dict[str, Any]) -> List[str]:
     f = result["config"]["fedpass"]
     lines = ["## FedPass: accuracy against passport settings", "",
-             f"{', '.join(sorted({r['dataset'] for r in result['fedpass']}))}, 2 parties (passport in the passive bottom's last layer and the head's first), SGD lr 1e-2, "
+             f"{', '.join(sorted({r['dataset'] for r in _section_rows(result, 'fedpass')}))}, 2 parties (passport in the passive bottom's last layer and the head's first), SGD lr 1e-2, "
              f"batch 64, {f['epochs']} epochs, at most {f['max_rows']} rows. The attack side of FedPass is in "
              "`vflsec bench privacy`.", ""]
-    rows = [[r["variant"] or "unprotected", r["value"]] for r in result["fedpass"]]
+    rows = [[r["variant"] or "unprotected", r["value"]] for r in _section_rows(result, "fedpass")]
     lines += [markdown_table(["passport (N, sigma^2)", "test accuracy"], rows), ""]
     return lines
 
@@ -419,7 +427,7 @@ def _plot_dp_vfl(rows: List[Dict[str, Any]], path: Path) -> None:
             ref = [r["value"] for r in sub if r["variant"] == "vfl" and r["parties"] == m]
             if ref:
                 ax.axhline(np.mean(ref), color=line.get_color(), ls="--", lw=1)
-        central = [r["value"] for r in sub if r["variant"] == "centralized"]
+        central = [r["value"] for r in sub if r["defense"] == "centralized"]
         if central:
             ax.axhline(np.mean(central), color="k", lw=1.2, label="centralized")
         ax.set_xscale("log")
@@ -443,6 +451,8 @@ def _mean(values: List[float]) -> float:
 def _table2_summary(rows: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
     out: Dict[str, Dict[str, List[float]]] = {}
     for r in rows:
+        if r.get("section", "table2") != "table2":
+            continue
         key = r["defense"] if r["defense"] in ("centralized", "none") else r["variant"]
         key = "unprotected" if key == "none" else key
         out.setdefault(r["dataset"], {}).setdefault(key, []).append(r["value"])
@@ -504,23 +514,24 @@ def _report(result: Dict[str, Any]) -> str:
              "The paper states neither epsilon nor alpha/beta/c; these are vflsec's choices.", ""]
     for name, src in cfg["sources"].items():
         lines.append(f"- {name}: {src}")
-    lines += ["", "## Table 2: test accuracy (%)", ""]
     summary = _table2_summary(result["accuracy"])
-    headers = ["dataset", "centralized", "unprotected", "vanilla", "+R", "+D", "full (VFL-AFE)",
-               "epsilon per release", "composed epsilon"]
-    table = []
-    for name, cells in summary.items():
-        dp_rows = [r for r in result["accuracy"] if r["dataset"] == name and r["epsilon_composed"]]
-        table.append([name] + [100 * cells[k] if k in cells else None
-                               for k in ("centralized", "unprotected", "vanilla", "R", "D", "full")]
-                     + ([dp_rows[0]["epsilon"], dp_rows[0]["epsilon_composed"]] if dp_rows else [None, None]))
-        paper = PAPER_TABLE2.get(name)
-        if paper:
-            table.append([f"{name} (paper)", None, None, paper["vanilla"], paper["R"], paper["D"], paper["full"],
-                          "not stated", None])
-    lines += [markdown_table(headers, table), "",
-              f"Composed epsilon: each sample's embedding is released once per epoch, so {cfg['epochs']} "
-              "Gaussian releases compose (RDP accountant, vflsec.dp.accounting) at the same delta.", ""]
+    if summary:
+        lines += ["", "## Table 2: test accuracy (%)", ""]
+        headers = ["dataset", "centralized", "unprotected", "vanilla", "+R", "+D", "full (VFL-AFE)",
+                   "epsilon per release", "composed epsilon"]
+        table = []
+        for name, cells in summary.items():
+            dp_rows = [r for r in _section_rows(result, "table2") if r["dataset"] == name and r["epsilon_composed"]]
+            table.append([name] + [100 * cells[k] if k in cells else None
+                                   for k in ("centralized", "unprotected", "vanilla", "R", "D", "full")]
+                         + ([dp_rows[0]["epsilon"], dp_rows[0]["epsilon_composed"]] if dp_rows else [None, None]))
+            paper = PAPER_TABLE2.get(name)
+            if paper:
+                table.append([f"{name} (paper)", None, None, paper["vanilla"], paper["R"], paper["D"], paper["full"],
+                              "not stated", None])
+        lines += [markdown_table(headers, table), "",
+                  f"Composed epsilon: each sample's embedding is released once per epoch, so {cfg['epochs']} "
+                  "Gaussian releases compose (RDP accountant, vflsec.dp.accounting) at the same delta.", ""]
     timing = result["timing"]
     if timing:
         lines += ["## Table 3: time per training step", "",
@@ -559,7 +570,7 @@ def _report(result: Dict[str, Any]) -> str:
                          v["baseline"] / v["vflsec"]])
         lines += [markdown_table(["part", "vflsec ms", "baseline ms", "speed-up"], rows), ""]
     for key, (_, report_fn) in SECTIONS.items():
-        if key in result:
+        if _section_rows(result, key):
             lines += report_fn(result)
     return "\n".join(lines) + "\n"
 
@@ -608,7 +619,7 @@ def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path
         "versions": package_versions(["vflsec", "torch", "numpy", "dp-accounting"]),
         "git": git_revision(),
         "config": cfg,
-        "accuracy": run_table2(datasets, cfg) if "table2" in wanted else [],
+        "accuracy": [{**r, "section": "table2"} for r in run_table2(datasets, cfg)] if "table2" in wanted else [],
         "timing": [],
     }
     if "table3" in wanted:
@@ -617,20 +628,27 @@ def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path
         result["timing_isolated"] = run_kernel_timing(cfg)
     for key in wanted:
         if key in SECTIONS:
-            result.update(SECTIONS[key][0](datasets, cfg))
+            result["accuracy"] += SECTIONS[key][0](datasets, cfg)
+    render(result, out)
+    return result
+
+
+def render(result: Dict[str, Any], out: Path) -> None:
+    """Write ``results.json``, ``report.md`` and the plots of ``result`` to ``out``."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", result)
     report = _report(result)
     (out / "report.md").write_text(report)
-    if result["accuracy"]:
-        _plot_table2(_table2_summary(result["accuracy"]), out / "table2_accuracy.png")
+    table2 = _table2_summary(result["accuracy"])
+    if table2:
+        _plot_table2(table2, out / "table2_accuracy.png")
     if result["timing"]:
         _plot_table3(result["timing"], out / "table3_timing.png")
-    if result.get("dp_vfl"):
-        _plot_dp_vfl(result["dp_vfl"], out / "dp_vfl.png")
+    if _section_rows(result, "dp_vfl"):
+        _plot_dp_vfl(_section_rows(result, "dp_vfl"), out / "dp_vfl.png")
     print(report)
     print(f"wrote {out}/results.json, report.md and plots")
-    return result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -185,7 +185,7 @@ def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None,
                progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> List[Dict[str, Any]]:
     """DP-VFL curves: one row per (dataset, owners, epsilon, seed), plus the
     non-private VFL (``defense="none"``, ``variant="vfl"``) per owner count and
-    the centralized model (``variant="centralized"``, ``parties=1``).
+    the centralized model (``defense="centralized"``, ``parties=1``).
 
     ``datasets``: a mapping name -> Dataset or a sequence of Datasets.
     ``make_estimator(task, owners, defense, seed, centralized=False)``:
@@ -217,7 +217,7 @@ def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None,
                 est = make(task, 1, None, seed, centralized=True)
                 est.fit([split["X_train"]], split["y_train"])
                 metric, value = _metric(est, [split["X_test"]], split)
-                emit(_row(name, "none", "centralized", 1, None, None, None, seed, metric, value))
+                emit(_row(name, "centralized", None, 1, None, None, None, seed, metric, value))
             for m in owners:
                 blocks = split_attributes_equally(dataset, m)
                 train = [np.ascontiguousarray(split["X_train"][:, b]) for b in blocks]
