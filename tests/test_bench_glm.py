@@ -1,6 +1,7 @@
 """The GLM benchmark's pieces run end to end on built-in data (DP and plain cells only; HE
 protocols are covered by test_glm_he.py)."""
 import json
+import numpy as np
 
 import pytest
 
@@ -73,3 +74,21 @@ def test_he_accuracy_cell_over_budget_is_skipped_and_listed():
     report = glm._report({"machine": {"cpu": "x", "logical_cores": 2}, "config": {}, "accuracy": acc,
                           "accuracy_skipped": skipped, "runtime": []})
     assert "Not run: ckks accuracy on breast" in report
+
+
+def test_majority_and_unclipped_references_and_claims():
+    acc, _ = glm.run_accuracy(["breast"], data_dir=None, seeds=1, he_seeds=0, epsilons=[100.0],
+                              batch_size=3200, epochs=2, he_methods=[], max_rows=None)
+    by = {r["method"]: r["accuracy"] for r in acc}
+    from vflsec.data import PAPER_SPLITS, load_breast, vertical_split
+
+    split = vertical_split(load_breast(), PAPER_SPLITS["breast"], test_size=0.2, seed=0)
+    majority = max(np.mean(split.y_test == 1), np.mean(split.y_test == 0))
+    assert by["majority"] == pytest.approx(majority)
+    assert 0.0 <= by["plain_unclipped"] <= 1.0
+    # A run whose plain VFL is stuck at the majority rate is called out in the claims.
+    rows = [{"dataset": "d", "method": m, "calibration": None, "epsilon": None, "seed": 0, "accuracy": a}
+            for m, a in (("majority", 0.76), ("plain", 0.76), ("plain_unclipped", 0.82), ("centralized", 0.83))]
+    lines = glm._claims(glm._accuracy_summary(rows), [])
+    assert any("only the majority-class rate" in line and "without the clip plain VFL reaches 0.820" in line
+               for line in lines)

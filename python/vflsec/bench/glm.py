@@ -27,7 +27,11 @@ EPSILONS = [0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0]
 # A batch never exceeds the training set (Breast has 455 training rows: one batch per epoch).
 PAPER = dict(batch_size=3200, lam=0.001, epochs=10, k=1.0, delta=0.01)
 LEARNING_RATE = 2.0  # the paper gives none; must stay below 2/(beta_theta + lam) = 7.97 for the logistic DP bound
-REFERENCE_METHODS = ["centralized", "single_party", "plain", "taylor", "paillier", "ckks"]
+REFERENCE_METHODS = ["majority", "centralized", "single_party", "plain", "plain_unclipped", "taylor", "paillier",
+                     "ckks"]
+# References that need no protocol run: the majority-class rate of the training labels on the test set, and
+# plain VFL without the weight clip k (HDP-VFL needs k for its sensitivity; k = 1 can cap accuracy).
+_CHEAP_REFERENCES = ("majority", "plain_unclipped")
 
 
 def _fit_score(method: str, split: Any, *, seed: int, lr: float, key_bits: int = 2048,
@@ -35,13 +39,20 @@ def _fit_score(method: str, split: Any, *, seed: int, lr: float, key_bits: int =
                **extra: Any):
     from ..glm import VerticalLogisticRegression
 
+    if method == "majority":
+        values, counts = np.unique(split.y_train, return_counts=True)
+        return None, float(np.mean(split.y_test == values[np.argmax(counts)]))
+    k = PAPER["k"]
+    if method == "plain_unclipped":
+        method, k = "plain", None
+
     with warnings.catch_warnings():
         # The classic calibration warns for epsilon >= 1 and 2048-bit keys warn: both are
         # deliberate here (the paper's settings) and stated in the report.
         warnings.simplefilter("ignore")
         model = VerticalLogisticRegression(
             protection=method, epsilon=epsilon, delta=PAPER["delta"], calibration=calibration,
-            lam=PAPER["lam"], lr=lr, epochs=epochs, batch_size=min(batch_size, len(split.y_train)), k=PAPER["k"],
+            lam=PAPER["lam"], lr=lr, epochs=epochs, batch_size=min(batch_size, len(split.y_train)), k=k,
             seed=seed, key_bits=key_bits, **extra,
         ).fit(split.X_train, split.y_train)
     return model, model.score(split.X_test, split.y_test)
@@ -62,7 +73,8 @@ def run_accuracy(datasets: Sequence[str], *, data_dir: Optional[Path], seeds: in
         ds = load_dataset(name, data_dir=data_dir)
         if max_rows is not None and ds.X.shape[0] > max_rows:
             ds = _subsample(ds, max_rows)
-        cells = [(m, None, None, s) for s in range(seeds) for m in ("centralized", "single_party", "plain", "taylor")]
+        cells = [(m, None, None, s) for s in range(seeds)
+                 for m in ("majority", "centralized", "single_party", "plain", "plain_unclipped", "taylor")]
         cells += [("hdp", cal, eps, s) for s in range(seeds) for cal in ("classic", "analytic") for eps in epsilons]
         affordable = []
         for method in he_methods:
@@ -202,8 +214,8 @@ def _accuracy_summary(rows: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
 def _plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(1, len(summary), figsize=(5.2 * len(summary), 4.2), squeeze=False)
-    styles = {"centralized": "k-", "single_party": "k:", "plain": "b--", "taylor": "c--", "paillier": "g-.",
-              "ckks": "m-."}
+    styles = {"majority": "r:", "centralized": "k-", "single_party": "k:", "plain": "b--", "plain_unclipped": "y--",
+              "taylor": "c--", "paillier": "g-.", "ckks": "m-."}
     for ax, (name, ds) in zip(axes[0], summary.items()):
         for cal, marker in (("classic", "o"), ("analytic", "s")):
             keys = sorted(k for k in ds["hdp"] if k[0] == cal)
@@ -279,7 +291,9 @@ def _report(result: Dict[str, Any]) -> str:
              "batches), so their extrapolations are proportional by construction.", "",
              "`taylor` is HE-VFL's message flow with the encryption taken out (Taylor-approximated residual, "
              "same batches and updates; not private): the tests show Paillier reproduces its weights to 1e-6 "
-             "(in practice ~1e-12), so it gives the accuracy an HE run reaches.", ""]
+             "(in practice ~1e-12), so it gives the accuracy an HE run reaches. `majority` is the "
+             "majority-class rate of the training labels on the test set; `plain_unclipped` is plain VFL "
+             "without the weight clip k (HDP-VFL needs k for its sensitivity bound).", ""]
     for cell in result.get("accuracy_skipped", []):
         lines.append(f"- Not run: {cell['method']} accuracy on {cell['dataset']} (estimated "
                      f"{cell['estimated_seconds'] / 3600:.1f} h from one timed batch, over the "
@@ -308,7 +322,20 @@ def _report(result: Dict[str, Any]) -> str:
 def _claims(acc: Dict[str, Dict[str, Any]], rt: List[Dict[str, Any]]) -> List[str]:
     out = []
     for name, ds in acc.items():
-        lossless = np.mean(ds["reference"].get("plain", [np.nan]))
+        ref = {m: float(np.mean(v)) for m, v in ds["reference"].items()}
+        lossless, majority = ref.get("plain", np.nan), ref.get("majority", np.nan)
+        if lossless <= majority + 0.01:
+            unclipped = ref.get("plain_unclipped", np.nan)
+            if unclipped > majority + 0.01:
+                why = (f"the clip bounds each party's ||w|| by 1 while rows have norm <= 1 (|theta| <= number of "
+                       f"parties); without the clip plain VFL reaches {unclipped:.3f}")
+            else:
+                why = (f"without the clip too ({unclipped:.3f}): mini-batch descent on these row-normalized features "
+                       f"for {PAPER['epochs']} epochs does not beat predicting the majority class (centralized "
+                       f"scikit-learn logistic regression: {ref.get('centralized', np.nan):.3f})")
+            out.append(f"- {name}: plain VFL with the paper's settings reaches only the majority-class rate "
+                       f"({lossless:.3f} vs {majority:.3f}); {why}. Accuracy claims measured against 'lossless' "
+                       "on this dataset are therefore weak evidence.")
         for cal in ("classic", "analytic"):
             hi = [np.mean(v) for (c, e), v in ds["hdp"].items() if c == cal and e >= 10]
             lo = [np.mean(v) for (c, e), v in ds["hdp"].items() if c == cal and e <= 0.01]
@@ -317,14 +344,37 @@ def _claims(acc: Dict[str, Dict[str, Any]], rt: List[Dict[str, Any]]) -> List[st
                            f"{np.mean(hi):.3f} vs plain VFL {lossless:.3f} -> "
                            f"{'holds' if np.mean(hi) >= lossless - 0.05 else 'does not hold'} (within 5 points).")
             if lo:
+                verdict = "holds" if abs(np.mean(lo) - lossless / 2) <= 0.1 else "does not hold"
                 out.append(f"- {name}, {cal}: 'about half of lossless below 0.1': mean accuracy at epsilon <= 0.01 "
-                           f"{np.mean(lo):.3f} (half of plain = {lossless / 2:.3f}).")
-    by = {(r["method"], r["n"], r["epochs"]): r["seconds"] for r in rt}
-    for (method, n, epochs), secs in sorted(by.items()):
+                           f"{np.mean(lo):.3f} vs half of plain {lossless / 2:.3f} -> {verdict} (within 10 points; "
+                           f"majority-class rate {majority:.3f}).")
+    by = {(r["method"], r["n"], r["epochs"]): r for r in rt}
+    ratios: Dict[str, List[float]] = {}
+    for (method, n, epochs), r in by.items():
         plain = by.get(("plain", n, epochs))
-        if method != "plain" and plain:
-            out.append(f"- n={n}, epochs={epochs}: {method} / plain runtime = {secs / plain:.1f}x "
-                       f"(paper: HDP ~1x, HE 2-3x).")
+        if method != "plain" and plain and plain["seconds"] > 0:
+            ratios.setdefault(method, []).append(r["seconds"] / plain["seconds"])
+    for method, values in sorted(ratios.items()):
+        lo, med, hi = min(values), float(np.median(values)), max(values)
+        if method == "hdp":
+            verdict = "holds" if 0.5 <= med <= 2.0 else "does not hold"
+            claim = "HDP-VFL runtime about that of non-private VFL"
+        else:
+            verdict = "holds" if med <= 3.0 else "does not hold"
+            claim = "HE-VFL 2-3x slower than non-private VFL"
+        out.append(f"- '{claim}': {method} / plain = {med:.3g}x median ({lo:.3g}x-{hi:.3g}x over "
+                   f"{len(values)} cells) -> {verdict}.")
+    if any(m != "hdp" for m in ratios):
+        out.append("  Why the HE ratios are so far from 2-3x: vflsec's plain VFL moves numpy arrays through an "
+                   "in-memory channel (milliseconds per batch), so the ratio is the cost of the cryptography "
+                   "itself; the paper's numbers came from FATE, whose framework, serialization and network "
+                   "overheads dominate its plain runs. Paillier's cost is thousands of 4096-bit modular "
+                   "exponentiations per batch (encryption of every IR and residual, ciphertext x plaintext "
+                   "products) in pure Python + gmpy2 on 2 cores.")
+    p2048, p3072 = by.get(("paillier", 10000, 1)), by.get(("paillier-3072", 10000, 1))
+    if p2048 and p3072:
+        out.append(f"- 128-bit security: a 3072-bit key costs {p3072['seconds'] / p2048['seconds']:.1f}x the "
+                   "2048-bit time at n = 10,000, one epoch.")
     return out or ["- no measurements to compare"]
 
 
@@ -366,15 +416,21 @@ def run(quick: bool = False, datasets: str = "breast,credit,adult", data_dir: Op
         "accuracy_skipped": skipped,
         "runtime": runtime,
     }
+    render(result, out)
+    return result
+
+
+def render(result: Dict[str, Any], out: Path) -> None:
+    """Write ``results.json``, ``report.md`` and the plots of ``result`` to ``out``."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", result)
     report = _report(result)
     (out / "report.md").write_text(report)
-    _plot_accuracy(_accuracy_summary(accuracy), out / "accuracy_vs_epsilon.png")
-    _plot_runtime(runtime, config["runtime_epochs_n"], out / "runtime.png")
+    _plot_accuracy(_accuracy_summary(result["accuracy"]), out / "accuracy_vs_epsilon.png")
+    _plot_runtime(result["runtime"], result["config"]["runtime_epochs_n"], out / "runtime.png")
     print(report)
     print(f"wrote {out}/results.json, report.md, accuracy_vs_epsilon.png, runtime.png")
-    return result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
