@@ -39,7 +39,6 @@ __all__ = [
 ]
 
 
-
 def __getattr__(name: str):
     # The estimator pulls in scikit-learn (seconds to import); a party process
     # that only runs protocol programs should not pay for it.

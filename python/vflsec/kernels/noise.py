@@ -279,7 +279,8 @@ def gaussian_noise(shape: Any, sigma: float = 1.0, *, dtype: Any = "float64",
     torch tensor on that device instead of a numpy array. On a CUDA device the
     noise is generated there, by the same ChaCha20 stream: the generator
     reserves the blocks (so CPU and GPU draws never share keystream) and a
-    seeded generator gives the CPU's values bit for bit.
+    seeded generator is designed to give the CPU's values bit for bit (checked
+    by running the kernel body on the host; not yet run on GPU hardware).
     """
     shape = check_shape(shape, "shape")
     dt = _check_dtype(dtype)
@@ -299,8 +300,9 @@ def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerat
     """``x + N(0, sigma^2)`` elementwise, as a new array of ``x``'s type and dtype.
 
     ``x`` (numpy array, array-like or torch tensor) is not modified. A CUDA
-    tensor gets its noise on the GPU (same stream layout as the CPU: a seeded
-    generator gives the CPU's values bit for bit) and a CUDA tensor back.
+    tensor gets its noise on the GPU (same stream layout as the CPU, designed to
+    match a seeded CPU draw bit for bit; not yet run on GPU hardware) and a
+    CUDA tensor back.
     float32 and float64 keep their dtype (float32: the sum is formed in float64
     and rounded once); integers give float64 and float16 gives float32; a
     torch tensor gives a torch tensor. NaN/inf in ``x`` and bool/complex/object dtypes are errors; an empty
