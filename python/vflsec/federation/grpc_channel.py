@@ -44,7 +44,8 @@ from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
-from .channel import Channel, ChannelClosed, ChannelTimeout, MessageRecord, check_payload, payload_nbytes
+from .channel import (Channel, ChannelClosed, ChannelTimeout, MessageRecord, _check_tag, check_payload,
+                      payload_nbytes)
 from .envelope import (
     FRAME_HEADER_BYTES,
     KIND_ABORT,
@@ -369,8 +370,7 @@ class GrpcChannel(Channel):
         start = time.perf_counter()
         try:
             self._check_peer(receiver, "receiver")
-            if not isinstance(tag, str) or not tag:
-                raise TypeError(f"tag must be a non-empty str, got {tag!r}")
+            _check_tag(tag)
             check_payload(payload)
             with self._cond:
                 if self._failure is not None:
@@ -385,8 +385,7 @@ class GrpcChannel(Channel):
         start = time.perf_counter()
         try:
             self._check_peer(sender, "sender")
-            if not isinstance(tag, str) or not tag:
-                raise TypeError(f"tag must be a non-empty str, got {tag!r}")
+            _check_tag(tag)
             if timeout is None:
                 timeout = self.settings.recv_timeout
             deadline = None if timeout is None else time.monotonic() + timeout

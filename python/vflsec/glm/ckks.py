@@ -138,20 +138,5 @@ def _check_job(job) -> None:
     he_vfl.residual_model(job)
 
 
-def ckks_active(endpoint, job, data):
-    _check_job(job)
-    return he_vfl.active_program(endpoint, job, data, CKKSScheme)
-
-
-def ckks_passive(endpoint, job, data):
-    _check_job(job)
-    return he_vfl.passive_program(endpoint, job, data, CKKSScheme)
-
-
-def ckks_coordinator(endpoint, job, data=None):
-    _check_job(job)
-    return he_vfl.coordinator_program(endpoint, job, data, CKKSKeyHolder)
-
-
-PROTOCOL = {"active": ckks_active, "passive": ckks_passive, "coordinator": ckks_coordinator}
+PROTOCOL = he_vfl.protocol_roles(CKKSScheme, CKKSKeyHolder, _check_job)
 register_protocol("ckks", PROTOCOL, replace=True)

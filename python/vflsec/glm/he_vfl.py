@@ -46,6 +46,7 @@ from .penalties import clip_norm, penalized_step
 
 __all__ = [
     "KeyHolder",
+    "protocol_roles",
     "PartyScheme",
     "TAGS",
     "active_program",
@@ -317,3 +318,24 @@ def coordinator_program(endpoint: Channel, job: GLMJob, data: Optional[PartyData
     info = {**holder.info(), "residual": model.name}
     return PartyResult(endpoint.name, "coordinator", None, history=history, timings=clock.timings(endpoint),
                        info=info)
+
+
+def protocol_roles(make_scheme: SchemeFactory, make_key_holder: KeyHolderFactory,
+                   check_job: Callable[[GLMJob], Any] = residual_model) -> Dict[str, Callable]:
+    """The three role programs of an HE-VFL protocol for one scheme, each
+    validating the job with ``check_job`` before it starts (the dict
+    ``register_protocol`` takes)."""
+
+    def active(endpoint: Channel, job: GLMJob, data: PartyData) -> PartyResult:
+        check_job(job)
+        return active_program(endpoint, job, data, make_scheme)
+
+    def passive(endpoint: Channel, job: GLMJob, data: PartyData) -> PartyResult:
+        check_job(job)
+        return passive_program(endpoint, job, data, make_scheme)
+
+    def coordinator(endpoint: Channel, job: GLMJob, data: Optional[PartyData] = None) -> PartyResult:
+        check_job(job)
+        return coordinator_program(endpoint, job, data, make_key_holder)
+
+    return {"active": active, "passive": passive, "coordinator": coordinator}

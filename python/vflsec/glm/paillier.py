@@ -107,20 +107,5 @@ def _check_job(job) -> None:
     he_vfl.residual_model(job)
 
 
-def paillier_active(endpoint, job, data):
-    _check_job(job)
-    return he_vfl.active_program(endpoint, job, data, PaillierScheme)
-
-
-def paillier_passive(endpoint, job, data):
-    _check_job(job)
-    return he_vfl.passive_program(endpoint, job, data, PaillierScheme)
-
-
-def paillier_coordinator(endpoint, job, data=None):
-    _check_job(job)
-    return he_vfl.coordinator_program(endpoint, job, data, PaillierKeyHolder)
-
-
-PROTOCOL = {"active": paillier_active, "passive": paillier_passive, "coordinator": paillier_coordinator}
+PROTOCOL = he_vfl.protocol_roles(PaillierScheme, PaillierKeyHolder, _check_job)
 register_protocol("paillier", PROTOCOL, replace=True)

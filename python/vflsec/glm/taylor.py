@@ -85,17 +85,5 @@ class PlaintextKeyHolder(he_vfl.KeyHolder):
         return float(values[0])
 
 
-def taylor_active(endpoint, job, data):
-    return he_vfl.active_program(endpoint, job, data, PlaintextScheme)
-
-
-def taylor_passive(endpoint, job, data):
-    return he_vfl.passive_program(endpoint, job, data, PlaintextScheme)
-
-
-def taylor_coordinator(endpoint, job, data=None):
-    return he_vfl.coordinator_program(endpoint, job, data, PlaintextKeyHolder)
-
-
-PROTOCOL = {"active": taylor_active, "passive": taylor_passive, "coordinator": taylor_coordinator}
+PROTOCOL = he_vfl.protocol_roles(PlaintextScheme, PlaintextKeyHolder)
 register_protocol("taylor", PROTOCOL, replace=True)
