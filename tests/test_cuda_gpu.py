@@ -99,6 +99,22 @@ def test_distances_on_a_side_stream():
     np.testing.assert_allclose(float(total), kernels.pairwise_distances(X.cpu().numpy()).sum(), rtol=1e-12)
 
 
+def test_kernels_leave_the_current_device_alone():
+    # The kernels switch to the tensor's device and back; with one GPU this
+    # checks that the switch-back runs, with two that a tensor on the other
+    # device is computed there.
+    last = torch.cuda.device_count() - 1
+    before = torch.cuda.current_device()
+    X = torch.randn(64, 8, dtype=torch.float64, device=f"cuda:{last}")
+    D = kernels.pairwise_distances(X)
+    stats = kernels.pairwise_distance_stats(X)
+    noisy = kernels.add_gaussian_noise(X, 0.5, generator=NoiseGenerator(seed=1))
+    assert D.device == X.device and noisy.device == X.device
+    assert torch.cuda.current_device() == before
+    np.testing.assert_allclose(D.cpu().numpy(), kernels.pairwise_distances(X.cpu().numpy()), rtol=1e-13)
+    assert stats.count == 64 * 63 // 2
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n,d", [(2, 1), (67, 3), (1000, 16), (3001, 5)])
 def test_distance_stats_match_cpu(dtype, n, d):

@@ -37,14 +37,27 @@ __global__ void for_each_kernel(std::size_t count, F f) {
 // Launches on `stream` of device `device` (the caller's torch stream): the
 // work is ordered after whatever the caller queued there before, and the
 // caller's later work after it, without any host synchronisation.
+//
+// The calling thread's current device is switched to `device` for the
+// lifetime of the executor and switched back afterwards: the current device
+// lives in the driver's per-thread context, which torch's runtime shares with
+// this module's statically linked one, so leaving it changed would move
+// torch.cuda.current_device() under the caller's feet.
 struct DeviceExec {
     int device;
+    int previous_device = -1;
     cudaStream_t stream;
 
     DeviceExec(int device_index, std::uintptr_t stream_handle)
         : device(device_index), stream(reinterpret_cast<cudaStream_t>(stream_handle)) {
-        check(cudaSetDevice(device), "cudaSetDevice");
+        check(cudaGetDevice(&previous_device), "cudaGetDevice");
+        if (previous_device != device) check(cudaSetDevice(device), "cudaSetDevice");
     }
+    ~DeviceExec() {
+        if (previous_device >= 0 && previous_device != device) cudaSetDevice(previous_device);
+    }
+    DeviceExec(const DeviceExec&) = delete;
+    DeviceExec& operator=(const DeviceExec&) = delete;
 
     template <class F>
     void run(std::size_t count, const F& f) const {
