@@ -91,6 +91,7 @@ def test_three_processes_match_in_memory(tmp_path, protocol):
     assert ir_bytes == reference.hub.bytes_by_tag()["ir_active"] + reference.hub.bytes_by_tag()["ir_passive"]
 
 
+@pytest.mark.filterwarnings("ignore::vflsec.he.WeakKeyWarning")  # 2048 bits on purpose: speed
 def test_paillier_four_processes_match_in_memory(tmp_path):
     frames = _frames(n=60)
     job = _job("paillier", coordinator="coordinator", key_bits=2048, epochs=1, batch_size=20)
