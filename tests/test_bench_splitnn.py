@@ -72,3 +72,30 @@ def test_dp_vfl_and_fedpass_sections_tag_rows_and_render(tmp_path):
     assert "## DP-VFL" in report and "## FedPass" in report and "## Table 2" not in report
     assert (tmp_path / "out" / "dp_vfl.png").stat().st_size > 1000
     assert not (tmp_path / "out" / "table2_accuracy.png").exists()
+
+
+def test_rescale_section_rows_report_and_plot(tmp_path):
+    """The rescale section trains every (variant, rescale_shrink) cell, records
+    the rule's factor per epoch for the +R cells, and renders on its own."""
+    from vflsec.bench.splitnn_rescale import CELLS
+
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    digits = splitnn.load_mnist_split(empty, max_train=160, max_test=80)
+    cfg = dict(splitnn._config(True, "cpu", 1), epochs=2, batch_size=40)
+    rows = splitnn.SECTIONS["rescale"][0]({"mnist": digits}, cfg)
+    assert len(rows) == len(CELLS) and all(r["section"] == "rescale" for r in rows)
+    for r in rows:
+        assert 0.0 <= r["value"] <= 1.0 and len(r["train_accuracy_by_epoch"]) == 2
+        assert len(r["factor_by_epoch"]) == (2 if r["variant"] != "vanilla" else 0)
+        if not r["rescale_shrink"]:
+            assert min(r["factor_by_epoch"]) >= 1.0
+        # The estimate mu + 3 sigma against the largest distance: positive, and
+        # (tests/test_splitnn_defenses.py checks the overshoot case) finite.
+        assert all(0.0 < v < float("inf") for v in r["estimate_over_max_by_epoch"])
+    result = {"machine": {"cpu": "x", "logical_cores": 2}, "config": {**cfg, "sources": {}}, "accuracy": rows,
+              "timing": []}
+    splitnn.render(result, tmp_path / "out")
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "## +R measured" in report and "R, no shrink" in report and "## Table 2" not in report
+    assert (tmp_path / "out" / "rescale.png").stat().st_size > 1000

@@ -182,13 +182,44 @@ def test_variants():
     assert _afe(rescale=True, adjust=True).variant == "full"
 
 
+def test_rescale_shrink_false_never_shrinks():
+    # Rows on the sphere of radius t in two antipodal clusters: every distance
+    # is about 0 or 2t, so mu + 3 sigma exceeds the true diameter 2t and the
+    # paper's factor is below 1.
+    t = 2.0
+    rng = np.random.default_rng(3)
+    centre = np.zeros(8)
+    centre[0] = 1.0
+    rows = np.vstack([centre + 0.01 * rng.standard_normal((40, 8)), -centre + 0.01 * rng.standard_normal((8, 8))])
+    rows = t * rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    h = torch.from_numpy(rows)
+    paper = _afe(t=t, rescale=True, adjust=False)
+    paper.transform_embedding("p", h, BATCH)
+    assert paper.last_scale_["p"] < 0.95
+    grow_only = _afe(t=t, rescale=True, adjust=False, rescale_shrink=False)
+    grow_only.transform_embedding("p", h, BATCH)
+    assert grow_only.last_scale_["p"] == 1.0
+    assert torch.equal(grow_only._clean["p"], paper.clip(h))
+    # Small embeddings are still enlarged to the estimated diameter 2t.
+    grow_only.transform_embedding("p", h * 0.1, BATCH)
+    assert grow_only.last_scale_["p"] == pytest.approx(paper.last_scale_["p"] * 10, rel=1e-9)
+    # The trace averages training batches of an epoch; inference batches (global_step -1) are left out.
+    trace = grow_only.rescale_trace_["p"][0]
+    assert trace["batches"] == 2
+    assert trace["factor"] == pytest.approx((1.0 + grow_only.last_scale_["p"]) / 2)
+    assert paper.rescale_trace_["p"][0]["estimate_over_max"] > 1.05
+    grow_only.transform_embedding("p", h, BatchInfo(epoch=0, step=0, global_step=-1, indices=BATCH.indices))
+    assert grow_only.rescale_trace_["p"][0]["batches"] == 2
+
+
 @pytest.mark.parametrize("kw, exc", [
     ({"t": 0}, ValueError), ({"t": -1}, ValueError), ({"t": float("nan")}, ValueError),
     ({"epsilon": 0}, ValueError), ({"epsilon": float("inf")}, ValueError), ({"epsilon": float("nan")}, ValueError),
     ({"delta": 0}, ValueError), ({"delta": 1}, ValueError), ({"delta": 1.5}, ValueError),
     ({"confidence_threshold": -0.1}, ValueError), ({"confidence_threshold": 1.1}, ValueError),
     ({"n_clusters": 1}, ValueError), ({"fcm_m": 1.0}, ValueError), ({"impl": "fast"}, ValueError),
-    ({"calibration": "x"}, ValueError), ({"rescale": 1}, TypeError), ({"seed": -1}, TypeError),
+    ({"calibration": "x"}, ValueError), ({"rescale": 1}, TypeError), ({"rescale_shrink": "no"}, TypeError),
+    ({"seed": -1}, TypeError),
     ({"margin": 0}, ValueError), ({"kl_weight": -1}, ValueError),
 ])
 def test_invalid_settings_raise(kw, exc):

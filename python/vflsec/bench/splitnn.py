@@ -15,7 +15,10 @@
 * ``dp_vfl`` -- DP-VFL (Ranbaduge & Ding): Adult accuracy and Energy /
   California housing MSE against epsilon for 3/4/5 data owners, with the
   centralized and non-private VFL references (:mod:`.splitnn_dp`);
-* ``fedpass`` -- FedPass accuracy against passport settings.
+* ``fedpass`` -- FedPass accuracy against passport settings;
+* ``rescale`` (not in the default sections) -- Table 2's +R and full models
+  with the paper's rescale rule and with ``rescale_shrink=False``, several
+  seeds, with the rule's factor per epoch (:mod:`.splitnn_rescale`).
 
 Every accuracy row (Table 2, DP-VFL, FedPass) is in ``results.json``'s
 ``"accuracy"`` list with a ``"section"`` key naming its experiment. Sections
@@ -38,6 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .common import git_revision, machine_info, markdown_table, package_versions, pyplot, write_json
+from .splitnn_rescale import plot_rescale, report_rescale, section_rescale
 
 DELTA = 1e-2
 # VFL-AFE Table 2 (test accuracy, %): UCI Adult and MNIST rows of the paper.
@@ -181,7 +185,10 @@ def _join_halves(parts: List[np.ndarray], shape: Tuple[int, int]) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate([left, right], axis=2).reshape(len(parts[0]), h * w))
 
 
-def make_afe(variant: str, cfg: Dict[str, Any], *, impl: str = "vflsec", seed: Optional[int] = None):
+def make_afe(variant: str, cfg: Dict[str, Any], *, impl: str = "vflsec", seed: Optional[int] = None,
+             **options: Any):
+    """The VFL-AFE defense of a Table 2 ``variant`` with the benchmark's settings
+    (``options``: further VFLAFE keywords, e.g. ``rescale_shrink``)."""
     from ..splitnn.defenses import VFLAFE
 
     rescale, adjust = VARIANTS[variant]
@@ -191,7 +198,7 @@ def make_afe(variant: str, cfg: Dict[str, Any], *, impl: str = "vflsec", seed: O
                       adjust=adjust,
                       kl_weight=cfg["kl_weight"], contrastive_weight=cfg["contrastive_weight"],
                       confidence_threshold=cfg["confidence_threshold"][cfg["_dataset_kind"]],
-                      calibration=cfg["calibration"], impl=impl, seed=seed)
+                      calibration=cfg["calibration"], impl=impl, seed=seed, **options)
 
 
 def _fit(data: SplitData, defense: Any, *, epochs: int, batch_size: int, lr: float, seed: int, device: str):
@@ -413,6 +420,7 @@ def _report_fedpass(result: Dict[str, Any]) -> List[str]:
 
 SECTIONS["dp_vfl"] = (section_dp_vfl, _report_dp_vfl)
 SECTIONS["fedpass"] = (section_fedpass, _report_fedpass)
+SECTIONS["rescale"] = (section_rescale, report_rescale)
 
 
 def _plot_dp_vfl(rows: List[Dict[str, Any]], path: Path) -> None:
@@ -586,14 +594,16 @@ def _config(quick: bool, device: str, seeds: Optional[int]) -> Dict[str, Any]:
                     mnist_rows=(2000, 1000), timing_rows=1024, timing_batch_size=128, timing_epochs=2, timing_rounds=2,
                     dp_vfl=dict(datasets=("energy",), owners=(3,), epsilons=(1.0, 10.0, 100.0), epochs=5,
                                 batch_size=100, lr=0.05, max_rows=1000),
-                    fedpass=dict(settings=((100.0, 5.0),), epochs=2, max_rows=2000))
+                    fedpass=dict(settings=((100.0, 5.0),), epochs=2, max_rows=2000),
+                    rescale=dict(seeds=seeds or 1))
     from .splitnn_dp import DP_VFL_EPSILONS, DP_VFL_OWNERS, FEDPASS_SETTINGS
 
     return dict(common, epochs=20, batch_size=128, seeds=seeds or 1, adult_rows=(None, None),
                 mnist_rows=(10000, 2000), timing_rows=5000, timing_batch_size=256, timing_epochs=3, timing_rounds=3,
                 dp_vfl=dict(datasets=("adult", "energy", "california_housing"), owners=DP_VFL_OWNERS,
                             epsilons=DP_VFL_EPSILONS, epochs=10, batch_size=100, lr=0.05, max_rows=10000),
-                fedpass=dict(settings=FEDPASS_SETTINGS, epochs=10, max_rows=10000))
+                fedpass=dict(settings=FEDPASS_SETTINGS, epochs=10, max_rows=10000),
+                rescale=dict(seeds=seeds or 2))
 
 
 def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path] = None,
@@ -647,6 +657,8 @@ def render(result: Dict[str, Any], out: Path) -> None:
         _plot_table3(result["timing"], out / "table3_timing.png")
     if _section_rows(result, "dp_vfl"):
         _plot_dp_vfl(_section_rows(result, "dp_vfl"), out / "dp_vfl.png")
+    if _section_rows(result, "rescale"):
+        plot_rescale(result, out / "rescale.png")
     print(report)
     print(f"wrote {out}/results.json, report.md and plots")
 
@@ -656,6 +668,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=None, help="folder with the real datasets (or $VFLSEC_DATA)")
     parser.add_argument("--out", type=Path, default=Path("bench-out") / "splitnn", help="output directory")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA when available, else CPU)")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per Table 2 cell (default 1)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="seeds per Table 2 cell (default 1) and per rescale cell (default 2, quick 1)")
     parser.add_argument("--sections", default="table2,table3,dp_vfl,fedpass",
-                        help="comma-separated sections to run")
+                        help="comma-separated sections to run (known: table2, table3, dp_vfl, fedpass, rescale)")

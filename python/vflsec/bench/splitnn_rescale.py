@@ -1,0 +1,147 @@
+"""VFL-AFE's rescale rule measured: section ``rescale`` of ``vflsec bench splitnn``.
+
+In Table 2, +R (rescale) cost accuracy instead of adding it. This section
+trains the Table 2 models again (same data, epochs, batch, t, epsilon) for
+``vanilla``, ``R`` and ``full``, each with the paper's rule and with
+``rescale_shrink=False`` (the factor ``2t / (mu_d + 3 sigma_d)`` floored at
+1), over several seeds, and records per epoch what the rule did
+(``VFLAFE.rescale_trace_``, first passive party): the mean factor and the
+mean ratio of the diameter estimate ``mu_d + 3 sigma_d`` to the batch's true
+largest distance. A ratio above 1 with a factor below 1 means the rule
+shrinks embeddings whose diameter is already within the clip's 2t, and with
+the noise fixed that lowers the signal-to-noise ratio.
+
+Rows (``results.json``'s ``"accuracy"``, ``"section": "rescale"``)::
+
+    {"dataset", "defense", "variant", "rescale_shrink", "seed", "metric",
+     "value" (test accuracy), "train_accuracy_by_epoch", "factor_by_epoch",
+     "estimate_over_max_by_epoch", "epsilon", "delta", "seconds", ...}
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+from tqdm import tqdm
+
+from .common import markdown_table, pyplot
+
+# (Table 2 variant, rescale_shrink); rescale_shrink only matters with +R.
+CELLS = (("vanilla", True), ("R", True), ("R", False), ("full", True), ("full", False))
+
+
+def _label(variant: str, shrink: bool) -> str:
+    if variant in ("vanilla", "D"):
+        return variant
+    return variant if shrink else f"{variant}, no shrink"
+
+
+def section_rescale(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Test accuracy and per-epoch rescale diagnostics of the CELLS, per dataset and seed."""
+    from .splitnn import DELTA, _fit, make_afe
+
+    seeds = cfg["rescale"]["seeds"]
+    work = [(name, seed, cell) for name in datasets for seed in range(seeds) for cell in CELLS]
+    rows: List[Dict[str, Any]] = []
+    for name, seed, (variant, shrink) in tqdm(work, desc="rescale", unit="fit"):
+        data = datasets[name]
+        defense = make_afe(variant, {**cfg, "_dataset_kind": data.kind}, seed=seed, rescale_shrink=shrink)
+        model = _fit(data, defense, epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"][data.kind],
+                     seed=seed, device=cfg["device"])
+        trace = model.party_defenses_["passive_0"].rescale_trace_.get("passive_0", {})
+        epochs = sorted(trace)
+        rows.append({
+            "section": "rescale", "dataset": data.name, "parties": len(data.train_parts), "defense": defense.name,
+            "variant": variant, "rescale_shrink": shrink, "label": _label(variant, shrink), "seed": seed,
+            "metric": "test_accuracy", "value": float(model.score(data.test_parts, data.y_test)),
+            "train_accuracy_by_epoch": [float(h["accuracy"]) for h in model.history_],
+            "factor_by_epoch": [trace[e]["factor"] for e in epochs],
+            "estimate_over_max_by_epoch": [trace[e]["estimate_over_max"] for e in epochs],
+            "epsilon": cfg["epsilon"][data.kind], "delta": DELTA, "epsilon_composed": None,
+            "seconds": sum(h["seconds"] for h in model.history_),
+        })
+    return rows
+
+
+def _rows(result: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [r for r in result["accuracy"] if r.get("section") == "rescale"]
+
+
+def _grouped(rows: List[Dict[str, Any]]) -> Dict[str, Dict[str, List[Dict[str, Any]]]]:
+    out: Dict[str, Dict[str, List[Dict[str, Any]]]] = {}
+    for r in rows:
+        out.setdefault(r["dataset"], {}).setdefault(r["label"], []).append(r)
+    return out
+
+
+def _epoch_mean(runs: List[Dict[str, Any]], key: str) -> Optional[np.ndarray]:
+    series = [r[key] for r in runs if r[key]]
+    if not series:
+        return None
+    length = min(len(s) for s in series)
+    return np.mean([s[:length] for s in series], axis=0)
+
+
+def report_rescale(result: Dict[str, Any]) -> List[str]:
+    cfg = result["config"]
+    rows = _rows(result)
+    groups = _grouped(rows)
+    seeds = len({r["seed"] for r in rows})
+    lines = ["## +R measured: the rescale rule with and without shrinking", "",
+             f"Table 2's models again ({cfg['epochs']} epochs, batch {cfg['batch_size']}, t = {cfg['t']}, "
+             f"epsilon per release {cfg['epsilon']}), {seeds} seed(s) per cell. 'no shrink' = "
+             "`VFLAFE(rescale_shrink=False)`: the factor 2t / (mu_d + 3 sigma_d) floored at 1. Factor and "
+             "estimate / max are means over the first passive party's training batches (the estimate "
+             "mu_d + 3 sigma_d over the batch's largest pairwise distance after clipping).", ""]
+    table = []
+    for name, cells in groups.items():
+        for label, runs in cells.items():
+            acc = [100 * r["value"] for r in runs]
+            factor = _epoch_mean(runs, "factor_by_epoch")
+            ratio = _epoch_mean(runs, "estimate_over_max_by_epoch")
+            table.append([name, label, float(np.mean(acc)), float(np.min(acc)), float(np.max(acc)),
+                          None if factor is None else float(factor[0]),
+                          None if factor is None else float(factor[-1]),
+                          None if ratio is None else float(ratio[-1])])
+    lines += [markdown_table(["dataset", "cell", "test accuracy % (mean)", "min", "max", "factor, first epoch",
+                              "factor, last epoch", "estimate / max, last epoch"], table), ""]
+    return lines
+
+
+def plot_rescale(result: Dict[str, Any], path: Path) -> None:
+    """Per dataset: test accuracy per cell, and the mean factor per epoch of the +R cells."""
+    plt = pyplot()
+    groups = _grouped(_rows(result))
+    fig, axes = plt.subplots(2, len(groups), figsize=(5.5 * len(groups), 7), squeeze=False)
+    for col, (name, cells) in enumerate(groups.items()):
+        ax = axes[0][col]
+        labels = list(cells)
+        means = [100 * np.mean([r["value"] for r in cells[k]]) for k in labels]
+        ax.bar(range(len(labels)), means, color="tab:blue")
+        for i, k in enumerate(labels):
+            ax.plot([i] * len(cells[k]), [100 * r["value"] for r in cells[k]], "k.", ms=6)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=20, fontsize=8)
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(max(0.0, min(means) - 15), 100)
+        ax.set_title(f"{name}: accuracy (bars: mean, dots: seeds)")
+        ax.grid(axis="y", alpha=0.3)
+        ax = axes[1][col]
+        for k in labels:
+            factor = _epoch_mean(cells[k], "factor_by_epoch")
+            if factor is not None:
+                ax.plot(np.arange(1, len(factor) + 1), factor, marker=".", label=f"factor ({k})")
+        ratio = _epoch_mean(cells.get("R", []), "estimate_over_max_by_epoch") if "R" in cells else None
+        if ratio is not None:
+            ax.plot(np.arange(1, len(ratio) + 1), ratio, "k--", label="estimate / max (R)")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title(f"{name}: rescale factor per epoch")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
