@@ -143,7 +143,8 @@ class VFLAFE(Defense):
     name = "vfl_afe"
 
     def __init__(self, t: float = 1.0, epsilon: float = 1.0, delta: float = 1e-2, *, rescale: bool = True,
-                 adjust: bool = True, rescale_shrink: bool = True, kl_weight: float = 0.01, contrastive_weight: float = 0.1,
+                 adjust: bool = True, rescale_shrink: bool = True, kl_weight: float = 0.01,
+                 contrastive_weight: float = 0.1,
                  margin: Optional[float] = None, confidence_threshold: float = 0.8, n_clusters: Optional[int] = None,
                  fcm_m: float = 2.0, calibration: str = "classic", quantile: Optional[float] = None,
                  impl: str = "vflsec", accountant: str = "rdp", kl_max_pairs: int = 4096, fcm_max_iter: int = 100,
