@@ -106,6 +106,19 @@ def report_rescale(result: Dict[str, Any]) -> List[str]:
                           None if ratio is None else float(ratio[-1])])
     lines += [markdown_table(["dataset", "cell", "test accuracy % (mean)", "min", "max", "factor, first epoch",
                               "factor, last epoch", "estimate / max, last epoch"], table), ""]
+    mean = {(name, label): 100 * float(np.mean([r["value"] for r in runs]))
+            for name, cells in groups.items() for label, runs in cells.items()}
+    for name in groups:
+        parts = []
+        for variant in ("R", "full"):
+            if (name, variant) in mean and (name, f"{variant}, no shrink") in mean:
+                parts.append(f"{variant} {mean[(name, f'{variant}, no shrink')] - mean[(name, variant)]:+.2f}")
+        if parts:
+            line = f"- {name}: no shrink minus the paper's rule, accuracy points: {', '.join(parts)}"
+            if (name, "vanilla") in mean and (name, "R, no shrink") in mean:
+                line += f"; R (no shrink) minus vanilla: {mean[(name, 'R, no shrink')] - mean[(name, 'vanilla')]:+.2f}"
+            lines.append(line + ".")
+    lines.append("")
     return lines
 
 
