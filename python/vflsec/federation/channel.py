@@ -213,9 +213,17 @@ def _copy_payload(payload: Any) -> Any:
 
 
 class Channel(abc.ABC):
-    """One party's endpoint. Implementations must keep the FIFO, timeout and
-    payload rules of the module docstring, and account the time spent inside
-    ``send``/``recv`` in :attr:`messaging_seconds`."""
+    """One party's endpoint.
+
+    ``send``/``recv`` check their arguments (peer, tag, timeout) and account
+    the time spent inside them in :attr:`messaging_seconds`; implementations
+    provide ``_send``/``_recv``, which receive checked arguments and must keep
+    the FIFO, timeout and payload rules of the module docstring. An
+    implementation with a fixed set of peers extends :meth:`_check_peer`.
+    """
+
+    def __init__(self) -> None:
+        self._messaging = 0.0
 
     @property
     @abc.abstractmethod
@@ -223,18 +231,43 @@ class Channel(abc.ABC):
         """This party's name."""
 
     @abc.abstractmethod
+    def _send(self, receiver: str, tag: str, payload: Any) -> None:
+        """Deliver ``payload`` (arguments already checked)."""
+
+    @abc.abstractmethod
+    def _recv(self, sender: str, tag: str, timeout: Optional[float]) -> Any:
+        """Next payload from ``sender`` under ``tag`` (arguments already checked)."""
+
+    def _check_peer(self, peer: Any, role: str) -> str:
+        if not isinstance(peer, str) or not peer:
+            raise TypeError(f"{role} must be a non-empty str, got {peer!r}")
+        if peer == self.name:
+            raise ValueError(f"party {self.name!r} cannot exchange messages with itself")
+        return peer
+
     def send(self, receiver: str, tag: str, payload: Any) -> None:
         """Send ``payload`` to ``receiver`` under ``tag``."""
+        start = time.perf_counter()
+        try:
+            self._send(self._check_peer(receiver, "receiver"), _check_tag(tag), payload)
+        finally:
+            self._messaging += time.perf_counter() - start
 
-    @abc.abstractmethod
     def recv(self, sender: str, tag: str, *, timeout: Optional[float] = None) -> Any:
         """Next payload from ``sender`` under ``tag`` (blocking)."""
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be > 0 or None, got {timeout!r}")
+        start = time.perf_counter()
+        try:
+            return self._recv(self._check_peer(sender, "sender"), _check_tag(tag), timeout)
+        finally:
+            self._messaging += time.perf_counter() - start
 
     @property
-    @abc.abstractmethod
     def messaging_seconds(self) -> float:
         """Wall time this endpoint has spent inside ``send`` and ``recv``,
         including time blocked waiting for a peer."""
+        return self._messaging
 
 
 def _check_tag(tag: Any) -> str:
@@ -363,39 +396,16 @@ class InMemoryEndpoint(Channel):
     """A party's endpoint on an :class:`InMemoryHub` (use ``hub.endpoint``)."""
 
     def __init__(self, hub: InMemoryHub, name: str):
+        super().__init__()
         self._hub = hub
         self._name = name
-        self._messaging = 0.0
 
     @property
     def name(self) -> str:
         return self._name
 
-    @property
-    def messaging_seconds(self) -> float:
-        return self._messaging
+    def _send(self, receiver: str, tag: str, payload: Any) -> None:
+        self._hub._deliver(self._name, receiver, tag, payload)
 
-    def _check_peer(self, peer: Any, role: str) -> str:
-        if not isinstance(peer, str) or not peer:
-            raise TypeError(f"{role} must be a non-empty str, got {peer!r}")
-        if peer == self._name:
-            raise ValueError(f"party {self._name!r} cannot exchange messages with itself")
-        return peer
-
-    def send(self, receiver: str, tag: str, payload: Any) -> None:
-        start = time.perf_counter()
-        try:
-            self._check_peer(receiver, "receiver")
-            self._hub._deliver(self._name, receiver, _check_tag(tag), payload)
-        finally:
-            self._messaging += time.perf_counter() - start
-
-    def recv(self, sender: str, tag: str, *, timeout: Optional[float] = None) -> Any:
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be > 0 or None, got {timeout!r}")
-        start = time.perf_counter()
-        try:
-            self._check_peer(sender, "sender")
-            return self._hub._take(sender, self._name, _check_tag(tag), timeout)
-        finally:
-            self._messaging += time.perf_counter() - start
+    def _recv(self, sender: str, tag: str, timeout: Optional[float]) -> Any:
+        return self._hub._take(sender, self._name, tag, timeout)

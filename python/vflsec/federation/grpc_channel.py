@@ -44,8 +44,7 @@ from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
-from .channel import (Channel, ChannelClosed, ChannelTimeout, MessageRecord, _check_tag, check_payload,
-                      payload_nbytes)
+from .channel import Channel, ChannelClosed, ChannelTimeout, MessageRecord, check_payload, payload_nbytes
 from .envelope import (
     FRAME_HEADER_BYTES,
     KIND_ABORT,
@@ -169,6 +168,7 @@ class GrpcChannel(Channel):
         settings: Optional[NetworkSettings] = None,
         session: str = "",
     ):
+        super().__init__()
         self._name = check_party_name(name)
         if not isinstance(listen, str) or ":" not in listen:
             raise ValueError(f"listen must be 'host:port', got {listen!r}")
@@ -203,7 +203,6 @@ class GrpcChannel(Channel):
         self._last_ok: Dict[str, float] = {}
         self._records: List[MessageRecord] = []
         self._t0 = time.perf_counter()
-        self._messaging = 0.0
         self.wire_bytes_sent = 0
         self.wire_bytes_received = 0
         self.rejected: List[str] = []
@@ -233,10 +232,6 @@ class GrpcChannel(Channel):
     @property
     def session(self) -> str:
         return self._session
-
-    @property
-    def messaging_seconds(self) -> float:
-        return self._messaging
 
     @property
     def records(self) -> List[MessageRecord]:
@@ -358,59 +353,42 @@ class GrpcChannel(Channel):
 
     # -- Channel API -------------------------------------------------------------
     def _check_peer(self, peer: Any, role: str) -> str:
-        if not isinstance(peer, str) or not peer:
-            raise TypeError(f"{role} must be a non-empty str, got {peer!r}")
-        if peer == self._name:
-            raise ValueError(f"party {self._name!r} cannot exchange messages with itself")
+        super()._check_peer(peer, role)
         if peer not in self._peers:
             raise ValueError(f"party {self._name!r} has no peer {peer!r}; peers: {sorted(self._peers)}")
         return peer
 
-    def send(self, receiver: str, tag: str, payload: Any) -> None:
-        start = time.perf_counter()
-        try:
-            self._check_peer(receiver, "receiver")
-            _check_tag(tag)
-            check_payload(payload)
-            with self._cond:
+    def _send(self, receiver: str, tag: str, payload: Any) -> None:
+        check_payload(payload)
+        with self._cond:
+            if self._failure is not None:
+                raise self._failure
+        self._transmit(receiver, KIND_DATA, tag, payload, timeout=self.settings.peer_timeout)
+
+    def _recv(self, sender: str, tag: str, timeout: Optional[float]) -> Any:
+        if timeout is None:
+            timeout = self.settings.recv_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        key = (sender, tag)
+        with self._cond:
+            while True:
+                queue = self._queues.get(key)
+                if queue:
+                    return queue.popleft()
                 if self._failure is not None:
                     raise self._failure
-            self._transmit(receiver, KIND_DATA, tag, payload, timeout=self.settings.peer_timeout)
-        finally:
-            self._messaging += time.perf_counter() - start
-
-    def recv(self, sender: str, tag: str, *, timeout: Optional[float] = None) -> Any:
-        if timeout is not None and not timeout > 0:
-            raise ValueError(f"timeout must be > 0 or None, got {timeout!r}")
-        start = time.perf_counter()
-        try:
-            self._check_peer(sender, "sender")
-            _check_tag(tag)
-            if timeout is None:
-                timeout = self.settings.recv_timeout
-            deadline = None if timeout is None else time.monotonic() + timeout
-            key = (sender, tag)
-            with self._cond:
-                while True:
-                    queue = self._queues.get(key)
-                    if queue:
-                        return queue.popleft()
-                    if self._failure is not None:
-                        raise self._failure
-                    if self._closed:
-                        raise ChannelClosed(f"channel of party {self._name!r} is closed")
-                    if sender in self._finished:
-                        raise ChannelClosed(f"peer party {sender!r} finished its program without sending "
-                                            f"a message tagged {tag!r}")
-                    if deadline is None:
-                        self._cond.wait()
-                    else:
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            raise ChannelTimeout(self._name, sender, tag, timeout)
-                        self._cond.wait(remaining)
-        finally:
-            self._messaging += time.perf_counter() - start
+                if self._closed:
+                    raise ChannelClosed(f"channel of party {self._name!r} is closed")
+                if sender in self._finished:
+                    raise ChannelClosed(f"peer party {sender!r} finished its program without sending "
+                                        f"a message tagged {tag!r}")
+                if deadline is None:
+                    self._cond.wait()
+                else:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise ChannelTimeout(self._name, sender, tag, timeout)
+                    self._cond.wait(remaining)
 
     # -- control -------------------------------------------------------------------
     def notify_done(self) -> None:

@@ -269,10 +269,8 @@ def fuzzy_cmeans(X: Any, n_clusters: Any, *, m: Any, max_iter: Any, tol: Any, in
     c, m, max_iter, tol, seed = _fcm._check_parameters(n, n_clusters, m, max_iter, tol, seed)
 
     init_centers = init_membership = None
-    if init is None or isinstance(init, str):
-        mode = "random" if init is None else init
-        if mode not in ("random", "kmeans++"):
-            raise ValueError(f"init must be None, 'random', 'kmeans++' or an array, got {init!r}")
+    mode = _fcm._init_mode(init)
+    if mode is not None:
         rng = np.random.default_rng(seed)
         if mode == "random":
             # The CPU's draws, copied to the device: equal starts on both.

@@ -140,6 +140,16 @@ def _check_span(lo: float, hi: float, d: int, dtype: np.dtype) -> None:
         )
 
 
+def _init_mode(init: Any) -> Optional[str]:
+    """"random" or "kmeans++" for ``init`` None or a string; None for an array start."""
+    if init is not None and not isinstance(init, str):
+        return None
+    mode = "random" if init is None else init
+    if mode not in ("random", "kmeans++"):
+        raise ValueError(f"init must be None, 'random', 'kmeans++' or an array, got {init!r}")
+    return mode
+
+
 def _check_parameters(n: int, n_clusters: Any, m: Any, max_iter: Any, tol: Any, seed: Any) -> tuple:
     """Validated (n_clusters, m, max_iter, tol, seed) for ``n`` points."""
     if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
@@ -219,10 +229,8 @@ def fuzzy_cmeans(
     n_clusters, m, max_iter, tol, seed = _check_parameters(n, n_clusters, m, max_iter, tol, seed)
 
     init_centers = init_membership = None
-    if init is None or isinstance(init, str):
-        mode = "random" if init is None else init
-        if mode not in ("random", "kmeans++"):
-            raise ValueError(f"init must be None, 'random', 'kmeans++' or an array, got {init!r}")
+    mode = _init_mode(init)
+    if mode is not None:
         rng = np.random.default_rng(seed)
         if mode == "random":
             init_membership = _random_membership(n, n_clusters, rng, x.dtype)

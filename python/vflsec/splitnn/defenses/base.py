@@ -28,6 +28,7 @@ run, via :mod:`vflsec.dp.accounting`) for DP defenses, ``None`` otherwise.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
@@ -120,3 +121,12 @@ class NoDefense(Defense):
     """Unprotected split learning (the baseline every defense is compared with)."""
 
     name = "none"
+
+
+def check_seed(seed: Any) -> Optional[int]:
+    """A defense's ``seed``: None (secure noise) or a non-negative int (reproducible, experiments only)."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
+    return int(seed)

@@ -10,20 +10,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Dict, Optional
 
 from ..._arrays import check_real
-from .base import BatchInfo, Defense
+from .base import BatchInfo, Defense, check_seed
 from .vfl_afe import _derived_seed
 
 __all__ = ["GaussianEmbeddingNoise", "GaussianGradientNoise", "GradientSparsification"]
-
-
-def _check_seed(seed: Any) -> Optional[int]:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
-        raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
-    return seed
 
 
 class _NoiseMixin:
@@ -55,7 +48,7 @@ class GaussianEmbeddingNoise(_NoiseMixin, Defense):
 
     def __init__(self, scale: float, *, seed: Optional[int] = None):
         self.scale = check_real(scale, "scale", low=0.0, low_inclusive=False)
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self._generators: Dict[str, Any] = {}
 
     def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
@@ -71,7 +64,7 @@ class GaussianGradientNoise(_NoiseMixin, Defense):
 
     def __init__(self, scale: float, *, seed: Optional[int] = None):
         self.scale = check_real(scale, "scale", low=0.0, low_inclusive=False)
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
         self._generators: Dict[str, Any] = {}
 
     def transform_gradient(self, grads: Dict[str, Any], batch: BatchInfo) -> Dict[str, Any]:

@@ -45,7 +45,6 @@ guarantee.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -57,21 +56,13 @@ from ...dp.accounting import (
     composed_subsampled_gaussian,
     noise_multiplier_for_epsilon,
 )
-from .base import BatchInfo, Defense, DefenseContext
+from .base import BatchInfo, Defense, DefenseContext, check_seed
 
 __all__ = ["DPSGD", "LOSS_REDUCTIONS", "dp_vfl_centralized_model", "dp_vfl_models", "split_features_equally"]
 
 LOSS_REDUCTIONS = ("mean", "sum")
 # Guards the clip factor C / ||g_i|| against a zero gradient (Opacus uses 1e-6).
 _NORM_FLOOR = 1e-12
-
-
-def _check_seed(seed: Any) -> Optional[int]:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
-    return int(seed)
 
 
 def _party_generator(seed: Optional[int], party: str):
@@ -189,7 +180,7 @@ class DPSGD(Defense):
         if loss_reduction not in LOSS_REDUCTIONS:
             raise ValueError(f"loss_reduction must be one of {LOSS_REDUCTIONS}, got {loss_reduction!r}")
         self.loss_reduction = loss_reduction
-        self.seed = _check_seed(seed)
+        self.seed = check_seed(seed)
 
     # -- setup --------------------------------------------------------------------------
     def setup(self, context: DefenseContext) -> None:
@@ -203,7 +194,7 @@ class DPSGD(Defense):
         self.noise_multiplier_ = noise_multiplier_for_epsilon(
             self.epsilon, self.delta, count=self.planned_steps_, sampling_rate=self.sampling_rate_,
             accountant=self.accountant)
-        self._noise_seed = self.seed if self.seed is not None else _check_seed(context.seed)
+        self._noise_seed = self.seed if self.seed is not None else check_seed(context.seed)
         self._generators: Dict[str, Any] = {}
         self.steps_: Dict[str, int] = {}
         self.clip_norm_: Dict[str, float] = {}

@@ -47,7 +47,7 @@ import numbers
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..._arrays import check_positive_int, check_real
-from .base import BatchInfo, Defense, DefenseContext
+from .base import BatchInfo, Defense, DefenseContext, check_seed
 
 __all__ = ["FEDPASS_PAPER_SETTINGS", "FedPass", "PassportConv2d", "PassportLinear"]
 
@@ -62,14 +62,6 @@ FEDPASS_PAPER_SETTINGS: Dict[str, Dict[str, Any]] = {
                        "iterations": 100, "n_range": (1, 50), "sigma2": (1, 9)},
 }
 WHERE = ("passive", "active")
-
-
-def _check_generator_seed(seed: Any) -> Optional[int]:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
-    return int(seed)
 
 
 def _owner_generator(seed: Optional[int], owner: str):
@@ -361,7 +353,7 @@ class FedPass(Defense):
             raise ValueError(f"where must be a non-empty subset of {WHERE} without repeats, got {where!r}")
         self.where = where
         self.passport_rows = check_positive_int(passport_rows, "passport_rows")
-        self.seed = _check_generator_seed(seed)
+        self.seed = check_seed(seed)
 
     @property
     def variant(self) -> str:  # type: ignore[override]
@@ -369,7 +361,7 @@ class FedPass(Defense):
 
     def setup(self, context: DefenseContext) -> None:
         super().setup(context)
-        self._passport_seed = self.seed if self.seed is not None else _check_generator_seed(context.seed)
+        self._passport_seed = self.seed if self.seed is not None else check_seed(context.seed)
         self._generators: Dict[str, Any] = {}
         self.layers_: Dict[str, Tuple[str, Any]] = {}
 

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 import secrets
 import time
 from collections import defaultdict
@@ -65,7 +64,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from ..._arrays import check_positive_int, check_real
-from .base import BatchInfo, Defense, DefenseContext
+from .base import BatchInfo, Defense, DefenseContext, check_seed
 
 __all__ = ["IMPLS", "VFLAFE", "numpy_fuzzy_cmeans"]
 
@@ -183,9 +182,7 @@ class VFLAFE(Defense):
         self.accountant = accountant
         self.kl_max_pairs = check_positive_int(kl_max_pairs, "kl_max_pairs", minimum=3)
         self.fcm_max_iter = check_positive_int(fcm_max_iter, "fcm_max_iter")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
-            raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
-        self.seed = seed
+        self.seed = check_seed(seed)
         # sigma: noise std per unit of sensitivity (the noise multiplier of the accountant).
         self.noise_multiplier_ = gaussian_sigma(self.epsilon, self.delta, 1.0, method=calibration)
         self._reset_state()
