@@ -129,9 +129,16 @@ def test_logistic_sensitivities_by_hand():
     # active: jump = 0.25*1 + 1*1 = 1.25
     #   4*0.0625*1*100*100*0.01/3200 = 0.0078125; 8*1.25*0.25*1*100*0.1/3200 = 0.0078125;
     #   4*1.5625*10 = 62.5
-    s = hdp_sensitivities(loss="logistic", lr=0.1, epochs=10, steps=100, batch_size=3200, k=1.0)
-    assert s.passive == pytest.approx(math.sqrt(0.125 + 0.025 + 40.0), rel=1e-12)
-    assert s.active == pytest.approx(math.sqrt(0.0078125 + 0.0078125 + 62.5), rel=1e-12)
+    # Two coupled parties (rho = sqrt(2), see vflsec.dp.sensitivity): the passive
+    # terms scale by rho^2, rho, 1 and the active ones by rho^4, rho^2, 1.
+    s = hdp_sensitivities(loss="logistic", lr=0.1, epochs=10, steps=100, batch_size=3200, k=1.0, n_parties=2)
+    r = math.sqrt(2.0)
+    assert s.passive == pytest.approx(math.sqrt(0.125 * r**2 + 0.025 * r + 40.0), rel=1e-12)
+    assert s.active == pytest.approx(math.sqrt(0.0078125 * r**4 + 0.0078125 * r**2 + 62.5), rel=1e-12)
+    # With one party's row norm (the paper's Lemma 3/4) the values would be smaller:
+    assert s.passive > math.sqrt(0.125 + 0.025 + 40.0) and s.active > math.sqrt(0.0078125 + 0.0078125 + 62.5)
+    s3 = hdp_sensitivities(loss="logistic", lr=0.1, epochs=10, steps=100, batch_size=3200, k=1.0, n_parties=3)
+    assert s3.passive == pytest.approx(math.sqrt(0.125 * 3 + 0.025 * math.sqrt(3) + 40.0), rel=1e-12)
     assert s.constants == LossConstants("logistic", 1.0, 0.25, 1.0, 1.0)
 
 
@@ -140,18 +147,22 @@ def test_least_squares_sensitivities_by_hand():
     # passive: 4*36*4*8*0.25/8 = 144; 8*0.5*6*4*0.5/8 = 6; 4*0.25*2 = 2  -> 152
     # active: jump = 2*0.5 + 2*3 = 7; 4*4*36*4*8*0.25/8 = 576; 8*7*2*6*4*0.5/8 = 168;
     #   4*49*2 = 392 -> 1136
-    s = hdp_sensitivities(loss="least_squares", lr=0.5, epochs=2, steps=8, batch_size=8, k=0.5)
-    assert s.passive == pytest.approx(math.sqrt(152.0), rel=1e-12)
-    assert s.active == pytest.approx(math.sqrt(1136.0), rel=1e-12)
+    #   (two parties: terms times rho^2 / rho / 1 and rho^4 / rho^2 / 1, rho = sqrt 2;
+    #   lr = 0.5 is exactly the limit 2 / (2 * beta_theta))
+    s = hdp_sensitivities(loss="least_squares", lr=0.5, epochs=2, steps=8, batch_size=8, k=0.5, n_parties=2)
+    r = math.sqrt(2.0)
+    assert s.passive == pytest.approx(math.sqrt(144.0 * 2 + 6.0 * r + 2.0), rel=1e-12)
+    assert s.active == pytest.approx(math.sqrt(576.0 * 4 + 168.0 * 2 + 392.0), rel=1e-12)
 
 
 def test_svm_sensitivities_by_hand():
     # L=2, bt=2, by=2, ky=1; eta=0.25, e=1, T=4, b=2, k=1
     # passive: 4*4*1*4*0.0625/2 = 2; 8*1*2*1*0.25/2 = 2; 4*1*1 = 4 -> 8
     # active: jump = 2 + 2 = 4; 4*4*4*1*4*0.0625/2 = 8; 8*4*2*2*0.25/2 = 16; 4*16*1 = 64 -> 88
-    s = hdp_sensitivities(loss="svm", lr=0.25, epochs=1, steps=4, batch_size=2, k=1.0)
-    assert s.passive == pytest.approx(math.sqrt(8.0), rel=1e-12)
-    assert s.active == pytest.approx(math.sqrt(88.0), rel=1e-12)
+    s = hdp_sensitivities(loss="svm", lr=0.25, epochs=1, steps=4, batch_size=2, k=1.0, n_parties=2)
+    r = math.sqrt(2.0)
+    assert s.passive == pytest.approx(math.sqrt(2.0 * 2 + 2.0 * r + 4.0), rel=1e-12)
+    assert s.active == pytest.approx(math.sqrt(8.0 * 4 + 16.0 * 2 + 64.0), rel=1e-12)
 
 
 def test_poisson_constants_and_sensitivities():
@@ -162,20 +173,22 @@ def test_poisson_constants_and_sensitivities():
     c3 = loss_constants("poisson", k=0.5, y_max=20.0, n_parties=3)
     assert c3.theta_bound == 1.5 and c3.L == 20.0 and c3.beta_theta == pytest.approx(math.exp(1.5))
     # eta=0.1, e=1, T=3, b=10, k=1
-    s = hdp_sensitivities(loss="poisson", lr=0.1, epochs=1, steps=3, batch_size=10, k=1.0, y_max=5.0)
+    s = hdp_sensitivities(loss="poisson", lr=0.1, epochs=1, steps=3, batch_size=10, k=1.0, y_max=5.0, n_parties=2)
     L, bt = e2, e2
     jump = bt * 1.0 + 1.0 * 5.0
-    passive = math.sqrt(4 * L * L * 1 * 3 * 0.01 / 10 + 8 * 1 * L * 1 * 0.1 / 10 + 4 * 1 * 1)
-    active = math.sqrt(4 * bt * bt * L * L * 3 * 0.01 / 10 + 8 * jump * bt * L * 0.1 / 10 + 4 * jump**2)
+    r2 = 2.0  # rho^2 for two parties
+    passive = math.sqrt(4 * L * L * r2 * 3 * 0.01 / 10 + 8 * 1 * L * math.sqrt(r2) * 0.1 / 10 + 4 * 1 * 1)
+    active = math.sqrt(4 * bt * bt * r2**2 * L * L * 3 * 0.01 / 10 + 8 * jump * bt * r2 * L * 0.1 / 10
+                       + 4 * jump**2)
     assert s.passive == pytest.approx(passive, rel=1e-12)
     assert s.active == pytest.approx(active, rel=1e-12)
     # constants can be passed directly
-    s2 = hdp_sensitivities(loss=c, lr=0.1, epochs=1, steps=3, batch_size=10, k=1.0)
+    s2 = hdp_sensitivities(loss=c, lr=0.1, epochs=1, steps=3, batch_size=10, k=1.0, n_parties=2)
     assert s2.active == s.active
 
 
 def test_sensitivity_grows_with_epochs_and_lr():
-    base = dict(loss="logistic", batch_size=100, k=1.0)
+    base = dict(loss="logistic", batch_size=100, k=1.0, n_parties=2)
     a = hdp_sensitivities(lr=0.1, epochs=5, steps=50, **base)
     b = hdp_sensitivities(lr=0.1, epochs=10, steps=100, **base)
     c = hdp_sensitivities(lr=1.0, epochs=10, steps=100, **base)
@@ -190,6 +203,9 @@ def test_sensitivity_grows_with_epochs_and_lr():
     (dict(lr=-0.1), ValueError, "lr"),
     (dict(lr=math.nan), ValueError, "lr"),
     (dict(lr=9.0), ValueError, "lr"),           # > 2 / beta_theta = 8 for logistic
+    (dict(lr=4.5), ValueError, "n_parties"),     # > 2 / (2 beta_theta) = 4 for two parties
+    (dict(n_parties=1), ValueError, "n_parties"),
+    (dict(penalty="ridge"), ValueError, "penalty"),
     (dict(k=0.0), ValueError, "k"),
     (dict(batch_size=0), ValueError, "batch_size"),
     (dict(batch_size=3.0), TypeError, "batch_size"),
@@ -200,7 +216,7 @@ def test_sensitivity_grows_with_epochs_and_lr():
     (dict(loss="poisson"), ValueError, "y_max"),
 ])
 def test_hdp_sensitivities_bad_inputs(override, exc, match):
-    kwargs = dict(loss="logistic", lr=0.1, epochs=10, steps=100, batch_size=32, k=1.0)
+    kwargs = dict(loss="logistic", lr=0.1, epochs=10, steps=100, batch_size=32, k=1.0, n_parties=2)
     kwargs.update(override)
     with pytest.raises(exc, match=match):
         hdp_sensitivities(**kwargs)

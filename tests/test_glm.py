@@ -199,7 +199,8 @@ def _replay_noise(job, parts, y, transcript):
             np.testing.assert_array_equal(sent[(job.active, p, TAG_IR_ACTIVE)][t], released_a)
         noise[job.active].append(released_a - ir_a)
         for i, p in enumerate(job.parties):
-            ir = ir_a if p == job.active else released_a
+            # Passives clip the received noisy IR_A to [-L, L] = [-1, 1] (logistic).
+            ir = ir_a if p == job.active else np.clip(released_a, -1.0, 1.0)
             g = ir @ parts[i][idx] / job.batch_size
             weights[p] = clip_norm(penalized_step(job.penalty, weights[p], g, job.lr, job.lam, job.mu), job.k)
     return {p: np.concatenate(v) for p, v in noise.items()}, weights
@@ -245,7 +246,8 @@ def test_hdp_sigma_uses_lemma_sensitivities(calibration, loss):
     job = _job("hdp", 130, 1, loss=loss, k=0.8, lr=0.2, batch_size=20, epochs=2,
                epsilon=0.5, delta=1e-3, calibration=calibration, noise_seed=0)
     info = run_job(job, _data(job, parts, y)).results["p1"].info
-    sens = hdp_sensitivities(loss=loss, lr=0.2, epochs=2, steps=2 * math.ceil(130 / 20), batch_size=20, k=0.8)
+    sens = hdp_sensitivities(loss=loss, lr=0.2, epochs=2, steps=2 * math.ceil(130 / 20), batch_size=20, k=0.8,
+                             n_parties=2)
     assert info["sigma_passive"] == pytest.approx(gaussian_sigma(0.5, 1e-3, sens.passive, method=calibration), rel=1e-12)
     assert info["sigma_active"] == pytest.approx(gaussian_sigma(0.5, 1e-3, sens.active, method=calibration), rel=1e-12)
 
@@ -276,7 +278,8 @@ def test_every_loss_and_penalty_decreases_the_loss(loss, penalty):
     # (The Poisson negative log-likelihood without log(y!) can be negative.)
     assert losses[-1] < losses[0] - 0.1 * abs(losses[0]), losses
     # The DP protocol runs the same losses and penalties.
-    private = VerticalLogisticRegression("hdp", loss=loss, penalty=penalty, lr=0.2, epochs=2, y_max=50.0,
+    # (lr 0.1: below 2 / (2 beta_theta) for Poisson's beta_theta = exp(2) with k = 1.)
+    private = VerticalLogisticRegression("hdp", loss=loss, penalty=penalty, lr=0.1, epochs=2, y_max=50.0,
                                          batch_size=30, noise_seed=1).fit(parts, y)
     assert all(np.all(np.isfinite(w)) for w in private.coef_)
     assert private.history_["sigma_passive"] > 0 and private.history_["sigma_active"] > 0
@@ -387,8 +390,9 @@ def test_bad_inputs(breast):
 
 def test_hdp_refuses_settings_its_sensitivity_does_not_cover():
     parts, y = _problem("svm")
-    with pytest.raises(ValueError, match=r"2 / \(beta_theta \+ lam\)"):
-        VerticalLogisticRegression("hdp", loss="svm", lr=1.0, lam=0.001).fit(parts, y)
+    # Two coupled parties: lr <= 2 / (2 beta_theta + lam) = 0.49994 for the L2-loss SVM.
+    with pytest.raises(ValueError, match=r"2 / \(n_parties \* beta_theta \+ lam=0.001\)"):
+        VerticalLogisticRegression("hdp", loss="svm", lr=0.6, lam=0.001).fit(parts, y)
     with pytest.raises(ValueError, match="beta_theta"):
         VerticalLogisticRegression("hdp", loss="svm", lr=1.5, penalty="l1").fit(parts, y)
     counts_parts, counts = _problem("poisson")

@@ -9,7 +9,7 @@
 """
 from .gaussian import GAUSSIAN_METHODS, PrivacyWarning, gaussian_delta, gaussian_sigma
 from .losses import LOSSES, LossConstants, loss_constants, loss_gradient, loss_value
-from .sensitivity import HDPSensitivities, hdp_sensitivities
+from .sensitivity import HDPSensitivities, hdp_max_lr, hdp_sensitivities
 
 __all__ = [
     "GAUSSIAN_METHODS",
@@ -19,6 +19,7 @@ __all__ = [
     "PrivacyWarning",
     "gaussian_delta",
     "gaussian_sigma",
+    "hdp_max_lr",
     "hdp_sensitivities",
     "loss_constants",
     "loss_gradient",

@@ -11,10 +11,15 @@ with ``T = epochs * ceil(n / b)`` steps, calibrated to one
 Requirements enforced here because the guarantee depends on them: a finite
 clip ``k``; every row of every party's block has ``||x_i||_2 <= 1``; labels
 within the loss's bounds (least squares: ``|y| <= 3``; Poisson: the public
-``job.y_max``); a non-expansive step (``lr <= 2 / beta_theta``, and
-``2 / (beta_theta + lam)`` with the L2 penalty). For Poisson the active
-party clips ``theta`` to ``+-(number of parties) * k`` before the loss
-derivative, as the Poisson constants require. ``job.noise=False`` is a testing aid that turns
+``job.y_max``); a non-expansive joint step of the P coupled data parties
+(``lr <= 2 / (P beta_theta + lam)`` with the L2 penalty, ``2 / (P beta_theta)``
+with L1 / elastic net; derivation in :mod:`vflsec.dp.sensitivity`). Each
+passive party clips every received ``Sec[IR_A]`` entry to ``[-L, L]``
+before its gradient (the noise-free IR lies there; without the clip the
+noisy value is unbounded and so is the per-step sensitivity of its next
+IRs). For Poisson the active party clips ``theta`` to
+``+-(number of parties) * k`` before the loss derivative, as the Poisson
+constants require. ``job.noise=False`` is a testing aid that turns
 the noise off (the run then equals "plain"); it gives no privacy.
 
 Time spent sampling noise is reported as the "crypto" phase (the cost of
@@ -50,11 +55,14 @@ def hdp_sensitivities_for(job: GLMJob):
 
     if job.k is None:
         raise ValueError("protocol 'hdp' needs a finite weight clip k > 0 (the sensitivity depends on it)")
+    n_parties = 1 + len(job.passives)
     extra = {}
     if job.loss == "poisson":
         if job.y_max is None:
             raise ValueError("protocol 'hdp' with loss 'poisson' needs the public label bound y_max")
-        extra = dict(y_max=job.y_max, n_parties=1 + len(job.passives))
+        extra = dict(y_max=job.y_max)
+    # Refuses an lr above 2 / (n_parties * beta_theta [+ lam]): the coupled
+    # joint step must be non-expansive (derivation in vflsec.dp.sensitivity).
     sens = hdp_sensitivities(
         loss=job.loss,
         lr=job.lr,
@@ -62,17 +70,11 @@ def hdp_sensitivities_for(job: GLMJob):
         steps=job.total_steps,
         batch_size=job.batch_size,
         k=job.k,
+        n_parties=n_parties,
+        penalty=job.penalty,
+        lam=job.lam,
         **extra,
     )
-    beta = sens.constants.beta_theta
-    if job.penalty == "l2" and job.lr > 2.0 / (beta + job.lam):
-        # The L2 step is a gradient step on loss + lam/2 |w|^2 (smoothness
-        # beta + lam); the lemmas need it non-expansive. (L1 / elastic-net
-        # proximal steps are non-expansive whenever lr <= 2 / beta.)
-        raise ValueError(
-            f"lr={job.lr} exceeds 2 / (beta_theta + lam) = {2.0 / (beta + job.lam):g} for loss "
-            f"{job.loss!r} with the L2 penalty; the HDP-VFL sensitivity bounds do not hold"
-        )
     return sens
 
 
@@ -159,7 +161,9 @@ def hdp_passive(endpoint, job, data):
     check_row_norms(X, endpoint.name)
     scales = hdp_noise_scales(job)
     release = _release(job, endpoint.name, scales["sigma_passive"], clock)
-    return passive_program(endpoint, job, data, release=release, clock=clock, info=scales, X=X)
+    bound = hdp_sensitivities_for(job).constants.L
+    return passive_program(endpoint, job, data, release=release, clock=clock, info=scales, X=X,
+                           received_bound=bound)
 
 
 PROTOCOL = {"active": hdp_active, "passive": hdp_passive}

@@ -114,8 +114,12 @@ def passive_program(
     clock: Optional[PhaseClock] = None,
     info: Optional[Dict] = None,
     X: Optional[np.ndarray] = None,
+    received_bound: Optional[float] = None,
 ) -> PartyResult:
-    """Passive party: features X_P only."""
+    """Passive party: features X_P only. ``received_bound`` clips every
+    received ``IR_A`` entry to ``[-bound, bound]`` before the gradient (the
+    "hdp" protocol needs it: the noisy IR is unbounded, see
+    :mod:`vflsec.dp.sensitivity`, step 5)."""
     clock = PhaseClock() if clock is None else clock
     if X is None:
         X, _ = data.checked(job, endpoint.name, needs_labels=False)
@@ -129,6 +133,8 @@ def passive_program(
             raise ValueError(
                 f"active party {job.active!r} sent an IR of shape {received.shape}, expected ({len(idx)},)"
             )
+        if received_bound is not None:
+            received = np.clip(received, -received_bound, received_bound)
         g = (received @ Xs) / b
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
         if step == job.steps_per_epoch - 1:
