@@ -8,6 +8,7 @@ import pytest
 from vflsec.data import (
     PAPER_SPLITS,
     PAPER_SPLITS_AS_PUBLISHED,
+    SCALINGS,
     Dataset,
     load_adult,
     load_breast,
@@ -196,7 +197,7 @@ def test_rows_in_unit_ball_even_for_test_rows_outside_training_range():
 
 def test_rows_and_labels_consistent_with_dataset():
     ds = load_breast()
-    split = vertical_split(ds, [10, 20], seed=7)
+    split = vertical_split(ds, [10, 20], seed=7, scaling="minmax")
     assert len(np.intersect1d(split.train_index, split.test_index)) == 0
     assert len(split.train_index) + len(split.test_index) == 569
     np.testing.assert_array_equal(split.y_train, ds.y[split.train_index])
@@ -263,5 +264,154 @@ def test_bad_split_arguments():
         vertical_split(ds, [10, 20], seed=-1)
     with pytest.raises(ValueError, match="scaling"):
         vertical_split(ds, [10, 20], scaling="robust")
+    with pytest.raises(ValueError, match="scaling"):
+        vertical_split(ds, [10, 20], scaling=None)
     with pytest.raises(TypeError, match="dataset"):
         vertical_split(ds.X, [10, 20])
+
+
+# ------------------------------------------------- per-party "zscore_clip" scaling
+
+def _mixed(n=400, seed=0):
+    """Numeric a, a 3-level one-hot attribute, heavy-tailed b, a constant
+    column; parties [a, color] and [b, const] (2 attributes each)."""
+    rng = np.random.default_rng(seed)
+    level = rng.integers(0, 3, size=n)
+    X = np.column_stack([rng.normal(5.0, 2.0, n), np.eye(3)[level],
+                         rng.lognormal(3.0, 1.5, n), np.full(n, 7.0)])
+    y = (X[:, 0] + rng.normal(size=n) > 5.0).astype(np.int64)
+    names = ("a", "color=r", "color=g", "color=b", "b", "const")
+    attributes = (("a", (0,)), ("color", (1, 2, 3)), ("b", (4,)), ("const", (5,)))
+    return Dataset(X=X, y=y, feature_names=names, attributes=attributes, name="mixed")
+
+
+def test_zscore_clip_is_the_default_and_follows_its_formula():
+    ds = _mixed()
+    split = vertical_split(ds, [2, 2])
+    again = vertical_split(ds, [2, 2], scaling="zscore_clip")
+    for a, b in zip(split.X_train + split.X_test, again.X_train + again.X_test):
+        np.testing.assert_array_equal(a, b)
+    train = ds.X[split.train_index]
+    for party, rows in ((0, split.train_index), (0, split.test_index), (1, split.train_index), (1, split.test_index)):
+        cols = split.columns[party]
+        raw = ds.X[np.ix_(rows, cols)]
+        mean, std = train[:, cols].mean(axis=0), train[:, cols].std(axis=0)
+        z = np.clip((raw - mean) / np.where(std > 0, std, 1.0), -3.0, 3.0)
+        z[:, std == 0] = 0.0
+        if party == 0:
+            z[:, 1:] = raw[:, 1:]  # one-hot columns untouched
+        z /= np.sqrt(2.0)  # two attributes per party, a one-hot one counting once
+        expected = z / np.maximum(1.0, np.linalg.norm(z, axis=1))[:, None]
+        got = (split.X_train if rows is split.train_index else split.X_test)[party]
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    # the constant column carries nothing; typical rows have norm ~1 (most not projected)
+    np.testing.assert_array_equal(split.X_train[1][:, 1], 0.0)
+    norms = np.linalg.norm(split.X_train[0], axis=1)
+    assert 0.5 < np.median(norms) <= 1.0 and np.mean(norms < 1.0 - 1e-9) > 0.5
+
+
+def test_zscore_clip_statistics_come_from_each_partys_own_training_rows():
+    ds = _mixed()
+    base = vertical_split(ds, [2, 2], seed=4)
+    X = ds.X.copy()
+    rng = np.random.default_rng(9)
+    X[:, base.columns[1]] = rng.normal(1e6, 1e5, size=(len(X), 2))  # another party's data
+    changed_test = base.test_index[::2]
+    X[np.ix_(changed_test, [0, 4])] *= 1000.0  # test rows, both parties
+    other = vertical_split(Dataset(X=X, y=ds.y, feature_names=ds.feature_names,
+                                   attributes=ds.attributes, name="mixed"), [2, 2], seed=4)
+    np.testing.assert_array_equal(other.train_index, base.train_index)
+    # the active party's training rows and its untouched test rows scale exactly as before
+    np.testing.assert_array_equal(other.X_train[0], base.X_train[0])
+    np.testing.assert_array_equal(other.X_test[0][1::2], base.X_test[0][1::2])
+    # and the passive party's own scaling ignores its test rows: train rows identical
+    X2 = ds.X.copy()
+    X2[np.ix_(base.test_index, [4])] = 1e9
+    third = vertical_split(Dataset(X=X2, y=ds.y, feature_names=ds.feature_names,
+                                   attributes=ds.attributes, name="mixed"), [2, 2], seed=4)
+    np.testing.assert_array_equal(third.X_train[1], base.X_train[1])
+    assert not np.array_equal(third.X_test[1], base.X_test[1])
+
+
+def test_one_hot_columns_stay_indicators():
+    ds = _mixed()
+    split = vertical_split(ds, [2, 2])
+    for block, rows in ((split.X_train[0], split.train_index), (split.X_test[0], split.test_index)):
+        indicator = ds.X[np.ix_(rows, [1, 2, 3])]
+        onehot = block[:, 1:]
+        assert onehot.min() == 0.0  # not centred: zeros stay zeros
+        # one shared positive value per row, where the indicator is 1: 1/sqrt(2),
+        # shrunk only for rows the projection touched
+        hot = onehot[indicator == 1.0]
+        np.testing.assert_array_equal(onehot[indicator == 0.0], 0.0)
+        inside = np.linalg.norm(block, axis=1) < 1.0 - 1e-9
+        np.testing.assert_allclose(onehot[inside] * np.sqrt(2.0), indicator[inside], rtol=0, atol=1e-12)
+        assert np.all(hot > 0) and np.all(hot <= 1.0 / np.sqrt(2.0) + 1e-15)
+
+
+@needs_files
+def test_adult_one_hot_columns_stay_indicators(adult):
+    split = vertical_split(adult, PAPER_SPLITS["adult"])
+    groups = dict(adult.attributes)
+    for party, attrs in enumerate(split.attributes):
+        scale = 1.0 / np.sqrt(len(attrs))
+        position = {int(c): j for j, c in enumerate(split.columns[party])}
+        for a in attrs:
+            if len(groups[a]) == 1:
+                continue
+            cols = [position[c] for c in groups[a]]
+            block = split.X_train[party][:, cols]
+            raw = adult.X[np.ix_(split.train_index, list(groups[a]))]
+            np.testing.assert_array_equal(block == 0.0, raw == 0.0)
+            assert block.max() <= scale * (1 + 1e-12)
+    _all_rows_in_unit_ball(split)
+
+
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_every_row_in_unit_ball_with_huge_outliers(scaling):
+    ds = _mixed(n=300, seed=2)
+    X = ds.X.copy()
+    X[::37, 0] = 1e15  # huge outliers in train and test rows
+    X[5::41, 4] = -1e150
+    X[7, :] = np.array([1e150, 1, 0, 0, 1e150, 7.0])
+    extreme = Dataset(X=X, y=ds.y, feature_names=ds.feature_names, attributes=ds.attributes, name="x")
+    for seed in range(3):
+        split = vertical_split(extreme, [2, 2], seed=seed, test_size=0.5, scaling=scaling)
+        for block in split.X_train + split.X_test:
+            assert np.all(np.isfinite(block))
+        _all_rows_in_unit_ball(split)
+
+
+def test_worst_case_rows_are_projected_exactly_into_the_ball():
+    # Every z-score at the +-3 clip: ||x|| = 3 before the projection, for many
+    # widths (rounding in the projection must not leave a norm at 1 + 1 ulp).
+    rng = np.random.default_rng(0)
+    for width in (1, 2, 3, 7, 10, 30):
+        n = 200
+        X = rng.normal(size=(n, width))
+        X[:100] = np.sign(rng.normal(size=(100, width))) * 1e6
+        y = np.arange(n) % 2
+        names = tuple(f"x{i}" for i in range(width)) + ("other",)
+        ds = Dataset(X=np.column_stack([X, rng.normal(size=n)]), y=y, feature_names=names,
+                     attributes=tuple((nm, (i,)) for i, nm in enumerate(names)), name="w")
+        split = vertical_split(ds, [width, 1], test_size=0.5)
+        _all_rows_in_unit_ball(split)
+        assert np.max(np.linalg.norm(split.X_train[0], axis=1)) > 1 - 1e-9
+
+
+def test_clip_only_uses_no_statistics():
+    ds = _mixed()
+    split = vertical_split(ds, [2, 2], scaling="clip_only")
+    for party in range(2):
+        raw = ds.X[np.ix_(split.train_index, split.columns[party])]
+        norms = np.linalg.norm(raw, axis=1)
+        inside = norms <= 1.0
+        np.testing.assert_array_equal(split.X_train[party][inside], raw[inside])
+        np.testing.assert_allclose(split.X_train[party], raw / np.maximum(1.0, norms)[:, None], rtol=1e-13)
+    _all_rows_in_unit_ball(split)
+    # a row's output depends on that row only
+    X = ds.X.copy()
+    X[split.train_index[:50]] *= 1e6
+    other = vertical_split(Dataset(X=X, y=ds.y, feature_names=ds.feature_names,
+                                   attributes=ds.attributes, name="mixed"), [2, 2], scaling="clip_only")
+    np.testing.assert_array_equal(other.X_train[1][50:], split.X_train[1][50:])

@@ -3,7 +3,8 @@
 HDP-VFL's sensitivity bounds (Lemma 3 and 4) need every party's part of
 every row to have ``||x_i^P||_2 <= 1``. Each party scales only its own
 columns, with statistics from its own training rows, so no party learns
-anything about another's features.
+anything about another's features (the statistics themselves are not
+covered by the DP budget; see ``vertical_split``'s ``scaling``).
 """
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ PAPER_SPLITS_AS_PUBLISHED = {"breast": [11, 20], "credit": [14, 10], "adult": [7
 # active party's columns. Without the label the active party has one fewer.
 PAPER_SPLITS = {"breast": [10, 20], "credit": [13, 10], "adult": [6, 8]}
 
-SCALINGS = ("minmax", "standard")
+SCALINGS = ("zscore_clip", "clip_only", "minmax", "standard")
+# "zscore_clip" winsorizes z-scores at +-ZSCORE_CLIP standard deviations.
+ZSCORE_CLIP = 3.0
 
 # Float rounding in the divisions below could leave a norm at 1 + 1 ulp.
 _NORM_SAFETY = 1.0 + 8.0 * np.finfo(np.float64).eps
@@ -101,7 +104,38 @@ def _resolve_parties(dataset: Dataset, parties: Any) -> List[List[str]]:
     return groups
 
 
-def _scale_party(train: np.ndarray, test: np.ndarray, scaling: str) -> Tuple[np.ndarray, np.ndarray]:
+def _project_rows(X: np.ndarray) -> np.ndarray:
+    """``x / max(1, ||x||)`` per row, with ``_NORM_SAFETY`` so a projected row
+    is <= 1 also after float rounding (rows already inside are untouched)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X)) * _NORM_SAFETY
+    return X / np.maximum(1.0, norms)[:, None]
+
+
+def _scale_party(
+    train: np.ndarray, test: np.ndarray, scaling: str, one_hot: np.ndarray, n_attributes: int
+) -> Tuple[np.ndarray, np.ndarray]:
+    """One party's train/test block scaled with statistics of its own training
+    rows only (``one_hot`` marks columns of multi-column attributes)."""
+    if scaling == "clip_only":
+        # No statistics at all: only the per-row, data-independent projection.
+        return (np.ascontiguousarray(_project_rows(train)),
+                np.ascontiguousarray(_project_rows(test)))
+    if scaling == "zscore_clip":
+        mean = train.mean(axis=0)
+        std = train.std(axis=0)
+        const = ~(std > 0)
+        std = np.where(const, 1.0, std)
+
+        def transform(block: np.ndarray) -> np.ndarray:
+            z = np.clip((block - mean) / std, -ZSCORE_CLIP, ZSCORE_CLIP)
+            z[:, const] = 0.0  # constant column: carries no information
+            z[:, one_hot] = block[:, one_hot]  # indicator columns stay 0/1
+            # A one-hot attribute adds at most 1 to ||x||^2 and a numeric one
+            # about 1 on average (at most 9), so this makes a typical row's
+            # norm about 1; the projection then only touches outlying rows.
+            return _project_rows(z / np.sqrt(n_attributes))
+
+        return np.ascontiguousarray(transform(train)), np.ascontiguousarray(transform(test))
     if scaling == "minmax":
         shift = train.min(axis=0)
         spread = train.max(axis=0) - shift
@@ -118,8 +152,7 @@ def _scale_party(train: np.ndarray, test: np.ndarray, scaling: str) -> Tuple[np.
         train = train / (max_norm * _NORM_SAFETY)
         test = test / (max_norm * _NORM_SAFETY)
     # A test row outside the training range may still exceed 1: project it.
-    norms = np.linalg.norm(test, axis=1) * _NORM_SAFETY
-    test = test / np.maximum(1.0, norms)[:, None]
+    test = _project_rows(test)
     return np.ascontiguousarray(train), np.ascontiguousarray(test)
 
 
@@ -130,7 +163,7 @@ def vertical_split(
     test_size: float = 0.2,
     seed: int = 0,
     stratify: bool = True,
-    scaling: str = "minmax",
+    scaling: str = "zscore_clip",
 ) -> VerticalSplit:
     """Split ``dataset`` row-wise into train/test and column-wise among parties.
 
@@ -145,11 +178,38 @@ def vertical_split(
     test_size : float in (0, 1)
     seed : int >= 0, seeds the train/test split.
     stratify : bool, keep the label proportions in both parts.
-    scaling : ``"minmax"`` (default) or ``"standard"``
-        Per-party, per-column scaling fitted on the party's training rows.
-        Afterwards every row of the party is divided by the largest training
-        row norm, and any test row still above norm 1 is projected onto the
-        unit ball, so ``||x_i^P|| <= 1`` holds for every train and test row.
+    scaling : ``"zscore_clip"`` (default), ``"clip_only"``, ``"minmax"`` or ``"standard"``
+        How each party scales its own columns so that every row of its block,
+        train and test alike, has ``||x_i^P||_2 <= 1`` (HDP-VFL's assumption):
+
+        * ``"zscore_clip"`` -- z-score every column with the mean and standard
+          deviation of the party's *training* rows (a constant column becomes
+          0), winsorize at +-3, keep the 0/1 columns of one-hot (multi-column)
+          attributes as they are, divide each row by ``sqrt(number of the
+          party's attributes)`` (a one-hot attribute counts once) and project
+          it onto the unit ball, ``x / max(1, ||x||)``. Typical rows end up
+          with norm about 1, so every attribute keeps a comparable share of
+          the budget and only outlying rows are shrunk; this is what makes
+          (private) logistic regression learn on heavy-tailed data.
+        * ``"clip_only"`` -- no statistics: only the per-row projection onto
+          the unit ball. Data-independent (nothing about the training rows
+          leaks through the scaling), but useful only when the raw columns
+          already sit on comparable, publicly known scales (e.g. the owner
+          scaled them with public bounds beforehand).
+        * ``"minmax"`` / ``"standard"`` -- the original scalings: min-max or
+          mean/std per column, then every row divided by the largest
+          training-row norm (a test row still above 1 is projected). One
+          heavy-tailed column makes all the others tiny, and the divisor is
+          itself a statistic of one (extreme) training row.
+
+        Privacy note: the statistics (means and standard deviations for
+        ``"zscore_clip"``; minima, maxima, means, standard deviations and the
+        largest row norm for the original scalings) are computed by each
+        party from its own training rows and stay with that party, but they
+        are *not* covered by the DP ``epsilon`` of HDP-VFL: the model's
+        guarantee is for the rows after this (data-dependent) preprocessing.
+        For an end-to-end guarantee, use ``"clip_only"`` on columns scaled
+        with public bounds (or statistics from public data).
 
     Parties are named ``"active"`` (party 0, which keeps the labels),
     ``"passive1"``, ``"passive2"``, ...
@@ -163,7 +223,7 @@ def vertical_split(
     seed = check_positive_int(seed, "seed", minimum=0)
     if not isinstance(stratify, (bool, np.bool_)):
         raise TypeError(f"stratify must be a bool, got {type(stratify).__name__}")
-    if scaling not in SCALINGS:
+    if not isinstance(scaling, str) or scaling not in SCALINGS:
         raise ValueError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
     groups = _resolve_parties(dataset, parties)
     n = dataset.n_samples
@@ -186,8 +246,9 @@ def vertical_split(
     X_train, X_test, columns, feature_names = [], [], [], []
     for group in groups:
         cols = np.array([c for a in group for c in attr_columns[a]], dtype=np.int64)
+        one_hot = np.array([len(attr_columns[a]) > 1 for a in group for _ in attr_columns[a]], dtype=bool)
         block = dataset.X[:, cols]
-        tr, te = _scale_party(block[train_index], block[test_index], scaling)
+        tr, te = _scale_party(block[train_index], block[test_index], scaling, one_hot, len(group))
         X_train.append(tr)
         X_test.append(te)
         columns.append(cols)
