@@ -251,3 +251,18 @@ def test_passive_party_clips_the_noisy_ir_it_receives(monkeypatch):
     run_job(job, {"active": PartyData(X, y), "passive": PartyData(X)}, timeout=60)
     # |g| = |sum_j clip(Sec[IR_A]_j) x_j| / b <= L max|x| = 1 on both parties.
     assert max(seen) <= 1.0 + 1e-12
+
+
+def test_active_ir_is_clipped_to_the_lipschitz_bound_the_lemmas_assume():
+    """For the L2-loss SVM |h| = 2 max(0, 1 - y theta) reaches 2 (1 + P k) > L = 2
+    once the weights grow; the released IR_A must stay within [-L, L]."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(64, 2))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = np.where(X[:, 0] > 0, -1.0, 1.0)  # start far on the wrong side: large hinge residuals
+    job = GLMJob("_hdp_recording", n_samples=64, loss="svm", lr=0.4, epochs=3, batch_size=16, k=5.0, noise=False)
+    _RELEASES.clear()
+    run_job(job, {"active": PartyData(X, y), "passive": PartyData(-X)}, timeout=60)
+    ir_a = np.concatenate([p for _, _, p in _RELEASES["active"]])
+    assert np.max(np.abs(ir_a)) <= loss_constants("svm").L
+    assert np.max(np.abs(ir_a)) == pytest.approx(2.0)  # the clip binds in this construction

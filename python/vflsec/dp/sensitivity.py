@@ -75,8 +75,13 @@ With ``rho = 1`` (one party) these are the paper's Lemma 3 and 4.
    condition is needed for that: a passive party's gradient uses the
    *noisy* ``Sec[IR_A]``, which is unbounded; the protocol therefore clips
    every received ``Sec[IR_A]`` entry to ``[-L, L]`` (post-processing of a
-   released value; the noise-free IR already lies there), so the changed
-   row moves ``w^B`` by at most ``2 lr L / b`` per visit, within 2.
+   released value), so the changed row moves ``w^B`` by at most
+   ``2 lr L / b`` per visit, within 2.
+6. *|h| <= L must hold surely.* For the logistic loss it does; for the
+   L2-loss SVM (``|h| <= 2 (1 + P k)``) and least squares it does not, so
+   the active party clips ``h`` to ``[-L, L]``. A clipped derivative of a
+   convex loss is the derivative of a Huberized convex loss with the same
+   ``beta_theta``, so 1. still applies.
 """
 from __future__ import annotations
 

@@ -180,6 +180,9 @@ class VerticalLogisticRegression(BaseEstimator):
         first; the intercept is not in it).
     intercept_ : float, ``c * w_c`` (0.0 when ``fit_intercept=False``).
     batch_size_ : the mini-batch size used (rows).
+    active_radius_ : norm bound of the active party's feature part
+        (``sqrt(1 - intercept_scaling^2)``, or 1 without an intercept),
+        applied again at prediction.
     classes_ : the two labels for classification losses.
     history_ : dict with per-epoch ``loss`` (and ``accuracy``) seen by the
         active party, ``time`` (``wall`` seconds of the run, and

@@ -15,9 +15,11 @@ within the loss's bounds (least squares: ``|y| <= 3``; Poisson: the public
 (``lr <= 2 / (P beta_theta + lam)`` with the L2 penalty, ``2 / (P beta_theta)``
 with L1 / elastic net; derivation in :mod:`vflsec.dp.sensitivity`). Each
 passive party clips every received ``Sec[IR_A]`` entry to ``[-L, L]``
-before its gradient (the noise-free IR lies there; without the clip the
-noisy value is unbounded and so is the per-step sensitivity of its next
-IRs). For Poisson the active party clips ``theta`` to
+before its gradient (without the clip the noisy value is unbounded and so
+is the per-step sensitivity of its next IRs), and the active party clips
+``IR_A = h`` itself to ``[-L, L]`` (a no-op for the logistic loss and for
+Poisson with its theta clip; for the L2-loss SVM and least squares
+``|h| <= L`` is otherwise not guaranteed, and the lemmas assume it). For Poisson the active party clips ``theta`` to
 ``+-(number of parties) * k`` before the loss derivative, as the Poisson
 constants require. ``job.noise=False`` is a testing aid that turns
 the noise off (the run then equals "plain"); it gives no privacy.
@@ -42,6 +44,7 @@ __all__ = [
     "check_row_norms",
     "hdp_noise_scales",
     "hdp_sensitivities_for",
+    "noise_generator",
 ]
 
 # Rows scaled to unit norm in floating point may exceed 1 by a few ulps.
@@ -116,7 +119,9 @@ def check_row_norms(X: np.ndarray, party: str) -> None:
         )
 
 
-def _noise_generator(job: GLMJob, party: str):
+def noise_generator(job: GLMJob, party: str):
+    """The DP noise generator of ``party`` in ``job``: the OS-entropy CSPRNG, or
+    with ``job.noise_seed`` a reproducible stream of its own (testing)."""
     from ..kernels import NoiseGenerator
 
     if job.noise_seed is None:
@@ -131,7 +136,7 @@ def _release(job: GLMJob, party: str, sigma: float, clock: PhaseClock):
         return lambda ir: ir
     from ..kernels import gaussian_noise
 
-    generator = _noise_generator(job, party)
+    generator = noise_generator(job, party)
 
     def release(ir: np.ndarray) -> np.ndarray:
         with clock.crypto():
@@ -151,7 +156,7 @@ def hdp_active(endpoint, job, data):
     release = _release(job, endpoint.name, scales["sigma_active"], clock)
     return active_program(
         endpoint, job, data, release=release, clock=clock, info=scales, X=X, y=y,
-        theta_bound=constants.theta_bound,
+        theta_bound=constants.theta_bound, ir_bound=constants.L,
     )
 
 

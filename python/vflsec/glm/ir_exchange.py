@@ -56,11 +56,17 @@ def active_program(
     X: Optional[np.ndarray] = None,
     y: Optional[np.ndarray] = None,
     theta_bound: Optional[float] = None,
+    ir_bound: Optional[float] = None,
 ) -> PartyResult:
     """Active party: labels + features X_A. ``X``/``y`` may be passed
     already validated (then ``data`` is not re-checked). ``theta_bound``
     clips theta before the loss derivative (needed by the Poisson DP
-    constants, see ``vflsec.dp.loss_constants``)."""
+    constants, see ``vflsec.dp.loss_constants``); ``ir_bound`` clips
+    ``IR_A = dl/dtheta`` to ``[-bound, bound]`` (the "hdp" protocol: the
+    sensitivity lemmas need ``|h| <= L``, which the L2-loss SVM and least
+    squares do not guarantee by themselves; a clipped derivative of a convex
+    loss is the derivative of a Huberized convex loss, so the step stays
+    non-expansive)."""
     clock = PhaseClock() if clock is None else clock
     if X is None:
         X, y = data.checked(job, endpoint.name, needs_labels=True)
@@ -83,6 +89,8 @@ def active_program(
                 )
             theta = theta + received
         ir = loss_gradient(job.loss, theta, ys, theta_bound=theta_bound)
+        if ir_bound is not None:
+            ir = np.clip(ir, -ir_bound, ir_bound)
         released = release(ir)
         for passive in job.passives:
             endpoint.send(passive, TAG_IR_ACTIVE, released)
