@@ -174,6 +174,9 @@ def pairwise_distance_stats(X: Any) -> DistanceStats:
     if exponent != 0:
         x = np.ldexp(x, -exponent).astype(x.dtype, copy=False)
     count, mean, std, lo, hi = kernel(x)
+    # The mean of values in [min, max] lies in it; the kernel's summation can
+    # round it one ulp outside (e.g. a single pair), so it is clamped.
+    mean = min(max(float(mean), float(lo)), float(hi))
     scale = math.ldexp(1.0, exponent)
     return DistanceStats(
         count=int(count), mean=float(mean) * scale, std=float(std) * scale, min=float(lo) * scale, max=float(hi) * scale
