@@ -25,7 +25,8 @@ def _build_parser() -> argparse.ArgumentParser:
     bench_sub = bench.add_subparsers(dest="benchmark", required=True)
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
-        p = bench_sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
+        # allow_abbrev=False: "--seed" must never be taken as a prefix of another option.
+        p = bench_sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0], allow_abbrev=False)
         module.add_arguments(p)
         p.set_defaults(_module=module)
     _add_network_commands(sub)

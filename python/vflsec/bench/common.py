@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import statistics
@@ -80,10 +81,31 @@ def git_revision() -> Optional[str]:
 
 
 def write_json(path: Path, payload: Dict[str, Any]) -> None:
+    """Strict JSON (RFC 8259): NaN and +-inf, which strict parsers reject,
+    are written as null."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
-        json.dump(payload, fh, indent=2, sort_keys=False, default=_json_default)
+        json.dump(_finite(payload), fh, indent=2, sort_keys=False, default=_json_default, allow_nan=False)
         fh.write("\n")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: _finite(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(value) for value in obj]
+    try:
+        import numpy as np
+
+        if isinstance(obj, np.floating):
+            return _finite(float(obj))
+        if isinstance(obj, np.ndarray):
+            return _finite(obj.tolist())
+    except ImportError:  # pragma: no cover
+        pass
+    return obj
 
 
 def _json_default(obj: Any) -> Any:

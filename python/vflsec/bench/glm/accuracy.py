@@ -1,0 +1,256 @@
+"""The accuracy side of ``vflsec bench glm``: a loop over the experiment.
+
+Produces one row per (dataset, family, method, calibration, epsilon, split
+seed, noise draw) with the test accuracy and the configuration used. The
+phases: (1) cross-validation of HDP-VFL over the wide grid on every split's
+training rows; (2) the headline configuration of each dataset, selected on
+the other datasets' CV scores; (3) test accuracy of the references, the
+headline, the tuned configurations, private selection and Figure 2.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from tqdm import tqdm
+
+from .cells import (PreparedSplit, cv_accuracy, cv_plain_accuracy, fit_accuracies, hdp_jobs, plain_job,
+                    prepare_split, reference_accuracy)
+from .experiment import (DELTA, FIGURE2_GRID, PAPER_GRID, PLAIN_GRID, WIDE_GRID, GLMBenchConfig, HyperParams,
+                         cell_seed)
+
+__all__ = ["REFERENCE_METHODS", "run_accuracy", "search_epsilon", "select_headline"]
+
+# Reference rows on every table: majority class, the active party alone, centralized scikit-learn and
+# centralized mini-batch GD (same schedule, no clip), plain VFL, and the HE-VFL flow (taylor in the clear,
+# Paillier and CKKS encrypted).
+REFERENCE_METHODS = ("majority", "single_party", "centralized_sklearn", "centralized_gd", "plain",
+                     "plain_headline", "taylor", "paillier", "ckks")
+
+
+def _load(name: str, data_dir: Optional[Path], max_rows: Optional[int]) -> Any:
+    from ...data import load_dataset
+
+    ds = load_dataset(name, data_dir=data_dir)
+    if max_rows is not None and ds.X.shape[0] > max_rows:
+        idx = np.random.default_rng(0).permutation(ds.X.shape[0])[:max_rows]
+        ds = dataclasses.replace(ds, X=ds.X[idx], y=ds.y[idx])
+    return ds
+
+
+def _parties(name: str, ds: Any) -> Any:
+    from ...data import PAPER_SPLITS
+
+    if name in PAPER_SPLITS:
+        return PAPER_SPLITS[name]
+    half = len(ds.attribute_names) // 2
+    return [half, len(ds.attribute_names) - half]
+
+
+def select_headline(cv: Dict[str, np.ndarray], dataset: str, grid: Sequence[HyperParams]) -> Tuple[int, List[str]]:
+    """Index of the headline configuration of ``dataset``: the best mean CV
+    accuracy over the budgets on the *other* datasets in ``cv`` (name ->
+    (grid, eps) scores of split 0), never on ``dataset`` itself."""
+    pool = [name for name in cv if name != dataset]
+    if not pool:
+        raise ValueError(f"no other dataset to select {dataset!r}'s headline configuration on")
+    score = np.mean([cv[name].mean(axis=1) for name in pool], axis=0)
+    return int(np.argmax(score)), pool
+
+
+def search_epsilon(epsilon: float, runs: int) -> float:
+    """Epsilon (at delta = :data:`DELTA`) of ``runs`` Gaussian mechanisms
+    each calibrated (analytic) to ``(epsilon, DELTA)``, composed exactly:
+    what the cross-validation search costs a record that appears in every
+    run's training rows. The validation scoring is not counted (it is not
+    private), so this is a lower bound of the search's true cost."""
+    from ...dp import gaussian_sigma
+    from ...glm.tuning import compose_gaussian_epsilon
+
+    z = gaussian_sigma(epsilon, DELTA, 1.0, method="analytic")
+    return float(compose_gaussian_epsilon([z] * runs, DELTA))
+
+
+class _Rows:
+    """Collects result rows with the fields every row has."""
+
+    def __init__(self, seeded: bool):
+        self.rows: List[Dict[str, Any]] = []
+        self.seeded = seeded
+
+    def add(self, prep: PreparedSplit, family: str, method: str, accuracy: float, *, hp: Optional[HyperParams],
+            epsilon: Optional[float] = None, calibration: Optional[str] = None, draw: Optional[int] = None,
+            **extra: Any) -> None:
+        dp = method.startswith("hdp")
+        self.rows.append({
+            "dataset": prep.dataset, "family": family, "method": method, "calibration": calibration,
+            "epsilon": epsilon, "delta": DELTA if dp else None,
+            # Classic calibration is run only where it is valid (epsilon < 1).
+            "valid_dp": (calibration == "analytic" or (calibration == "classic" and epsilon < 1.0)) if dp else None,
+            "split_seed": prep.split_seed, "noise_draw": draw,
+            "noise": ("seeded (experiment setting)" if self.seeded else "OS-entropy CSPRNG") if dp else None,
+            "accuracy": None if accuracy is None else float(accuracy), "config": None if hp is None else hp.for_rows(prep.n_train).as_dict(),
+            **extra,
+        })
+
+
+def _hdp_rows(rows: _Rows, prep: PreparedSplit, family: str, hp: HyperParams, epsilons: Sequence[float],
+              config: GLMBenchConfig, calibration: str, extra_by_eps: Optional[Dict[float, Dict]] = None) -> None:
+    eps_list = [e for e in epsilons for _ in range(config.noise_draws)]
+    draws = [d for _ in epsilons for d in range(config.noise_draws)]
+    seeds = [cell_seed(config.seed, family, prep.dataset, prep.split_seed, calibration, e, d)
+             for e, d in zip(eps_list, draws)]
+    jobs = hdp_jobs(prep.n_train, prep.n_parties, hp, epsilons=eps_list, calibration=calibration,
+                    noise_seeds=seeds, split_seed=prep.split_seed)
+    acc = fit_accuracies(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
+    for a, e, d in zip(acc, eps_list, draws):
+        rows.add(prep, family, "hdp", a, hp=hp, epsilon=e, calibration=calibration, draw=d,
+                 **(extra_by_eps or {}).get(e, {}))
+
+
+def _he_estimate_seconds(method: str, prep: PreparedSplit, hp: HyperParams, key_bits: int) -> float:
+    """Whole-run seconds of an HE accuracy cell from one timed batch (key
+    generation included, so an overestimate)."""
+    h = hp.for_rows(prep.n_train)
+    b = h.batch_size
+    probe = dataclasses.replace(prep, raw_train=[X[:b] for X in prep.raw_train], y_train_raw=prep.y_train_raw[:b],
+                                y_train=prep.y_train[:b])
+    t0 = time.perf_counter()
+    reference_accuracy(method, probe, dataclasses.replace(h, epochs=1), key_bits=key_bits)
+    return (time.perf_counter() - t0) * h.epochs * math.ceil(prep.n_train / b)
+
+
+def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, state: Optional[Dict[str, Any]] = None,
+                 log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """All accuracy rows of ``config``, the CV scores and the selections.
+    ``state["accuracy"]`` (if given) holds the same, growing cell by cell, so
+    an interrupted run can still write what it finished."""
+    rows = _Rows(seeded=config.seed is not None)
+    headline: Dict[str, Dict[str, Any]] = {}
+    cv: Dict[str, List[np.ndarray]] = {}
+    result = {"rows": rows.rows, "headline": headline, "cv": {}, "grid": [h.as_dict() for h in WIDE_GRID]}
+    if state is not None:
+        state["accuracy"] = result
+    preps: Dict[str, List[PreparedSplit]] = {}
+    for name in config.datasets:
+        ds = _load(name, data_dir, config.max_rows)
+        preps[name] = [prepare_split(ds, _parties(name, ds), split_seed=s, test_size=config.test_size)
+                       for s in range(config.split_seeds)]
+        log(f"[glm] {name}: {ds.X.shape[0]} rows, {[X.shape[1] for X in preps[name][0].train]} columns per party "
+            f"(active incl. intercept), {preps[name][0].n_train} training rows")
+
+    # Phase 1: cross-validation over the wide grid on every split's training rows.
+    todo = [(name, prep) for name in config.datasets for prep in preps[name]]
+    pool_cv: Dict[str, np.ndarray] = {}
+    if len(config.datasets) == 1:  # select the headline on built-in synthetic data instead
+        from ...data import make_synthetic
+
+        synth = make_synthetic(n_samples=2000, features_per_party=(10, 10), seed=1)
+        todo.append(("synthetic", prepare_split(synth, [10, 10], split_seed=0, test_size=config.test_size)))
+    start = time.perf_counter()
+    for i, (name, prep) in enumerate(tqdm(todo, desc="cross-validation (wide grid x budgets)", unit="split")):
+        scores = cv_accuracy(prep, WIDE_GRID, config.epsilons, folds=config.cv_folds, base_seed=config.seed,
+                             tag="tune")
+        if name in preps:
+            cv.setdefault(name, []).append(scores)
+        if prep.split_seed == 0:
+            pool_cv[name] = scores
+        elapsed = time.perf_counter() - start
+        log(f"[glm] CV {name} split {prep.split_seed}: {len(WIDE_GRID) * len(config.epsilons) * config.cv_folds} "
+            f"fits, {elapsed:.0f} s so far, about {elapsed / (i + 1) * (len(todo) - i - 1):.0f} s to go")
+
+    result["cv"] = {name: [s.tolist() for s in scores] for name, scores in cv.items()}
+    # Phase 2: the headline configuration of each dataset, selected on the others.
+    for name in config.datasets:
+        index, pool = select_headline(pool_cv, name, WIDE_GRID)
+        headline[name] = {"config": WIDE_GRID[index].as_dict(), "label": WIDE_GRID[index].label(),
+                          "selected_on": pool}
+        log(f"[glm] headline for {name}: {WIDE_GRID[index].label()} (selected on {', '.join(pool)})")
+
+    # Phase 3: test accuracy.
+    for name in config.datasets:
+        hp = HyperParams(**headline[name]["config"])
+        paper_idx = [WIDE_GRID.index(h) for h in PAPER_GRID]
+        cells = list(preps[name])
+        for prep in tqdm(cells, desc=f"accuracy {name}", unit="split"):
+            _reference_rows(rows, prep, hp, config, log)
+            _hdp_rows(rows, prep, "headline", hp, config.epsilons, config, "analytic")
+            if config.classic_epsilons:
+                _hdp_rows(rows, prep, "headline", hp, config.classic_epsilons, config, "classic")
+            scores = cv[name][prep.split_seed]
+            for family, members in (("tuned_paper_grid", paper_idx), ("tuned_wide_grid", list(range(len(WIDE_GRID))))):
+                for j, eps in enumerate(config.epsilons):
+                    best = members[int(np.argmax(scores[members, j]))]
+                    runs = len(members) * (config.cv_folds - 1) + 1
+                    extra = {eps: {"cv_accuracy": float(scores[best, j]), "search_runs": runs,
+                                   "search_epsilon": search_epsilon(eps, runs)}}
+                    _hdp_rows(rows, prep, family, WIDE_GRID[best], [eps], config, "analytic", extra)
+            _private_selection_rows(rows, prep, config)
+        if config.figure2 and name == "breast":
+            _figure2_rows(rows, preps[name], config)
+    return result
+
+
+def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, config: GLMBenchConfig,
+                    log: Callable[[str], None]) -> None:
+    """References of one split. The non-private VFL references (plain,
+    centralized GD, HE-VFL) use the configuration CV selects for plain VFL on
+    this split's training rows (tuning them costs no privacy); plain VFL at
+    the DP headline configuration is reported too ("plain_headline")."""
+    scores = cv_plain_accuracy(prep, PLAIN_GRID, folds=config.cv_folds)
+    hp = PLAIN_GRID[int(np.argmax(scores))]
+    for method in ("majority", "single_party", "centralized_sklearn"):
+        acc, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+        rows.add(prep, "reference", method, acc, hp=None if method == "majority" else hp, warnings=warned)
+    jobs = [plain_job(prep.n_train, prep.n_parties, hp, split_seed=prep.split_seed, clip=False),
+            plain_job(prep.n_train, prep.n_parties, hp, split_seed=prep.split_seed)]
+    gd, plain = fit_accuracies(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
+    rows.add(prep, "reference", "centralized_gd", gd, hp=dataclasses.replace(hp, k=math.inf))
+    rows.add(prep, "reference", "plain", plain, hp=hp, cv_accuracy=float(scores.max()))
+    same = fit_accuracies(prep.train, prep.y_train, prep.test, prep.y_test,
+                          [plain_job(prep.n_train, prep.n_parties, headline, split_seed=prep.split_seed)])[0]
+    rows.add(prep, "reference", "plain_headline", same, hp=headline)
+    acc, warned = reference_accuracy("taylor", prep, hp, key_bits=config.he_key_bits)
+    rows.add(prep, "reference", "taylor", acc, hp=hp, warnings=warned)
+    if prep.split_seed >= config.he_split_seeds:
+        return
+    for method in config.he_methods:
+        estimate = _he_estimate_seconds(method, prep, hp, config.he_key_bits)
+        if estimate > config.he_accuracy_budget:
+            log(f"[glm] {method} accuracy on {prep.dataset} skipped: about {estimate / 60:.0f} min "
+                f"(budget {config.he_accuracy_budget / 60:.0f} min); 'taylor' stands in")
+            rows.add(prep, "reference", method, None, hp=hp, skipped=True, estimated_seconds=estimate,
+                     key_bits=config.he_key_bits)
+            continue
+        log(f"[glm] {method} on {prep.dataset} split {prep.split_seed}: about {estimate:.0f} s")
+        acc, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+        rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, key_bits=config.he_key_bits)
+
+
+def _private_selection_rows(rows: _Rows, prep: PreparedSplit, config: GLMBenchConfig) -> None:
+    """Papernot-Steinke random stopping over the wide grid, whose accounted
+    total is the row's epsilon (see :mod:`.selection`)."""
+    from .selection import private_selection_cell
+
+    for eps in config.epsilons:
+        for draw in range(config.noise_draws):
+            seed = cell_seed(config.seed, "private_selection", prep.dataset, prep.split_seed, eps, draw)
+            cell = private_selection_cell(prep, WIDE_GRID, epsilon=eps, mean_candidates=config.selection_mean_candidates,
+                                          seed=seed)
+            chosen = cell.pop("chosen")
+            rows.add(prep, "private_selection", "hdp", cell.pop("accuracy"), hp=chosen, epsilon=eps,
+                     calibration="analytic", draw=draw, **cell)
+
+
+def _figure2_rows(rows: _Rows, preps: Sequence[PreparedSplit], config: GLMBenchConfig) -> None:
+    """The paper's Figure 2: Breast, epsilon = 1, e in {5, 10, 15} x k in {0.1, 0.3, 0.5}."""
+    for prep in preps:
+        for hp in FIGURE2_GRID:
+            _hdp_rows(rows, prep, "figure2", hp, [1.0], config, "analytic")
+            plain = fit_accuracies(prep.train, prep.y_train, prep.test, prep.y_test,
+                                   [plain_job(prep.n_train, prep.n_parties, hp, split_seed=prep.split_seed)])[0]
+            rows.add(prep, "figure2", "plain", plain, hp=hp)

@@ -1,0 +1,125 @@
+"""PNG plots of ``vflsec bench glm``: accuracy against epsilon with every
+reference, the paper's Figure 2 grid, runtime against epochs and n."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+
+from ..common import pyplot
+from .report import _stats
+
+__all__ = ["plot_accuracy", "plot_figure2", "plot_runtime"]
+
+# Reference lines: distinct colour and dash for each, so overlapping values stay readable.
+_REFERENCE_STYLE = {
+    "majority": ("tab:red", ":"),
+    "single_party": ("tab:brown", "-."),
+    "centralized_sklearn": ("black", "-"),
+    "centralized_gd": ("tab:gray", (0, (5, 1))),
+    "plain": ("tab:blue", "--"),
+    "taylor": ("tab:cyan", (0, (1, 1))),
+    "paillier": ("tab:green", (0, (3, 1, 1, 1))),
+    "ckks": ("tab:purple", (0, (3, 2, 1, 2, 1, 2))),
+}
+_DP_STYLE = {
+    ("headline", "analytic"): ("tab:orange", "o", "HDP-VFL headline (analytic)"),
+    ("headline", "classic"): ("tab:olive", "v", "HDP-VFL headline (classic, ε < 1 only)"),
+    ("tuned_wide_grid", "analytic"): ("tab:pink", "s", "tuned wide grid (ε excludes search)"),
+    ("private_selection", "analytic"): ("tab:green", "D", "private selection (ε includes search)"),
+}
+
+
+def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
+    plt = pyplot()
+    n = len(summary)
+    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 5.2), squeeze=False)
+    for ax, (name, ds) in zip(axes[0], summary.items()):
+        for key, (color, marker, label) in _DP_STYLE.items():
+            cells = ds["dp"].get(key, {})
+            eps = sorted(cells)
+            if len(eps) < 1:
+                continue
+            stats = [_stats(cells[e]) for e in eps]
+            ax.errorbar(eps, [s[0] for s in stats], yerr=[s[1] for s in stats], color=color, marker=marker,
+                        capsize=3, lw=1.4, label=f"{label} (n={stats[0][2]}/point)")
+        for method, (color, dash) in _REFERENCE_STYLE.items():
+            if method in ds["reference"]:
+                mean, _, count = _stats(ds["reference"][method])
+                ax.axhline(mean, color=color, linestyle=dash, lw=1.3, label=f"{method} {mean:.3f} (n={count})")
+        ax.set_xscale("log")
+        ax.set_xlabel("ε for the whole training run (δ = 0.01)")
+        ax.set_ylabel("test accuracy")
+        ax.set_title(name)
+        ax.set_ylim(0.35, 1.0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle("Accuracy vs privacy budget (cf. HDP-VFL Fig. 1), with every reference")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_figure2(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
+    """Heat map of HDP-VFL accuracy over (e, k) at epsilon = 1; False if no data."""
+    items = [(name, ds) for name, ds in summary.items() if ds["figure2"]]
+    if not items:
+        return False
+    plt = pyplot()
+    name, ds = items[0]
+    es = sorted({e for e, _ in ds["figure2"]})
+    ks = sorted({k for _, k in ds["figure2"]})
+    grid = np.array([[_stats(ds["figure2"][(e, k)]["hdp"])[0] for k in ks] for e in es])
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    image = ax.imshow(grid, cmap="viridis", vmin=0.4, vmax=1.0, origin="lower")
+    for i in range(len(es)):
+        for j in range(len(ks)):
+            ax.text(j, i, f"{grid[i, j]:.3f}", ha="center", va="center", color="white", fontsize=10)
+    ax.set_xticks(range(len(ks)), [f"k = {k:g}" for k in ks])
+    ax.set_yticks(range(len(es)), [f"e = {e}" for e in es])
+    ax.set_title(f"HDP-VFL test accuracy on {name}, ε = 1 (cf. the paper's Fig. 2:\n"
+                 "e 5 -> 15: 0.9 -> 0.6; k 0.1 -> 0.5: 0.5 -> 0.9)", fontsize=9)
+    fig.colorbar(image, ax=ax, label="test accuracy")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_runtime(rows: Sequence[Dict[str, Any]], epochs_n: int, path: Path) -> None:
+    """Wall time and bytes against epochs (at ``epochs_n``) and against n
+    (one epoch); panels with a single point are left out."""
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    for m_i, method in enumerate(methods):
+        color = f"C{m_i}"
+        by_epoch = sorted((r["epochs"], r["seconds"], r["bytes"], r["extrapolated"]) for r in rows
+                          if r["method"] == method and r["n"] == epochs_n)
+        by_n = sorted((r["n"], r["seconds"], r["bytes"], r["extrapolated"]) for r in rows
+                      if r["method"] == method and r["epochs"] == 1)
+        for col, pts in ((0, by_epoch), (1, by_n)):
+            if len(pts) < 2:
+                continue
+            for row, index in ((0, 1), (1, 2)):
+                ax = axes[row][col]
+                ax.plot([p[0] for p in pts], [p[index] for p in pts], marker="o", color=color, label=method)
+                ext = [p for p in pts if p[3]]
+                if ext:
+                    ax.plot([p[0] for p in ext], [p[index] for p in ext], "x", color=color, ms=10)
+    labels = ((f"epochs (n = {epochs_n})", "wall time (s)"), ("n samples (1 epoch)", "wall time (s)"),
+              (f"epochs (n = {epochs_n})", "bytes sent"), ("n samples (1 epoch)", "bytes sent"))
+    for ax, (xlabel, ylabel) in zip([axes[0][0], axes[0][1], axes[1][0], axes[1][1]], labels):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"{ylabel}, log scale")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "fewer than 2 points in this run", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle("Runtime and bytes (cf. HDP-VFL Fig. 3); x = extrapolated from measured batches")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
