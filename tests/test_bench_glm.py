@@ -147,3 +147,19 @@ def test_he_runtime_cell_past_budget_is_extrapolated_and_labelled():
     assert cell["method"] == "p" and cell["key_bits"] == 2048
     assert cell["extrapolated"] is True and cell["measured_batches"] == 1
     assert cell["seconds"] == pytest.approx(3 * cell["measured_seconds"])
+
+
+def test_interrupted_run_writes_the_finished_cells_marked_partial(tmp_path, monkeypatch):
+    finished = glm.run_accuracy(replace(TINY, epsilons=(1.0,), figure2=False))
+
+    def interrupted(config, *, data_dir=None, state=None, log=print):
+        state["accuracy"] = finished  # some cells done, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(glm, "run_accuracy", interrupted)
+    with pytest.raises(SystemExit) as exc:
+        glm.run(quick=True, out=tmp_path)
+    assert exc.value.code == 130
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["partial"] is True and len(saved["accuracy"]["rows"]) == len(finished["rows"])
+    assert "Partial run" in (tmp_path / "report.md").read_text()

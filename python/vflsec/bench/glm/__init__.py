@@ -95,13 +95,17 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
             features=[35, 73],  # Adult's one-hot widths of the active / passive blocks under PAPER_SPLITS
             methods=["plain", "hdp", "ckks", "paillier"], batch_size=config.runtime_batch_size,
             he_budget=config.runtime_he_budget, paillier_3072=config.runtime_paillier_3072)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as exc:
+        # Whatever finished is written (marked partial) before stopping.
         result["partial"] = True
         result["seconds"] = time.perf_counter() - start
         result["machine"]["load_average_end"] = os.getloadavg()
         render(result, out)
-        print(f"{_PROG}: interrupted; the finished cells are in {out}", file=sys.stderr)
-        raise SystemExit(130)
+        if isinstance(exc, KeyboardInterrupt):
+            print(f"{_PROG}: interrupted; the finished cells are in {out}", file=sys.stderr)
+            raise SystemExit(130)
+        print(f"{_PROG}: failed ({type(exc).__name__}: {exc}); the finished cells are in {out}", file=sys.stderr)
+        raise
     result["seconds"] = time.perf_counter() - start
     result["machine"]["load_average_end"] = os.getloadavg()
     render(result, out)
@@ -145,7 +149,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split-seeds", type=int, default=None, help="train/test splits per dataset (default 5)")
     parser.add_argument("--noise-draws", type=int, default=None, help="noise draws per DP cell (default 3)")
     parser.add_argument("--he-budget", type=float, default=None,
-                        help="seconds per HE runtime cell before extrapolating from measured batches (default 120)")
+                        help="seconds per HE runtime cell before extrapolating from measured batches (default 60)")
     parser.add_argument("--he-accuracy-budget", type=float, default=None,
                         help="seconds an HE accuracy cell may take (estimated from one batch, default 900); longer "
                              "ones are skipped and listed, the 'taylor' plaintext reference stands in")

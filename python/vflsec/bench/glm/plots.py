@@ -36,6 +36,7 @@ def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
     n = len(summary)
     fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 5.2), squeeze=False)
     for ax, (name, ds) in zip(axes[0], summary.items()):
+        lowest = min(_stats(v)[0] for v in ds["reference"].values()) if ds["reference"] else 0.5
         for key, (color, marker, label) in _DP_STYLE.items():
             cells = ds["dp"].get(key, {})
             eps = sorted(cells)
@@ -43,7 +44,8 @@ def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
                 continue
             stats = [_stats(cells[e]) for e in eps]
             ax.errorbar(eps, [s[0] for s in stats], yerr=[s[1] for s in stats], color=color, marker=marker,
-                        capsize=3, lw=1.4, label=f"{label} (n={stats[0][2]}/point)")
+                        capsize=3, lw=1.4, label=f"{label} (n={max(s[2] for s in stats)}/point)")
+            lowest = min([lowest] + [s[0] - s[1] for s in stats if s[2]])
         for method, (color, dash) in _REFERENCE_STYLE.items():
             if method in ds["reference"]:
                 mean, _, count = _stats(ds["reference"][method])
@@ -52,7 +54,7 @@ def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
         ax.set_xlabel("ε for the whole training run (δ = 0.01)")
         ax.set_ylabel("test accuracy")
         ax.set_title(name)
-        ax.set_ylim(0.35, 1.0)
+        ax.set_ylim(max(0.0, lowest - 0.05), 1.0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle("Accuracy vs privacy budget (cf. HDP-VFL Fig. 1), with every reference")
