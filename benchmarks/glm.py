@@ -1,4 +1,4 @@
-"""GLM benchmark: same as ``vflsec bench glm`` (see vflsec/bench/glm.py)."""
+"""GLM benchmark: same as ``vflsec bench glm`` (see python/vflsec/bench/glm/)."""
 import argparse
 import sys
 

@@ -18,8 +18,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from tqdm import tqdm
 
-from .cells import (PreparedSplit, cv_accuracy, cv_plain_accuracy, fit_accuracies, hdp_jobs, plain_job,
-                    prepare_split, reference_accuracy)
+from .cells import (PreparedSplit, cv_accuracy, cv_plain_accuracy, fit_accuracies, fit_scores, hdp_jobs,
+                    plain_job, prepare_split, reference_accuracy)
 from .experiment import (DELTA, FIGURE2_GRID, PAPER_GRID, PLAIN_GRID, WIDE_GRID, GLMBenchConfig, HyperParams,
                          cell_seed)
 
@@ -106,9 +106,9 @@ def _hdp_rows(rows: _Rows, prep: PreparedSplit, family: str, hp: HyperParams, ep
              for e, d in zip(eps_list, draws)]
     jobs = hdp_jobs(prep.n_train, prep.n_parties, hp, epsilons=eps_list, calibration=calibration,
                     noise_seeds=seeds, split_seed=prep.split_seed)
-    acc = fit_accuracies(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
-    for a, e, d in zip(acc, eps_list, draws):
-        rows.add(prep, family, "hdp", a, hp=hp, epsilon=e, calibration=calibration, draw=d,
+    acc, area = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
+    for a, u, e, d in zip(acc, area, eps_list, draws):
+        rows.add(prep, family, "hdp", a, hp=hp, epsilon=e, calibration=calibration, draw=d, auc=float(u),
                  **(extra_by_eps or {}).get(e, {}))
 
 
@@ -152,7 +152,9 @@ def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, sta
         synth = make_synthetic(n_samples=2000, features_per_party=(10, 10), seed=1)
         todo.append(("synthetic", prepare_split(synth, [10, 10], split_seed=0, test_size=config.test_size)))
     start = time.perf_counter()
-    for i, (name, prep) in enumerate(tqdm(todo, desc="cross-validation (wide grid x budgets)", unit="split")):
+    # Work per split grows with its training rows: the estimate is weighted by them.
+    rows_total, rows_done = sum(p.n_train for _, p in todo), 0
+    for name, prep in tqdm(todo, desc="cross-validation (wide grid x budgets)", unit="split"):
         scores = cv_accuracy(prep, WIDE_GRID, config.epsilons, folds=config.cv_folds, base_seed=config.seed,
                              tag="tune")
         if name in preps:
@@ -160,8 +162,9 @@ def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, sta
         if prep.split_seed == 0:
             pool_cv[name] = scores
         elapsed = time.perf_counter() - start
+        rows_done += prep.n_train
         log(f"[glm] CV {name} split {prep.split_seed}: {len(WIDE_GRID) * len(config.epsilons) * config.cv_folds} "
-            f"fits, {elapsed:.0f} s so far, about {elapsed / (i + 1) * (len(todo) - i - 1):.0f} s to go")
+            f"fits, {elapsed:.0f} s so far, about {elapsed / rows_done * (rows_total - rows_done):.0f} s to go")
 
     result["cv"] = {name: [s.tolist() for s in scores] for name, scores in cv.items()}
     # Phase 2: the headline configuration of each dataset, selected on the others.
@@ -204,18 +207,18 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
     scores = cv_plain_accuracy(prep, PLAIN_GRID, folds=config.cv_folds)
     hp = PLAIN_GRID[int(np.argmax(scores))]
     for method in ("majority", "single_party", "centralized_sklearn"):
-        acc, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
-        rows.add(prep, "reference", method, acc, hp=None if method == "majority" else hp, warnings=warned)
+        acc, area, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+        rows.add(prep, "reference", method, acc, hp=None if method == "majority" else hp, warnings=warned, auc=area)
     jobs = [plain_job(prep.n_train, prep.n_parties, hp, split_seed=prep.split_seed, clip=False),
             plain_job(prep.n_train, prep.n_parties, hp, split_seed=prep.split_seed)]
-    gd, plain = fit_accuracies(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
-    rows.add(prep, "reference", "centralized_gd", gd, hp=dataclasses.replace(hp, k=math.inf))
-    rows.add(prep, "reference", "plain", plain, hp=hp, cv_accuracy=float(scores.max()))
-    same = fit_accuracies(prep.train, prep.y_train, prep.test, prep.y_test,
-                          [plain_job(prep.n_train, prep.n_parties, headline, split_seed=prep.split_seed)])[0]
-    rows.add(prep, "reference", "plain_headline", same, hp=headline)
-    acc, warned = reference_accuracy("taylor", prep, hp, key_bits=config.he_key_bits)
-    rows.add(prep, "reference", "taylor", acc, hp=hp, warnings=warned)
+    (gd, plain), (gd_auc, plain_auc) = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
+    rows.add(prep, "reference", "centralized_gd", gd, hp=dataclasses.replace(hp, k=math.inf), auc=float(gd_auc))
+    rows.add(prep, "reference", "plain", plain, hp=hp, cv_accuracy=float(scores.max()), auc=float(plain_auc))
+    same, same_auc = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test,
+                                [plain_job(prep.n_train, prep.n_parties, headline, split_seed=prep.split_seed)])
+    rows.add(prep, "reference", "plain_headline", same[0], hp=headline, auc=float(same_auc[0]))
+    acc, area, warned = reference_accuracy("taylor", prep, hp, key_bits=config.he_key_bits)
+    rows.add(prep, "reference", "taylor", acc, hp=hp, warnings=warned, auc=area)
     if prep.split_seed >= config.he_split_seeds:
         return
     for method in config.he_methods:
@@ -227,8 +230,8 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
                      key_bits=config.he_key_bits)
             continue
         log(f"[glm] {method} on {prep.dataset} split {prep.split_seed}: about {estimate:.0f} s")
-        acc, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
-        rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, key_bits=config.he_key_bits)
+        acc, area, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+        rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, key_bits=config.he_key_bits, auc=area)
 
 
 def _private_selection_rows(rows: _Rows, prep: PreparedSplit, config: GLMBenchConfig) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .experiment import DELTA, LAM, GLMBenchConfig, HyperParams, cell_seed
 
-__all__ = ["PreparedSplit", "cv_accuracy", "cv_plain_accuracy", "fit_accuracies", "hdp_jobs", "prepare_split", "reference_accuracy"]
+__all__ = ["PreparedSplit", "auc", "cv_accuracy", "cv_plain_accuracy", "fit_accuracies", "fit_scores", "hdp_jobs", "prepare_split", "reference_accuracy"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +92,25 @@ def _accuracy(theta: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.mean(pred == y[:, None], axis=0)
 
 
+def auc(theta: np.ndarray, y: np.ndarray) -> float:
+    """Area under the ROC curve of scores ``theta`` for labels in {-1, +1}
+    (threshold-free: it shows whether a model ranks the rows even when its
+    threshold is off)."""
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y > 0, theta))
+
+
+def fit_scores(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray], y_test: np.ndarray,
+               jobs: Sequence[Any]) -> Tuple[np.ndarray, np.ndarray]:
+    """Test accuracy and AUC of each job (all sharing n, batch size and batch seed)."""
+    from ...glm.fast import fit_grid
+
+    fitted = fit_grid(train, y_train, list(jobs))
+    theta = np.asarray(fitted.decision_function(test)).reshape(len(y_test), -1)
+    return _accuracy(theta, y_test), np.array([auc(theta[:, g], y_test) for g in range(theta.shape[1])])
+
+
 def fit_accuracies(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray], y_test: np.ndarray,
                    jobs: Sequence[Any]) -> np.ndarray:
     """Test accuracy of each job (all sharing n, batch size, epochs and batch seed)."""
@@ -157,8 +176,9 @@ def cv_plain_accuracy(prep: PreparedSplit, grid: Sequence[HyperParams], *, folds
     return scores
 
 
-def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *, key_bits: int) -> Tuple[float, List[str]]:
-    """Test accuracy of a reference method, and the warnings it raised
+def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
+                       key_bits: int) -> Tuple[float, Optional[float], List[str]]:
+    """Test accuracy and AUC of a reference method, and the warnings it raised
     (recorded, never silenced: the report labels the row with them).
 
     ``majority``: the training majority class; ``single_party`` /
@@ -170,7 +190,7 @@ def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *, key
 
     if method == "majority":
         values, counts = np.unique(prep.y_train, return_counts=True)
-        return float(np.mean(prep.y_test == values[np.argmax(counts)])), []
+        return float(np.mean(prep.y_test == values[np.argmax(counts)])), 0.5, []
     protection = {"centralized_sklearn": "centralized"}.get(method, method)
     h = hp.for_rows(prep.n_train)
     with warnings.catch_warnings(record=True) as caught:
@@ -180,5 +200,6 @@ def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *, key
             seed=prep.split_seed, key_bits=key_bits,
         ).fit(prep.raw_train, prep.y_train_raw)
         acc = model.score(prep.raw_test, prep.y_test_raw)
+        area = auc(model.decision_function(prep.raw_test), prep.y_test)
     messages = sorted({str(w.message).splitlines()[0] for w in caught})
-    return float(acc), messages
+    return float(acc), area, messages

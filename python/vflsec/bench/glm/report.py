@@ -43,7 +43,11 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     "skipped": method -> estimated seconds}."""
     out: Dict[str, Dict[str, Any]] = {}
     for r in rows:
-        ds = out.setdefault(r["dataset"], {"reference": {}, "dp": {}, "search": {}, "figure2": {}, "skipped": {}})
+        ds = out.setdefault(r["dataset"], {"reference": {}, "dp": {}, "search": {}, "figure2": {}, "skipped": {},
+                                           "auc": {}})
+        if r.get("auc") is not None and r["family"] in ("reference", "headline") and r["calibration"] != "classic":
+            key = r["method"] if r["family"] == "reference" else r["epsilon"]
+            ds["auc"].setdefault(key, []).append(r["auc"])
         if r["family"] == "reference":
             if r.get("skipped"):
                 ds["skipped"][r["method"]] = r.get("estimated_seconds")
@@ -113,6 +117,18 @@ def _dp_table(ds: Dict[str, Any], epsilons: Sequence[float]) -> str:
                            "tuned, paper grid (ε excludes hyperparameter search)",
                            "tuned, wide grid (ε excludes hyperparameter search)",
                            "private selection (ε includes the search)"], rows)
+
+
+def _auc_table(ds: Dict[str, Any], epsilons: Sequence[float]) -> str:
+    """Threshold-free view: does the DP model rank the rows even where its
+    accuracy sits at the majority rate?"""
+    refs = [f"{m} {_stats(ds['auc'][m])[0]:.3f}" for m in ("single_party", "centralized_sklearn", "plain")
+            if m in ds["auc"]]
+    rows = [[f"{e:g}", _fmt(*_stats(ds["auc"].get(e, [])))] for e in epsilons if e in ds["auc"]]
+    if not rows:
+        return ""
+    return (f"Test AUC (threshold-free; references: {', '.join(refs)}):\n\n"
+            + markdown_table(["ε", "HDP-VFL headline (analytic) AUC"], rows))
 
 
 def _figure2_table(ds: Dict[str, Any]) -> str:
@@ -207,20 +223,35 @@ def _runtime_claims(rt: Sequence[Dict[str, Any]]) -> List[str]:
 def conclusion(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, Any]]) -> List[str]:
     """What the run shows, in plain words."""
     lines = []
+    never_better, at_majority = [], []
     for name, ds in summary.items():
         plain, single, central = _ref(ds, "plain"), _ref(ds, "single_party"), _ref(ds, "centralized_sklearn")
+        majority = _ref(ds, "majority")
         parts = [f"On {name}, plain VFL reaches {plain:.3f} (centralized {central:.3f}, active party alone "
-                 f"{single:.3f})."]
+                 f"{single:.3f}, majority class {majority:.3f})."]
         for eps in (1.0, 10.0):
             acc = _dp(ds, eps)
             if not math.isnan(acc):
-                parts.append(f"At ε = {eps:g} (δ = {DELTA:g}), HDP-VFL costs {(plain - acc) * 100:.1f} points "
-                             f"({acc:.3f}).")
+                where = (" -- the majority-class rate: the model predicts one class" if acc <= majority + 0.005
+                         else "")
+                side = "below" if acc < single else "above"
+                parts.append(f"At ε = {eps:g} (δ = {DELTA:g}), HDP-VFL reaches {acc:.3f}{where}: "
+                             f"{(plain - acc) * 100:.1f} points below plain VFL and {abs(single - acc) * 100:.1f} "
+                             f"points {side} the active party training alone.")
+                if acc <= majority + 0.005:
+                    at_majority.append(name)
+        if all(_dp(ds, e) <= single + 0.005 for e in ds["dp"].get(("headline", "analytic"), {}) if e <= 10):
+            never_better.append(name)
         tuned = _dp(ds, 1.0, "tuned_wide_grid")
         if not math.isnan(tuned):
             parts.append(f"Tuning on the evaluated data reaches {tuned:.3f} at ε = 1 but is not covered by ε; "
                          f"accounted private selection reaches {_dp(ds, 1.0, 'private_selection'):.3f}.")
         lines.append(" ".join(parts))
+    if never_better:
+        lines.append(f"For ε <= 10, HDP-VFL does not beat the active party training alone on {', '.join(never_better)}: "
+                     "the passive party's features, seen through the noise, are worth less than they cost."
+                     + (f" Where it predicts the majority class ({', '.join(sorted(set(at_majority)))}), its AUC "
+                        "(above) shows how much ranking survives the noise." if at_majority else ""))
     by = {(r["method"], r["n"], r["epochs"]): r for r in runtime}
     for method in ("paillier", "ckks", "hdp"):
         pairs = [(r, by.get(("plain", r["n"], r["epochs"]))) for key, r in by.items() if key[0] == method]
@@ -285,6 +316,10 @@ def render_report(result: Dict[str, Any]) -> str:
         lines.append("")
         lines.append(_dp_table(ds, epsilons))
         lines.append("")
+        auc_table = _auc_table(ds, epsilons)
+        if auc_table:
+            lines.append(auc_table)
+            lines.append("")
         if ds["figure2"]:
             lines.append(f"### The paper's Figure 2 ({name}, ε = 1)\n")
             lines.append(_figure2_table(ds))

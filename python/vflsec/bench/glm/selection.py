@@ -83,7 +83,10 @@ def private_selection_cell(prep: PreparedSplit, grid: Sequence[HyperParams], *, 
     if out.coef is None:  # K = 0: nothing released; a model must then guess
         cell.update(accuracy=None, chosen=None)
         return cell
+    from .cells import auc
+
     theta = sum(X @ w for X, w in zip(prep.test, out.coef))
     cell["accuracy"] = float(np.mean(np.where(theta > 0, 1.0, -1.0) == prep.y_test))
+    cell["auc"] = auc(theta, prep.y_test)
     cell["chosen"] = grid[out.index].for_rows(n_fit)
     return cell
