@@ -1,7 +1,8 @@
 """``vflsec party-data``: per-party CSV files for trying multi-process jobs.
 
 Splits a dataset vertically (:func:`vflsec.data.vertical_split`, per-party
-min-max scaling to row norms <= 1, training rows only) and writes one CSV
+``zscore_clip`` scaling to row norms <= 1, statistics from each party's own
+training rows) and writes one CSV
 per party: an ``id`` column, the active party's ``y`` label column (0/1),
 then the party's feature columns. To mimic un-aligned data, each party keeps
 a random ``--keep`` fraction of the rows, in its own random order, so the

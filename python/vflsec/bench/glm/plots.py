@@ -34,7 +34,7 @@ _DP_STYLE = {
 def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
     plt = pyplot()
     n = len(summary)
-    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 5.2), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 7.4), squeeze=False)
     for ax, (name, ds) in zip(axes[0], summary.items()):
         lowest = min(_stats(v)[0] for v in ds["reference"].values()) if ds["reference"] else 0.5
         for key, (color, marker, label) in _DP_STYLE.items():
@@ -56,7 +56,8 @@ def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
         ax.set_title(name)
         ax.set_ylim(max(0.0, lowest - 0.05), 1.0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        # Below the panel: the curves and reference lines stay visible.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.suptitle("Accuracy vs privacy budget (cf. HDP-VFL Fig. 1), with every reference")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
