@@ -16,6 +16,11 @@ use, and ``VerticalLogisticRegression(protection="<name>")`` runs it (with a
 party named "coordinator" when the protocol has that role).
 
 Estimator: :class:`VerticalLogisticRegression` (:mod:`.estimator`).
+
+Experiments: :mod:`.fast` (``fit_grid``: the plain/hdp recursion for a grid
+of jobs at once, equal to the party programs) and :mod:`.tuning`
+(cross-validation, the composed epsilon of a search, Papernot-Steinke
+private selection).
 """
 from .job import GLMJob, PartyData, PartyResult, PhaseClock, batch_indices
 from .registry import Protocol, available_protocols, get_protocol, register_protocol
