@@ -135,7 +135,7 @@ def render(result: Dict[str, Any], out: Path) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
-                        help="built-in Breast data, 2 splits x 2 noise draws, small runtime grid (about 3 "
+                        help="built-in Breast data, 2 splits x 2 noise draws, small runtime grid (about a minute "
                              "minutes on 2 idle cores); explicit flags below still apply")
     parser.add_argument("--datasets", default=None,
                         help="comma-separated dataset names (default: breast,credit,adult; --quick: breast)")
