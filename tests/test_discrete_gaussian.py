@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import vflsec
 from vflsec import NoiseGenerator, kernels
 
 # The module, not the function of the same name that vflsec.kernels exports.
@@ -138,3 +139,171 @@ def test_large_sigma():
 def test_rejects_bad_sigma(sigma, exc):
     with pytest.raises(exc, match="sigma"):
         kernels.discrete_gaussian(3, sigma)
+
+
+# ---------------------------------------------------------------------------
+# The C++ sampler (cpp/discrete_gaussian.hpp): exactness at 10^6 samples,
+# stream layout, threads.
+# ---------------------------------------------------------------------------
+
+def exact_pmf_wide(sigma) -> tuple[np.ndarray, np.ndarray]:
+    """Support and pmf of N_Z(0, sigma^2) normalized over +-(16 sigma + 4): the mass left out is < 1e-55."""
+    s2 = float(Fraction(sigma) ** 2)
+    half = int(math.ceil(16 * math.sqrt(s2))) + 4
+    return exact_pmf(s2, half)
+
+
+def chisquare_binned(samples: np.ndarray, sigma, width: int = 1) -> float:
+    """Chi-square p-value of samples against N_Z(0, sigma^2), in bins of `width` integers, tails pooled."""
+    xs, pmf = exact_pmf_wide(sigma)
+    if width == 1:
+        return chisquare_against(samples, xs, pmf)
+    lo = xs[0]
+    nbins = (xs.size + width - 1) // width
+    bin_pmf = np.bincount((xs - lo) // width, weights=pmf, minlength=nbins)
+    assert samples.min() >= lo and samples.max() <= xs[-1]
+    return chisquare_against((samples - lo) // width, np.arange(nbins), bin_pmf)
+
+
+def bin_width(sigma) -> int:
+    return max(1, int(float(sigma) // 20))
+
+
+MILLION_SIGMAS = [0.3, 0.7, 1.0, 3.7, 100.0, 1e4, Fraction(7, 3)]
+
+
+@pytest.mark.parametrize("sigma", MILLION_SIGMAS, ids=str)
+def test_native_chisquare_million_samples(sigma):
+    n = 10**6
+    x = kernels.discrete_gaussian(n, sigma, generator=NoiseGenerator(seed=1000))
+    assert x.dtype == np.int64 and x.shape == (n,)
+    assert chisquare_binned(x, sigma, bin_width(sigma)) > 1e-3
+
+
+@pytest.mark.parametrize("sigma", [0.3, 0.7, 1.0, 1.5], ids=str)
+def test_chisquare_rejects_a_rounded_continuous_gaussian(sigma):
+    # The goodness-of-fit test above has power: rounding a continuous normal
+    # is not the discrete Gaussian, and 10^6 samples show it.
+    rng = np.random.default_rng(1)
+    x = np.rint(rng.standard_normal(10**6) * float(sigma)).astype(np.int64)
+    assert chisquare_binned(x, sigma) < 1e-6
+
+
+@pytest.mark.parametrize("sigma, wrong", [(3.7, 3.72), (100.0, 101.0), (1e4, 1.01e4)], ids=str)
+def test_binned_chisquare_rejects_a_wrong_sigma(sigma, wrong):
+    x = kernels.discrete_gaussian(10**6, wrong, generator=NoiseGenerator(seed=1001))
+    assert chisquare_binned(x, sigma, bin_width(sigma)) < 1e-6
+
+
+@pytest.mark.parametrize("sigma", [1.0, 3.7, 100.0, 1e4, 2**20], ids=str)
+def test_native_variance_within_half_percent(sigma):
+    x = kernels.discrete_gaussian(10**6, sigma, generator=NoiseGenerator(seed=1002)).astype(np.float64)
+    if sigma <= 1e4:
+        xs, pmf = exact_pmf_wide(sigma)
+        var = float(np.sum(xs.astype(np.float64) ** 2 * pmf))
+    else:  # by Poisson summation the variance is sigma^2 (1 - O(exp(-2 pi^2 sigma^2)))
+        var = float(sigma) ** 2
+    assert abs(np.mean(x**2) / var - 1) < 0.005
+    assert abs(x.mean()) < 5 * math.sqrt(var / x.size)
+
+
+def test_small_sigma_variance_is_below_sigma_squared():
+    # N_Z(0, sigma^2) has variance < sigma^2; for sigma = 0.3 it is 0.0077 (not 0.09).
+    xs, pmf = exact_pmf_wide(0.3)
+    var = float(np.sum(xs.astype(np.float64) ** 2 * pmf))
+    assert var < 0.09 * 0.1
+    x = kernels.discrete_gaussian(10**6, 0.3, generator=NoiseGenerator(seed=1003)).astype(np.float64)
+    assert abs(np.mean(x**2) - var) < 5 * math.sqrt(var / x.size)
+
+
+# sigma^2 of 128-bit (2 limbs), 256-bit (4 limbs) and 512-bit (8 limbs) parameters.
+LIMB_SIGMAS = [3.0, 3.7, Fraction(3 * 2**100 + 1, 2**100)]
+
+
+def test_parameter_widths_select_the_limb_counts():
+    widths = [len(dg.native_parameters(Fraction(s) ** 2)[0]) for s in LIMB_SIGMAS]
+    assert widths == [2, 4, 8]
+    assert dg.native_parameters(Fraction(3 * 2**200 + 1, 2**200) ** 2) is None
+
+
+def test_eight_limb_parameters_are_exact():
+    sigma = LIMB_SIGMAS[2]
+    x = kernels.discrete_gaussian(200_000, sigma, generator=NoiseGenerator(seed=1004))
+    assert chisquare_binned(x, sigma) > 1e-3
+
+
+def test_python_fallback_for_parameters_wider_than_512_bits():
+    sigma = Fraction(3 * 2**200 + 1, 2**200)
+    x = kernels.discrete_gaussian(3000, sigma, generator=NoiseGenerator(seed=1005))
+    assert x.dtype == np.int64
+    assert chisquare_binned(x, sigma) > 1e-3
+    assert kernels.discrete_gaussian(5, 1e-300).tolist() == [0] * 5
+
+
+def test_pure_python_sampler_still_exact():
+    x = dg.sample_discrete_gaussian(NoiseGenerator(seed=1006), 30_000, Fraction(3.7) ** 2)
+    assert chisquare_binned(x, 3.7) > 1e-3
+
+
+def test_native_sampler_at_the_largest_sigma():
+    x = kernels.discrete_gaussian(20_000, 2**52, generator=NoiseGenerator(seed=1007)).astype(np.float64)
+    assert abs(x.std() / 2**52 - 1) < 5 * math.sqrt(0.5 / x.size)
+
+
+def _with_threads(threads, fn):
+    before = vflsec.get_num_threads()
+    try:
+        vflsec.set_num_threads(threads)
+        return fn()
+    finally:
+        vflsec.set_num_threads(before)
+
+
+@pytest.mark.parametrize("sigma", [0.7] + LIMB_SIGMAS + [2**20], ids=str)
+def test_native_same_samples_for_one_and_two_threads(sigma):
+    def draw():
+        gen = NoiseGenerator(seed=1100)
+        return [kernels.discrete_gaussian(100_003, sigma, generator=gen),
+                kernels.discrete_gaussian((70, 30), sigma, generator=gen),
+                kernels.discrete_gaussian(50_000, sigma, generator=gen)]
+
+    one, two = _with_threads(1, draw), _with_threads(2, draw)
+    for x, y in zip(one, two):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(one[0][:50_000], one[2])
+
+
+def test_overflow_streams_are_thread_invariant_and_exact():
+    # One block per chunk of 3 samples: nearly every chunk runs past its
+    # reserved block onto its own overflow stream.
+    sigma2 = Fraction(3.7) ** 2
+
+    def draw():
+        return dg.sample_discrete_gaussian_native(NoiseGenerator(seed=1101), 300_000, sigma2,
+                                                  samples_per_chunk=3, blocks_per_chunk=1)
+
+    one, two = _with_threads(1, draw), _with_threads(2, draw)
+    np.testing.assert_array_equal(one, two)
+    assert chisquare_binned(one, 3.7) > 1e-3
+    default = dg.sample_discrete_gaussian_native(NoiseGenerator(seed=1101), 300_000, sigma2)
+    assert not np.array_equal(one, default)
+
+
+def test_native_reserves_blocks_and_is_reproducible():
+    gen = NoiseGenerator(seed=1102)
+    a = kernels.discrete_gaussian(1000, 5.0, generator=gen)
+    used = gen.blocks_used
+    assert used > 0
+    b = kernels.discrete_gaussian(1000, 5.0, generator=gen)
+    assert gen.blocks_used == 2 * used  # a fixed reservation per request size
+    assert not np.array_equal(a, b)
+    gen2 = NoiseGenerator(seed=1102)
+    np.testing.assert_array_equal(kernels.discrete_gaussian(1000, 5.0, generator=gen2), a)
+    np.testing.assert_array_equal(kernels.discrete_gaussian(1000, 5.0, generator=gen2), b)
+
+
+def test_two_secure_generators_differ():
+    a = kernels.discrete_gaussian(10_000, 1e3, generator=NoiseGenerator())
+    b = kernels.discrete_gaussian(10_000, 1e3, generator=NoiseGenerator())
+    assert not np.array_equal(a, b)
+    assert np.mean(a == b) < 0.01

@@ -3,13 +3,16 @@
 // with noconvert so a mismatched array is refused instead of silently copied.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "chacha20.hpp"
+#include "discrete_gaussian.hpp"
 #include "noise.hpp"
 
 namespace py = pybind11;
@@ -108,7 +111,24 @@ void bind_noise(py::module_& m) {
                 py::gil_scoped_release release;
                 g.fill_raw(p, n);
             },
-            py::arg("out").noconvert());
+            py::arg("out").noconvert())
+        .def(
+            "fill_discrete_gaussian",
+            [](ChaCha20Generator& g, CArray<int64_t> out, std::vector<uint64_t> a, std::vector<uint64_t> bt,
+               std::vector<uint64_t> den, uint64_t t, size_t samples_per_chunk, uint64_t blocks_per_chunk) {
+                if (a.size() != bt.size() || a.size() != den.size())
+                    throw std::invalid_argument("a, bt and den must have the same number of limbs");
+                int64_t* p = out.mutable_data();
+                const size_t n = static_cast<size_t>(out.size());
+                const noise::DiscreteGaussianParams params{a.data(), bt.data(), den.data(), a.size(), t};
+                py::gil_scoped_release release;
+                noise::fill_discrete_gaussian(g, p, n, params, samples_per_chunk, blocks_per_chunk);
+            },
+            py::arg("out").noconvert(), py::arg("a"), py::arg("bt"), py::arg("den"), py::arg("t"),
+            py::arg("samples_per_chunk") = noise::kDgSamplesPerChunk,
+            py::arg("blocks_per_chunk") = noise::kDgBlocksPerChunk,
+            "Exact discrete Gaussian samples into out (int64); parameters as little-endian uint64 limbs "
+            "(see cpp/discrete_gaussian.hpp).");
 
     m.def("chacha20_block", &chacha20_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
           "One RFC 8439 ChaCha20 block (64 bytes) from a 32-byte key, 32-bit counter and 12-byte nonce.");

@@ -16,13 +16,18 @@ running time) varies from sample to sample, as in any exact sampler of an
 unbounded distribution.
 
 The public entry point is :func:`vflsec.kernels.discrete_gaussian`, which
-validates its arguments and calls :func:`sample_discrete_gaussian`.
+validates its arguments and calls :func:`sample_discrete_gaussian_native`, the
+same algorithm in C++ (cpp/discrete_gaussian.hpp: 128/256/512-bit integer
+arithmetic, OpenMP threads, one sub-stream per chunk of samples). Parameters
+wider than 512 bits fall back to :func:`sample_discrete_gaussian` here. The
+two consume the generator's stream differently, so a seed gives different
+(identically distributed) samples on the two paths.
 """
 from __future__ import annotations
 
 from fractions import Fraction
 from math import isqrt
-from typing import Any, List
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -30,10 +35,14 @@ __all__ = [
     "UniformSource",
     "bernoulli_exp_neg",
     "discrete_laplace",
+    "native_parameters",
     "sample_discrete_gaussian",
+    "sample_discrete_gaussian_native",
 ]
 
 _MAX_CHUNK_WORDS = 1 << 16
+# Limb counts the C++ sampler is compiled for (cpp/discrete_gaussian.cpp).
+_NATIVE_LIMBS = (2, 4, 8)
 
 
 class UniformSource:
@@ -127,6 +136,53 @@ def _discrete_gaussian_one(src: UniformSource, a: int, b: int, t: int, bt: int, 
         d = abs(y) * bt - a
         if bernoulli_exp_neg(src, d * d, den):
             return y
+
+
+def _limbs(value: int, count: int) -> List[int]:
+    return [(value >> (64 * i)) & 0xFFFF_FFFF_FFFF_FFFF for i in range(count)]
+
+
+def native_parameters(sigma2: Fraction) -> Optional[Tuple[List[int], List[int], List[int], int]]:
+    """The C++ sampler's parameters (a, bt, den as little-endian uint64 limbs, and t), or None.
+
+    With sigma2 = a / b: t = floor(sigma) + 1, bt = b t, den = 2 a b t^2. The
+    C++ kernel (cpp/discrete_gaussian.hpp) takes 2, 4 or 8 limbs (128, 256 or
+    512 bits); parameters wider than 512 bits (extreme float sigmas such as
+    1e-300) return None and stay on the pure-Python sampler.
+    """
+    a, b = sigma2.numerator, sigma2.denominator
+    t = isqrt(a // b) + 1
+    bt = b * t
+    den = 2 * a * b * t * t
+    bits = max(a.bit_length(), bt.bit_length(), den.bit_length())
+    for nlimbs in _NATIVE_LIMBS:
+        if bits <= 64 * nlimbs:
+            return _limbs(a, nlimbs), _limbs(bt, nlimbs), _limbs(den, nlimbs), t
+    return None
+
+
+def sample_discrete_gaussian_native(generator: Any, count: int, sigma2: Fraction, *,
+                                    samples_per_chunk: Optional[int] = None,
+                                    blocks_per_chunk: Optional[int] = None) -> Optional[np.ndarray]:
+    """``count`` exact N_Z(0, sigma2) samples from the C++ kernel, or None if sigma2 is too wide for it.
+
+    ``generator`` is a :class:`vflsec.NoiseGenerator`; the chunk sizes (see
+    cpp/discrete_gaussian.hpp for the stream layout) default to the kernel's
+    and are exposed for tests only: they change the samples a seed gives.
+    """
+    params = native_parameters(sigma2)
+    if params is None:
+        return None
+    a, bt, den, t = params
+    kwargs = {}
+    if samples_per_chunk is not None:
+        kwargs["samples_per_chunk"] = int(samples_per_chunk)
+    if blocks_per_chunk is not None:
+        kwargs["blocks_per_chunk"] = int(blocks_per_chunk)
+    out = np.empty(count, dtype=np.int64)
+    if count:
+        generator._core_gen.fill_discrete_gaussian(out, a, bt, den, t, **kwargs)
+    return out
 
 
 def sample_discrete_gaussian(generator: Any, count: int, sigma2: Fraction) -> np.ndarray:

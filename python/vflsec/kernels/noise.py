@@ -341,7 +341,16 @@ def discrete_gaussian(shape: Any, sigma: Any, *, generator: Optional[NoiseGenera
     arithmetic: ``sigma`` (float, int or fractions.Fraction) is converted to an
     exact rational and squared exactly. ``sigma == 0`` gives zeros (the limit
     distribution, a point mass at 0). Rejection sampling makes the running
-    time depend on the output; the samples themselves are exact.
+    time depend on the output (a timing side channel: Jin et al., IEEE S&P
+    2022); the samples themselves are exact.
+
+    The sampler runs in C++ on OpenMP threads (cpp/discrete_gaussian.hpp)
+    whenever the exact parameters fit in 512 bits: every float sigma from
+    2^-150 up to the 2^52 maximum, and rationals of moderate size; others use
+    the slower pure-Python sampler (same distribution). Each
+    chunk of 64 samples draws from its own reserved block range of the
+    generator's stream (then a per-chunk overflow stream), so a seeded
+    generator gives the same samples for any thread count.
     """
     shape = check_shape(shape, "shape")
     sigma_exact = _exact_sigma(sigma)
@@ -349,5 +358,9 @@ def discrete_gaussian(shape: Any, sigma: Any, *, generator: Optional[NoiseGenera
     total = math.prod(shape)
     if total == 0 or sigma_exact == 0:
         return np.zeros(shape, dtype=np.int64)
-    return _dg.sample_discrete_gaussian(gen, total, sigma_exact * sigma_exact).reshape(shape)
+    sigma2 = sigma_exact * sigma_exact
+    out = _dg.sample_discrete_gaussian_native(gen, total, sigma2)
+    if out is None:  # parameters wider than 512 bits: exact pure-Python sampler
+        out = _dg.sample_discrete_gaussian(gen, total, sigma2)
+    return out.reshape(shape)
 
