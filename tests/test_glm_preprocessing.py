@@ -172,3 +172,18 @@ def test_plain_vfl_on_breast_with_defaults():
     assert model.score(split.X_test, split.y_test) >= 0.94
     central = VerticalLogisticRegression("centralized").fit(split.X_train, split.y_train)
     assert model.score(split.X_test, split.y_test) >= central.score(split.X_test, split.y_test) - 0.015
+
+
+def test_privacy_spent_reports_the_calibrated_budget_per_party():
+    from vflsec.data import PAPER_SPLITS, load_breast, vertical_split
+    from vflsec.glm import VerticalLogisticRegression
+
+    split = vertical_split(load_breast(), PAPER_SPLITS["breast"], seed=0)
+    private = VerticalLogisticRegression("hdp", epsilon=0.5, delta=1e-3, noise_seed=1).fit(split.X_train, split.y_train)
+    assert set(private.privacy_spent_) == {"active", "passive1"}
+    spent = private.privacy_spent_["passive1"]
+    assert (spent.epsilon, spent.delta, spent.releases) == (0.5, 1e-3, 1) and "analytic" in spent.accountant
+    plain = VerticalLogisticRegression("plain").fit(split.X_train, split.y_train)
+    assert plain.privacy_spent_ == {"active": None, "passive1": None}
+    off = VerticalLogisticRegression("hdp", noise=False).fit(split.X_train, split.y_train)
+    assert off.privacy_spent_["active"] is None

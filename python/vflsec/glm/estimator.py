@@ -190,6 +190,12 @@ class VerticalLogisticRegression(BaseEstimator):
         ``party_time`` (that split per party), ``bytes_by_tag``,
         ``total_bytes``, ``n_messages``, and for "hdp" ``sigma_active``,
         ``sigma_passive`` and the sensitivities.
+    privacy_spent_ : {party name: vflsec.dp.PrivacySpent or None}. For "hdp"
+        with noise, each data party's released IR sequence is one Gaussian
+        mechanism calibrated to ``(epsilon, delta)`` for the whole run
+        (``releases=1``; ``accountant`` names the calibration; "classic" is an
+        (epsilon, delta) guarantee only for epsilon < 1). None for every party
+        of a protection without DP noise (plain, HE, references, noise=False).
     """
 
     def __init__(
@@ -373,7 +379,19 @@ class VerticalLogisticRegression(BaseEstimator):
         self.batch_size_ = job.batch_size
         self.n_parties_ = len(parts)
         self.active_radius_ = radius
+        self.privacy_spent_ = self._privacy_spent(job)
         return self
+
+    def _privacy_spent(self, job: GLMJob) -> Dict[str, Any]:
+        from ..dp.accounting import PrivacySpent
+
+        names = (job.active, *job.passives)
+        if self.protection != "hdp" or not self.noise:
+            return {name: None for name in names}
+        spent = PrivacySpent(epsilon=float(self.epsilon), delta=float(self.delta), releases=1,
+                             epsilon_per_release=float(self.epsilon),
+                             accountant=f"{self.calibration} Gaussian calibration of the whole IR sequence")
+        return {name: spent for name in names}
 
     def _fit_vfl(self, job: GLMJob, parts: List[np.ndarray], y_signed: np.ndarray) -> None:
         active_X = parts[0]
