@@ -13,7 +13,7 @@ from typing import Any, Tuple
 
 import numpy as np
 
-from .loaders import Dataset, _find_file
+from .dataset import Dataset, _find_file
 
 __all__ = ["load_mnist", "vertical_halves"]
 

@@ -15,7 +15,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from .._arrays import check_positive_int, check_real
-from .loaders import Dataset
+from .dataset import Dataset
 
 __all__ = ["PAPER_SPLITS", "PAPER_SPLITS_AS_PUBLISHED", "SCALINGS", "VerticalSplit", "vertical_split"]
 

@@ -15,7 +15,7 @@ from typing import Any, List
 
 import numpy as np
 
-from .loaders import Dataset, _find_file, _one_column_attributes, _read_text
+from .dataset import Dataset, _find_file, _one_column_attributes, _read_text
 
 __all__ = ["ENERGY_TARGETS", "REGRESSION_DATASETS", "load_california_housing", "load_diabetes", "load_energy",
            "load_regression_dataset"]
