@@ -28,12 +28,9 @@ cfg) -> accuracy rows`` plus a report function.
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import math
-import statistics
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -41,9 +38,9 @@ import numpy as np
 from tqdm import tqdm
 
 from .common import git_revision, machine_info, markdown_table, package_versions, pyplot, write_json
+from .splitnn_afe import DELTA, VARIANTS, SplitData, _fit, make_afe
 from .splitnn_rescale import plot_rescale, report_rescale, section_rescale
 
-DELTA = 1e-2
 # VFL-AFE Table 2 (test accuracy, %): UCI Adult and MNIST rows of the paper.
 PAPER_TABLE2 = {
     "adult": {"vanilla": 77.16, "R": 79.02, "D": 77.70, "full": 79.31},
@@ -51,27 +48,12 @@ PAPER_TABLE2 = {
 }
 # VFL-AFE Table 3 (5000 CIFAR-10 samples): ms and share of training time.
 PAPER_TABLE3 = {"base": (349.89, 45.32), "noise": (60.43, 7.83), "rescale": (279.76, 36.23), "adjust": (82.04, 10.63)}
-VARIANTS = {"vanilla": (False, False), "R": (True, False), "D": (False, True), "full": (True, True)}
 TIMING_STEPS = ("base", "noise", "rescale", "adjust")
 IMPLS = ("vflsec", "baseline")
 
 
 # ---------------------------------------------------------------------------
 # data
-@dataclasses.dataclass
-class SplitData:
-    """A vertically split train/test set: ``parts`` hold the passive parties' blocks."""
-
-    name: str
-    train_parts: List[np.ndarray]
-    y_train: np.ndarray
-    test_parts: List[np.ndarray]
-    y_test: np.ndarray
-    kind: str  # "tabular" or "image"
-    image_shape: Optional[Tuple[int, int]] = None  # full image (H, W) for "image"
-    source: str = ""
-
-
 def _rows(n: int, limit: Optional[int], seed: int) -> np.ndarray:
     if limit is None or n <= limit:
         return np.arange(n)
@@ -138,15 +120,6 @@ def load_mnist_split(data_dir: Optional[Path], *, max_train: Optional[int], max_
 
 # ---------------------------------------------------------------------------
 # models and training
-def _bottom_factory(data: SplitData):
-    from ..splitnn.models import cnn_bottom, mlp_bottom
-
-    if data.kind == "image":
-        h, w = data.image_shape
-        return lambda p: cnn_bottom((h, p // h), 64)
-    return lambda p: mlp_bottom(p, (64,), 32)
-
-
 def _centralized_accuracy(data: SplitData, *, epochs: int, batch_size: int, lr: float, seed: int) -> float:
     """One bottom on all features + the same head, plain torch, same batch order."""
     import torch
@@ -183,29 +156,6 @@ def _join_halves(parts: List[np.ndarray], shape: Tuple[int, int]) -> np.ndarray:
     left = parts[0].reshape(-1, h, w // 2)
     right = parts[1].reshape(-1, h, w - w // 2)
     return np.ascontiguousarray(np.concatenate([left, right], axis=2).reshape(len(parts[0]), h * w))
-
-
-def make_afe(variant: str, cfg: Dict[str, Any], *, impl: str = "vflsec", seed: Optional[int] = None,
-             **options: Any):
-    """The VFL-AFE defense of a Table 2 ``variant`` with the benchmark's settings
-    (``options``: further VFLAFE keywords, e.g. ``rescale_shrink``)."""
-    from ..splitnn.defenses import VFLAFE
-
-    rescale, adjust = VARIANTS[variant]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the paper's classic calibration warns for epsilon >= 1
-        return VFLAFE(t=cfg["t"], epsilon=cfg["epsilon"][cfg["_dataset_kind"]], delta=DELTA, rescale=rescale,
-                      adjust=adjust,
-                      kl_weight=cfg["kl_weight"], contrastive_weight=cfg["contrastive_weight"],
-                      confidence_threshold=cfg["confidence_threshold"][cfg["_dataset_kind"]],
-                      calibration=cfg["calibration"], impl=impl, seed=seed, **options)
-
-
-def _fit(data: SplitData, defense: Any, *, epochs: int, batch_size: int, lr: float, seed: int, device: str):
-    from ..splitnn import SplitNNClassifier
-
-    return SplitNNClassifier(bottoms=_bottom_factory(data), defense=defense, epochs=epochs, batch_size=batch_size,
-                             lr=lr, seed=seed, device=device).fit(data.train_parts, data.y_train)
 
 
 def run_table2(datasets: Dict[str, SplitData], cfg: Dict[str, Any]) -> List[Dict[str, Any]]:

@@ -39,7 +39,7 @@ def _label(variant: str, shrink: bool) -> str:
 
 def section_rescale(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Test accuracy and per-epoch rescale diagnostics of the CELLS, per dataset and seed."""
-    from .splitnn import DELTA, _fit, make_afe
+    from .splitnn_afe import DELTA, _fit, make_afe
 
     seeds = cfg["rescale"]["seeds"]
     work = [(name, seed, cell) for name in datasets for seed in range(seeds) for cell in CELLS]
