@@ -163,7 +163,7 @@ def _operand_device(X: Any, Y: Any) -> Any:
 
 
 def pairwise_distances(X: Any, Y: Any, squared: bool) -> Any:
-    from .distances import _exponent_for
+    from ._checks import _exponent_for
 
     torch = _torch()
     module = _require()
@@ -191,7 +191,7 @@ def pairwise_distances(X: Any, Y: Any, squared: bool) -> Any:
 
 
 def pairwise_distance_stats(X: Any) -> Any:
-    from .distances import DistanceStats, _exponent_for
+    from ._checks import DistanceStats, _exponent_for
 
     torch = _torch()
     module = _require()
@@ -257,7 +257,7 @@ def _device_init(init: Any, name: str, x: Any) -> Any:
 
 
 def fuzzy_cmeans(X: Any, n_clusters: Any, *, m: Any, max_iter: Any, tol: Any, init: Any, seed: Any) -> Any:
-    from . import fcm as _fcm
+    from . import _checks
 
     torch = _torch()
     module = _require()
@@ -266,15 +266,15 @@ def fuzzy_cmeans(X: Any, n_clusters: Any, *, m: Any, max_iter: Any, tol: Any, in
     lo_hi = torch.stack([t.to(torch.float64) for t in torch.aminmax(x)])
     finite_absmax((x, "X"))
     lo, hi = lo_hi.tolist()
-    c, m, max_iter, tol, seed = _fcm._check_parameters(n, n_clusters, m, max_iter, tol, seed)
+    c, m, max_iter, tol, seed = _checks._check_parameters(n, n_clusters, m, max_iter, tol, seed)
 
     init_centers = init_membership = None
-    mode = _fcm._init_mode(init)
+    mode = _checks._init_mode(init)
     if mode is not None:
         rng = np.random.default_rng(seed)
         if mode == "random":
             # The CPU's draws, copied to the device: equal starts on both.
-            init_membership = torch.from_numpy(_fcm._random_membership(n, c, rng, _np_dtype(x.dtype))).to(x.device)
+            init_membership = torch.from_numpy(_checks._random_membership(n, c, rng, _np_dtype(x.dtype))).to(x.device)
         else:
             init_centers = _kmeans_plus_plus(x, c, rng)
     else:
@@ -292,7 +292,7 @@ def fuzzy_cmeans(X: Any, n_clusters: Any, *, m: Any, max_iter: Any, tol: Any, in
     if init_centers is not None:
         clo, chi = torch.stack([t.to(torch.float64) for t in torch.aminmax(init_centers)]).tolist()
         lo, hi = min(lo, clo), max(hi, chi)
-    _fcm._check_span(lo, hi, d, _np_dtype(x.dtype))
+    _checks._check_span(lo, hi, d, _np_dtype(x.dtype))
 
     scratch = torch.empty(2 * c * d, dtype=x.dtype, device=x.device)
     if init_centers is not None:
@@ -311,7 +311,7 @@ def fuzzy_cmeans(X: Any, n_clusters: Any, *, m: Any, max_iter: Any, tol: Any, in
         raise ValueError(
             f"init memberships give cluster {weightless} no weight (every u^m is 0), so its centre is undefined"
         )
-    return _fcm.FCMResult(
+    return _checks.FCMResult(
         centers=centers,
         membership=membership,
         labels=labels,
@@ -359,7 +359,7 @@ def gaussian_noise(shape: Sequence[int], sigma: float, dtype: np.dtype, generato
 
 
 def add_gaussian_noise(x: Any, sigma: Any, generator: Any) -> Any:
-    from .noise import _MAX_Z, _check_sigma
+    from ._checks import _MAX_Z, _check_sigma
 
     torch = _torch()
     module = _require()

@@ -15,50 +15,16 @@ in a fixed order: the result does not depend on the thread count.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 
 from .. import _core
-from .._arrays import as_float_array, check_real
+from .._arrays import as_float_array
 from . import _cuda
+from ._checks import DistanceStats, _exponent_for
 
 __all__ = ["DistanceStats", "pairwise_distance_stats", "pairwise_distances"]
-
-
-@dataclass(frozen=True)
-class DistanceStats:
-    """Statistics of the pairwise Euclidean distances of the rows of X.
-
-    ``std`` is the population standard deviation (``ddof=0``), as
-    ``numpy.std`` of ``scipy.spatial.distance.pdist(X)``.
-    """
-
-    count: int
-    mean: float
-    std: float
-    min: float
-    max: float
-
-    def quantile(self, p: float) -> float:
-        """Quantile ``p`` of a Gaussian with this mean and standard deviation.
-
-        ``mean + std * sqrt(2) * erfinv(2p - 1)``: the sensitivity estimate of
-        VFL-AFE (``p = 0.9987`` gives about ``mean + 3 std``). ``0 < p < 1``.
-        """
-        from scipy.special import erfinv
-
-        p = check_real(p, "p", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
-        return float(self.mean + self.std * math.sqrt(2.0) * float(erfinv(2.0 * p - 1.0)))
-
-
-# Binary exponent range of max|x| inside which no sum of squared coordinate
-# differences can overflow (for any realistic d), so that only differences
-# below ~1e-19 (float32) or ~1e-154 (float64) lose precision to underflow.
-# Outside it the data are scaled by a power of two (exact) and the results
-# scaled back.
-_SAFE_EXPONENTS = {np.dtype(np.float32): (-32, 32), np.dtype(np.float64): (-256, 256)}
 
 
 def _scale_exponent(*arrays: np.ndarray) -> int:
@@ -66,15 +32,6 @@ def _scale_exponent(*arrays: np.ndarray) -> int:
     unique = {id(a): a for a in arrays}.values()
     largest = max(max(abs(float(a.max())), abs(float(a.min()))) for a in unique)
     return _exponent_for(largest, arrays[0].dtype)
-
-
-def _exponent_for(largest: float, dtype: np.dtype) -> int:
-    """The scale exponent for data of dtype ``dtype`` with max|x| = ``largest``."""
-    if largest == 0.0:
-        return 0
-    exponent = math.frexp(largest)[1]
-    low, high = _SAFE_EXPONENTS[np.dtype(dtype)]
-    return exponent if not low <= exponent <= high else 0
 
 
 def _check_bool(value: Any, name: str) -> bool:

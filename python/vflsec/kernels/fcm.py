@@ -20,71 +20,16 @@ and ``objective = J_m(U_p, V_p)`` of that same pair; ``objective_history[p-1]
 """
 from __future__ import annotations
 
-import numbers
-from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import numpy as np
 
 from .. import _core
-from .._arrays import as_float_array, check_positive_int, check_real
+from .._arrays import as_float_array
 from . import _cuda
+from ._checks import FCMResult, _check_parameters, _check_span, _init_mode, _random_membership
 
 __all__ = ["FCMResult", "fuzzy_cmeans"]
-
-_MAX_ITER_LIMIT = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class FCMResult:
-    """Result of :func:`fuzzy_cmeans`.
-
-    The array fields are numpy arrays, or torch tensors when ``X`` was a
-    tensor. ``centers``, ``membership`` and ``confidence`` have the
-    computation dtype (float32 or float64); ``labels`` is int64 and
-    ``objective_history`` float64.
-
-    Attributes
-    ----------
-    centers : (n_clusters, d) final centres ``V_p``.
-    membership : (n, n_clusters) memberships ``U_p = U(V_p)``; rows sum to 1.
-    labels : (n,) ``argmax`` of each membership row (the first on ties).
-    confidence : (n,) the largest membership of each row.
-    n_iter : number of centre updates ``p`` performed.
-    objective : ``J_m(U_p, V_p)`` of the returned pair, as a Python float
-        (accumulated in float64 whatever the dtype).
-    converged : whether ``center_shift < tol`` (False if stopped by ``max_iter``).
-    objective_history : (n_iter,) ``J_1, ..., J_p``; the last equals ``objective``.
-    center_shift : ``shift_p``, the largest Euclidean centre movement of the
-        last update (``inf`` when ``n_iter == 1`` after a membership start).
-    """
-
-    centers: Any
-    membership: Any
-    labels: Any
-    confidence: Any
-    n_iter: int
-    objective: float
-    converged: bool
-    objective_history: Any
-    center_shift: float
-
-
-def _check_seed(seed: Any) -> Union[None, int, np.random.Generator]:
-    if seed is None or isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(f"seed must be None, a non-negative integer or a numpy Generator, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
-    return int(seed)
-
-
-def _random_membership(n: int, c: int, rng: np.random.Generator, dtype: np.dtype) -> np.ndarray:
-    u = rng.random((n, c))
-    u /= u.sum(axis=1, keepdims=True)
-    return np.ascontiguousarray(u, dtype=dtype)
-
 
 def _kmeans_plus_plus(X: np.ndarray, c: int, rng: np.random.Generator) -> np.ndarray:
     """k-means++ seeding (Arthur & Vassilvitskii 2007): each new centre is a
@@ -128,41 +73,6 @@ def _check_scale(X: np.ndarray, centers: Optional[np.ndarray]) -> None:
     if centers is not None:
         lo, hi = min(lo, float(centers.min())), max(hi, float(centers.max()))
     _check_span(lo, hi, X.shape[1], X.dtype)
-
-
-def _check_span(lo: float, hi: float, d: int, dtype: np.dtype) -> None:
-    span = hi - lo
-    limit = float(np.finfo(dtype).max) / 4.0
-    if span > 0.0 and (not np.isfinite(span) or span * span * d > limit):
-        raise ValueError(
-            f"X spans {span:.3g}, so squared distances would overflow {np.dtype(dtype)}; "
-            "rescale the data" + (" or use float64" if dtype == np.float32 else "")
-        )
-
-
-def _init_mode(init: Any) -> Optional[str]:
-    """"random" or "kmeans++" for ``init`` None or a string; None for an array start."""
-    if init is not None and not isinstance(init, str):
-        return None
-    mode = "random" if init is None else init
-    if mode not in ("random", "kmeans++"):
-        raise ValueError(f"init must be None, 'random', 'kmeans++' or an array, got {init!r}")
-    return mode
-
-
-def _check_parameters(n: int, n_clusters: Any, m: Any, max_iter: Any, tol: Any, seed: Any) -> tuple:
-    """Validated (n_clusters, m, max_iter, tol, seed) for ``n`` points."""
-    if isinstance(n_clusters, bool) or not isinstance(n_clusters, numbers.Integral):
-        raise TypeError(f"n_clusters must be an integer, got {type(n_clusters).__name__}")
-    n_clusters = int(n_clusters)
-    if not 2 <= n_clusters <= n:
-        raise ValueError(f"n_clusters must be between 2 and the number of points {n}, got {n_clusters}")
-    m = check_real(m, "m", low=1.0, low_inclusive=False)
-    max_iter = check_positive_int(max_iter, "max_iter")
-    if max_iter > _MAX_ITER_LIMIT:
-        raise ValueError(f"max_iter must be <= {_MAX_ITER_LIMIT}, got {max_iter}")
-    tol = check_real(tol, "tol", low=0.0, low_inclusive=False)
-    return n_clusters, m, max_iter, tol, _check_seed(seed)
 
 
 def fuzzy_cmeans(

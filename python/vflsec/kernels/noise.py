@@ -51,8 +51,9 @@ from typing import Any, Optional, Tuple, Union
 import numpy as np
 
 from .. import _core
-from .._arrays import as_float_array, check_positive_int, check_real, check_shape
+from .._arrays import as_float_array, check_positive_int, check_shape
 from . import _cuda
+from ._checks import _check_sigma
 from . import _discrete_gaussian as _dg
 
 __all__ = [
@@ -65,8 +66,6 @@ __all__ = [
 
 _KEY_DOMAIN = b"vflsec.NoiseGenerator.v1/"
 _FLOAT_DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
-# |standard normal| <= sqrt(-2 ln 2^-53) < 8.6: keep sigma * z finite in the dtype.
-_MAX_Z = 8.6
 # Discrete Gaussian samples must fit in int64; at sigma = 2^52 that needs a
 # deviation of 2^11 sigma, probability exp(-2^21).
 _DISCRETE_SIGMA_MAX = 2**52
@@ -103,14 +102,6 @@ def _check_dtype(dtype: Any) -> np.dtype:
     if dt not in _FLOAT_DTYPES:
         raise TypeError(f"dtype must be float32 or float64, got {dt}")
     return dt
-
-
-def _check_sigma(sigma: Any, dtype: np.dtype) -> float:
-    sigma = check_real(sigma, "sigma", low=0.0)
-    limit = float(np.finfo(dtype).max) / (2 * _MAX_Z)
-    if sigma > limit:
-        raise ValueError(f"sigma={sigma} is too large for {dtype} noise (maximum {limit:.3g}): samples would overflow")
-    return sigma
 
 
 class NoiseGenerator:
