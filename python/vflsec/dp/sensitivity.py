@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from .._arrays import check_positive_int, check_real
 from .losses import LossConstants, loss_constants

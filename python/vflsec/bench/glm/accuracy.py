@@ -93,7 +93,8 @@ class _Rows:
             "valid_dp": (calibration == "analytic" or (calibration == "classic" and epsilon < 1.0)) if dp else None,
             "split_seed": prep.split_seed, "noise_draw": draw,
             "noise": ("seeded (experiment setting)" if self.seeded else "OS-entropy CSPRNG") if dp else None,
-            "accuracy": None if accuracy is None else float(accuracy), "config": None if hp is None else hp.for_rows(prep.n_train).as_dict(),
+            "accuracy": None if accuracy is None else float(accuracy),
+            "config": None if hp is None else hp.for_rows(prep.n_train).as_dict(),
             **extra,
         })
 
@@ -242,8 +243,8 @@ def _private_selection_rows(rows: _Rows, prep: PreparedSplit, config: GLMBenchCo
     for eps in config.epsilons:
         for draw in range(config.noise_draws):
             seed = cell_seed(config.seed, "private_selection", prep.dataset, prep.split_seed, eps, draw)
-            cell = private_selection_cell(prep, WIDE_GRID, epsilon=eps, mean_candidates=config.selection_mean_candidates,
-                                          seed=seed)
+            cell = private_selection_cell(prep, WIDE_GRID, epsilon=eps,
+                                          mean_candidates=config.selection_mean_candidates, seed=seed)
             chosen = cell.pop("chosen")
             rows.add(prep, "private_selection", "hdp", cell.pop("accuracy"), hp=chosen, epsilon=eps,
                      calibration="analytic", draw=draw, **cell)

@@ -14,9 +14,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .experiment import DELTA, LAM, GLMBenchConfig, HyperParams, cell_seed
+from .experiment import DELTA, LAM, HyperParams, cell_seed
 
-__all__ = ["PreparedSplit", "auc", "cv_accuracy", "cv_plain_accuracy", "fit_accuracies", "fit_scores", "hdp_jobs", "prepare_split", "reference_accuracy"]
+__all__ = ["PreparedSplit", "auc", "cv_accuracy", "cv_plain_accuracy", "fit_accuracies", "fit_scores", "hdp_jobs",
+           "prepare_split", "reference_accuracy"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -24,7 +24,6 @@ Hyperparameter families (all for every method that has the parameter):
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Optional, Tuple
 

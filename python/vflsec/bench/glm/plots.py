@@ -3,7 +3,7 @@ reference, the paper's Figure 2 grid, runtime against epochs and n."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, Sequence
 
 import numpy as np
 

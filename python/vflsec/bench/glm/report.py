@@ -3,7 +3,7 @@ verdicts against meaningful baselines, and a plain-words conclusion."""
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -23,7 +23,8 @@ REFERENCE_NOTES = {
     "centralized_gd": "centralized mini-batch GD, same configuration as plain, no clip",
     "plain": "non-private VFL (IRs in the clear), configuration by 5-fold CV on the training rows",
     "plain_headline": "non-private VFL at the DP headline configuration",
-    "taylor": "HE-VFL's Taylor-approximated flow in the clear (the accuracy Paillier/CKKS reach), plain's configuration",
+    "taylor": ("HE-VFL's Taylor-approximated flow in the clear (the accuracy Paillier/CKKS reach), "
+               "plain's configuration"),
     "paillier": "HE-VFL, Paillier",
     "ckks": "HE-VFL, CKKS",
 }
@@ -97,7 +98,8 @@ def _dp_table(ds: Dict[str, Any], epsilons: Sequence[float]) -> str:
         row = [f"{eps:g}"]
         row.append(_fmt(*_stats(ds["dp"].get(("headline", "analytic"), {}).get(eps, []))))
         classic = ds["dp"].get(("headline", "classic"), {}).get(eps)
-        row.append(_fmt(*_stats(classic)) if classic else "not run (not (ε, δ)-DP for ε ≥ 1)" if eps >= 1 else "n/a")
+        not_run = "not run (not (ε, δ)-DP for ε ≥ 1)" if eps >= 1 else "n/a"
+        row.append(_fmt(*_stats(classic)) if classic else not_run)
         for family in ("tuned_paper_grid", "tuned_wide_grid"):
             cell = _fmt(*_stats(ds["dp"].get((family, "analytic"), {}).get(eps, [])))
             search = ds["search"].get(family, {}).get(eps)
@@ -248,7 +250,8 @@ def conclusion(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, A
                          f"accounted private selection reaches {_dp(ds, 1.0, 'private_selection'):.3f}.")
         lines.append(" ".join(parts))
     if never_better:
-        lines.append(f"For ε <= 10, HDP-VFL does not beat the active party training alone on {', '.join(never_better)}: "
+        lines.append(f"For ε <= 10, HDP-VFL does not beat the active party training alone on "
+                     f"{', '.join(never_better)}: "
                      "the passive party's features, seen through the noise, are worth less than they cost."
                      + (f" Where it predicts the majority class ({', '.join(sorted(set(at_majority)))}), its AUC "
                         "(above) shows how much ranking survives the noise." if at_majority else ""))
@@ -281,7 +284,9 @@ def render_report(result: Dict[str, Any]) -> str:
         f"{_load(m, 'start')}, after {_load(m, 'end')}. Wall time of the run: {result.get('seconds', 0) / 60:.1f} min."
         + (" **Partial run** (interrupted): only the finished cells are shown." if result.get("partial") else ""),
         "",
-        f"DP noise: {'seeded per cell from --seed ' + str(cfg['seed']) + ' (an experiment setting so the numbers reproduce; deployments use the OS-entropy CSPRNG)' if seeded else 'OS-entropy CSPRNG (numbers vary run to run)'}. "
+        "DP noise: " + (f"seeded per cell from --seed {cfg['seed']} (an experiment setting so the numbers reproduce; "
+                        "deployments use the OS-entropy CSPRNG). " if seeded
+                        else "OS-entropy CSPRNG (numbers vary run to run). ") +
         f"{cfg['split_seeds']} train/test splits (80/20, stratified) x {cfg['noise_draws']} noise draws per DP "
         f"cell; δ = {DELTA:g}; λ = {cfg['lam']:g}; learning rate {cfg['lr']:g} everywhere.", "",
         "## Protocol", "",
