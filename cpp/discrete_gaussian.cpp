@@ -201,6 +201,19 @@ struct Sampler {
             if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
         return 0;
     }
+    // out (zeroed, >= xn + yn limbs) = x * y, schoolbook on 64-bit limbs.
+    static void mul(uint64_t* out, const uint64_t* x, int xn, const uint64_t* y, int yn) {
+        for (int i = 0; i < xn; ++i) {
+            uint64_t carry = 0;
+            for (int j = 0; j < yn; ++j) {
+                const u128 c = static_cast<u128>(x[i]) * y[j] + out[i + j] + carry;
+                out[i + j] = static_cast<uint64_t>(c);
+                carry = static_cast<uint64_t>(c >> 64);
+            }
+            out[i + yn] = carry;
+        }
+    }
+
     static void sub(uint64_t* x, const uint64_t* y) {  // x -= y, x >= y
         uint64_t borrow = 0;
         for (int i = 0; i < L; ++i) {
@@ -215,15 +228,7 @@ struct Sampler {
         // p = y * bt (W + 2 <= L limbs)
         uint64_t p[L] = {};
         const uint64_t yl[2] = {static_cast<uint64_t>(y), static_cast<uint64_t>(y >> 64)};
-        for (int j = 0; j < 2; ++j) {
-            uint64_t carry = 0;
-            for (int i = 0; i < W; ++i) {
-                const u128 c = static_cast<u128>(yl[j]) * bt[i] + p[i + j] + carry;
-                p[i + j] = static_cast<uint64_t>(c);
-                carry = static_cast<uint64_t>(c >> 64);
-            }
-            p[W + j] = carry;
-        }
+        mul(p, yl, 2, bt, W);
         uint64_t d[L];
         if (cmp(p, a) >= 0) {
             std::memcpy(d, p, sizeof d);
@@ -244,15 +249,7 @@ struct Sampler {
         }
         // num = d^2 (2 W limbs)
         uint64_t num[L] = {};
-        for (int i = 0; i < W; ++i) {
-            uint64_t carry = 0;
-            for (int j = 0; j < W; ++j) {
-                const u128 c = static_cast<u128>(d[i]) * d[j] + num[i + j] + carry;
-                num[i + j] = static_cast<uint64_t>(c);
-                carry = static_cast<uint64_t>(c >> 64);
-            }
-            num[i + W] = carry;
-        }
+        mul(num, d, W, d, W);
         while (cmp(num, den) > 0) {
             if (!bernoulli_exp_neg1(src)) return false;
             sub(num, den);
