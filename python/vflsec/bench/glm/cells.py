@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -102,24 +102,27 @@ def auc(theta: np.ndarray, y: np.ndarray) -> float:
     return float(roc_auc_score(y > 0, theta))
 
 
-def fit_scores(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray], y_test: np.ndarray,
-               jobs: Sequence[Any]) -> Tuple[np.ndarray, np.ndarray]:
-    """Test accuracy and AUC of each job (all sharing n, batch size and batch seed)."""
+def _test_thetas(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray],
+                 jobs: Sequence[Any]) -> np.ndarray:
+    """``(n_test, G)`` linear predictors on ``test`` of the jobs fitted on ``train``."""
     from ...glm.fast import fit_grid
 
     fitted = fit_grid(train, y_train, list(jobs))
-    theta = np.asarray(fitted.decision_function(test)).reshape(len(y_test), -1)
+    return np.asarray(fitted.decision_function(test)).reshape(test[0].shape[0], -1)
+
+
+def fit_scores(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray], y_test: np.ndarray,
+               jobs: Sequence[Any]) -> Tuple[np.ndarray, np.ndarray]:
+    """Test accuracy and AUC of each job (all sharing n, batch size and batch seed)."""
+    theta = _test_thetas(train, y_train, test, jobs)
     return _accuracy(theta, y_test), np.array([auc(theta[:, g], y_test) for g in range(theta.shape[1])])
 
 
 def fit_accuracies(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray], y_test: np.ndarray,
                    jobs: Sequence[Any]) -> np.ndarray:
-    """Test accuracy of each job (all sharing n, batch size, epochs and batch seed)."""
-    from ...glm.fast import fit_grid
-
-    fitted = fit_grid(train, y_train, list(jobs))
-    theta = np.asarray(fitted.decision_function(test))
-    return _accuracy(theta.reshape(len(y_test), -1), y_test)
+    """Test accuracy of each job (all sharing n, batch size and batch seed); no
+    AUC, which the cross-validation loops do not need."""
+    return _accuracy(_test_thetas(train, y_train, test, jobs), y_test)
 
 
 def _schedule_groups(grid: Sequence[HyperParams], n: int) -> Dict[Tuple[int, int], List[int]]:
@@ -131,6 +134,27 @@ def _schedule_groups(grid: Sequence[HyperParams], n: int) -> Dict[Tuple[int, int
     return groups
 
 
+def _cross_validate(prep: PreparedSplit, grid: Sequence[HyperParams], width: int, *, folds: int,
+                    jobs_for: Callable[[int, int, int], List[Any]]) -> np.ndarray:
+    """Mean ``folds``-fold CV accuracy, ``(len(grid), width)``, on ``prep``'s
+    training rows (stratified folds seeded by the split). ``jobs_for(i, n,
+    fold)`` gives configuration ``i``'s ``width`` jobs for ``n`` training
+    rows; configurations sharing a schedule are fitted in one grid."""
+    from sklearn.model_selection import StratifiedKFold
+
+    scores = np.zeros((len(grid), width))
+    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=prep.split_seed)
+    for fold, (tr, va) in enumerate(splitter.split(np.zeros(prep.n_train), prep.y_train)):
+        tr, va = np.sort(tr), np.sort(va)
+        train = [X[tr] for X in prep.train]
+        valid = [X[va] for X in prep.train]
+        for _, members in _schedule_groups(grid, len(tr)).items():
+            jobs = [job for i in members for job in jobs_for(i, len(tr), fold)]
+            acc = fit_accuracies(train, prep.y_train[tr], valid, prep.y_train[va], jobs)
+            scores[members, :] += acc.reshape(len(members), width) / folds
+    return scores
+
+
 def cv_accuracy(prep: PreparedSplit, grid: Sequence[HyperParams], epsilons: Sequence[float], *, folds: int,
                 base_seed: Optional[int], tag: str) -> np.ndarray:
     """Mean ``folds``-fold CV accuracy of HDP-VFL (analytic calibration) on
@@ -140,41 +164,24 @@ def cv_accuracy(prep: PreparedSplit, grid: Sequence[HyperParams], epsilons: Sequ
     The per-party scaling statistics were computed on the whole training set
     (the folds share them); the folds' validation rows are scored without
     privacy, so the selection itself is not covered by epsilon."""
-    from sklearn.model_selection import StratifiedKFold
 
-    scores = np.zeros((len(grid), len(epsilons)))
-    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=prep.split_seed)
-    for fold, (tr, va) in enumerate(splitter.split(np.zeros(prep.n_train), prep.y_train)):
-        tr, va = np.sort(tr), np.sort(va)
-        train = [X[tr] for X in prep.train]
-        valid = [X[va] for X in prep.train]
-        for _, members in _schedule_groups(grid, len(tr)).items():
-            jobs = []
-            for i in members:
-                seeds = [cell_seed(base_seed, tag, prep.dataset, prep.split_seed, "cv", fold, i, j)
-                         for j in range(len(epsilons))]
-                jobs += hdp_jobs(len(tr), prep.n_parties, grid[i], epsilons=epsilons, calibration="analytic",
-                                 noise_seeds=seeds, split_seed=prep.split_seed)
-            acc = fit_accuracies(train, prep.y_train[tr], valid, prep.y_train[va], jobs)
-            scores[members, :] += acc.reshape(len(members), len(epsilons)) / folds
-    return scores
+    def jobs_for(i: int, n: int, fold: int) -> List[Any]:
+        seeds = [cell_seed(base_seed, tag, prep.dataset, prep.split_seed, "cv", fold, i, j)
+                 for j in range(len(epsilons))]
+        return hdp_jobs(n, prep.n_parties, grid[i], epsilons=epsilons, calibration="analytic", noise_seeds=seeds,
+                        split_seed=prep.split_seed)
+
+    return _cross_validate(prep, grid, len(epsilons), folds=folds, jobs_for=jobs_for)
 
 
 def cv_plain_accuracy(prep: PreparedSplit, grid: Sequence[HyperParams], *, folds: int) -> np.ndarray:
     """Mean ``folds``-fold CV accuracy of plain VFL for each configuration
     of ``grid`` on ``prep``'s training rows (non-private, no noise)."""
-    from sklearn.model_selection import StratifiedKFold
 
-    scores = np.zeros(len(grid))
-    splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=prep.split_seed)
-    for tr, va in splitter.split(np.zeros(prep.n_train), prep.y_train):
-        tr, va = np.sort(tr), np.sort(va)
-        train = [X[tr] for X in prep.train]
-        valid = [X[va] for X in prep.train]
-        for _, members in _schedule_groups(grid, len(tr)).items():
-            jobs = [plain_job(len(tr), prep.n_parties, grid[i], split_seed=prep.split_seed) for i in members]
-            scores[members] += fit_accuracies(train, prep.y_train[tr], valid, prep.y_train[va], jobs) / folds
-    return scores
+    def jobs_for(i: int, n: int, fold: int) -> List[Any]:
+        return [plain_job(n, prep.n_parties, grid[i], split_seed=prep.split_seed)]
+
+    return _cross_validate(prep, grid, 1, folds=folds, jobs_for=jobs_for)[:, 0]
 
 
 def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
