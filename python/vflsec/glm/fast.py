@@ -22,8 +22,9 @@ for G jobs at once, in one process and without messages:
 Per step, exactly as the protocols (see :mod:`.ir_exchange`, :mod:`.hdp`):
 passive IRs ``X_P[s] w_P`` (+ noise), ``theta = X_A[s] w_A + sum received``
 (clipped to ``theta_bound`` for the Poisson constants), ``IR_A =
-loss_gradient(theta, y)``, released ``IR_A`` (+ noise; each passive clips
-what it receives to ``[-L, L]`` under "hdp"), gradients over the nominal
+loss_gradient(theta, y)`` (clipped to ``[-L, L]`` under "hdp"), released
+``IR_A`` (+ noise; each passive clips what it receives to ``[-L, L]`` under
+"hdp"), gradients over the nominal
 batch size ``b``, :func:`~.penalties.penalized_step`, the per-party norm clip.
 Noise of an "hdp" job with an int ``noise_seed`` comes from the protocol's
 own per-party generator with the same draws in the same order, so it gives
@@ -151,7 +152,7 @@ class _Settings:
         self.k = np.array([math.inf if j.k is None else j.k for j in jobs])
         self.epochs = np.array([j.epochs for j in jobs])
         self.theta_bound = np.full(G, math.inf)
-        self.received_bound = np.full(G, math.inf)
+        self.ir_bound = np.full(G, math.inf)
         self.sigma = np.zeros((G, len(parties)))
         self.seeded = np.zeros(G, dtype=bool)  # int noise_seed: the job's own per-party generators
         self.fresh = np.zeros(G, dtype=bool)  # noise_seed None: one OS-entropy generator per party
@@ -171,7 +172,7 @@ class _Settings:
             self.info[g] = hdp.hdp_noise_scales(job)
             if constants.theta_bound is not None:
                 self.theta_bound[g] = constants.theta_bound
-            self.received_bound[g] = constants.L
+            self.ir_bound[g] = constants.L
             if job.noise:
                 self.sigma[g, 0] = self.info[g]["sigma_active"]
                 self.sigma[g, 1:] = self.info[g]["sigma_passive"]
@@ -186,11 +187,11 @@ class _Settings:
 
             self.fresh_generators = [NoiseGenerator() for _ in parties]
         self.any_theta_bound = bool(np.isfinite(self.theta_bound).any())
-        self.any_received_bound = bool(np.isfinite(self.received_bound).any())
+        self.any_ir_bound = bool(np.isfinite(self.ir_bound).any())
 
     def keep(self, rows: np.ndarray) -> None:
         """Drop the grid rows not in ``rows`` (finished jobs)."""
-        for name in ("lr", "lam", "mu", "k", "epochs", "theta_bound", "received_bound", "sigma", "seeded", "fresh"):
+        for name in ("lr", "lam", "mu", "k", "epochs", "theta_bound", "ir_bound", "sigma", "seeded", "fresh"):
             setattr(self, name, getattr(self, name)[rows])
         self.generators = [self.generators[g] for g in rows]
 
@@ -320,12 +321,14 @@ def _train(first: GLMJob, X: List[np.ndarray], labels: np.ndarray, settings: _Se
                 theta = _clip_entries(theta, settings.theta_bound)
             ys = np.broadcast_to(labels[idx], theta.shape)
             ir = loss_gradient(first.loss, theta, ys)
-            if settings.any_received_bound:  # the active party's own |h| <= L clip (hdp)
-                ir = _clip_entries(ir, settings.received_bound)
+            # "hdp": |h| <= L, clipped by the active party before release and by
+            # every passive party after the noise (see vflsec.dp.sensitivity).
+            if settings.any_ir_bound:
+                ir = _clip_entries(ir, settings.ir_bound)
             noise = _noise(settings, 0, m)
             released = ir if noise is None else ir + noise
-            if settings.any_received_bound:
-                released = _clip_entries(released, settings.received_bound)
+            if settings.any_ir_bound:
+                released = _clip_entries(released, settings.ir_bound)
             for p in range(len(X)):
                 grad = _backward(ir if p == 0 else released, Xs[p], exact) / b
                 step = penalized_step(first.penalty, W[p], grad, settings.lr, settings.lam, settings.mu)
