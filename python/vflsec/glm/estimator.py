@@ -75,6 +75,17 @@ def _clip_rows(X: np.ndarray, radius: float = 1.0) -> np.ndarray:
     return X / np.maximum(1.0, norms)[:, None]
 
 
+def _project_blocks(blocks: Sequence[np.ndarray], row_norm: Optional[str], radius: float) -> List[np.ndarray]:
+    """With ``row_norm="clip"``: every party's rows onto the unit ball, the
+    active party's (block 0) onto ``radius`` (room for the intercept column)."""
+    if row_norm != "clip":
+        return list(blocks)
+    projected = [_clip_rows(X) for X in blocks]
+    if radius < 1.0:
+        projected[0] = _clip_rows(projected[0], radius)
+    return projected
+
+
 def _with_intercept_column(X: np.ndarray, c: float) -> np.ndarray:
     """The active party's block with the constant intercept column ``c``."""
     return np.hstack([X, np.full((X.shape[0], 1), float(c))])
@@ -88,12 +99,8 @@ def design_blocks(parts: Sequence[np.ndarray], *, fit_intercept: bool = True, in
     feature part onto the ball of radius ``sqrt(1 - c^2)`` and the constant
     column ``c = intercept_scaling`` appended. (Used by the benchmarks' fast
     training path so it sees the same data as the protocols.)"""
-    blocks = [np.asarray(X, dtype=np.float64) for X in parts]
-    radius = math.sqrt(1.0 - intercept_scaling ** 2) if fit_intercept else 1.0
-    if row_norm == "clip":
-        blocks = [_clip_rows(X) for X in blocks]
-        if radius < 1.0:
-            blocks[0] = _clip_rows(blocks[0], radius)
+    radius = math.sqrt(1.0 - intercept_scaling * intercept_scaling) if fit_intercept else 1.0
+    blocks = _project_blocks([np.asarray(X, dtype=np.float64) for X in parts], row_norm, radius)
     if fit_intercept:
         blocks[0] = _with_intercept_column(blocks[0], intercept_scaling)
     return blocks
@@ -274,11 +281,7 @@ class VerticalLogisticRegression(BaseEstimator):
                     raise ValueError(f"X_parts[{i}] has {X.shape[1]} features, the model expects {width}")
         else:
             radius = self._active_radius()
-        if self.row_norm == "clip":
-            parts = [_clip_rows(X) for X in parts]
-            if radius < 1.0:
-                parts[0] = _clip_rows(parts[0], radius)
-        return parts
+        return _project_blocks(parts, self.row_norm, radius)
 
     def _active_radius(self) -> float:
         """Norm bound of the active party's feature part: ``sqrt(1 - c^2)``
