@@ -19,13 +19,28 @@ from vflsec.dp import (
 
 # ---------------------------------------------------------------- Gaussian
 
+def _lattice(per_unit_sigma, sensitivity=1.0):
+    """What gaussian_sigma returns for a continuous-mechanism sigma of
+    ``per_unit_sigma * Delta``: the least sigma with sigma >= per_unit (Delta + g(sigma))
+    (one coordinate), g the release lattice's spacing."""
+    from vflsec.kernels import lattice_spacing
+
+    sigma = per_unit_sigma * sensitivity
+    for _ in range(10):
+        sigma = per_unit_sigma * (sensitivity + lattice_spacing(sigma))
+    return sigma
+
+
 def test_classic_formula_value():
-    # sqrt(2 ln(1.25 / 1e-5)) = sqrt(2 * 11.736069016284437) = 4.844805...
-    assert gaussian_sigma(0.5, 1e-5, method="classic") == pytest.approx(
-        math.sqrt(2 * 11.736069016284437) / 0.5, rel=1e-12)
-    assert gaussian_sigma(0.5, 1e-5, 3.0, method="classic") == pytest.approx(3 * 9.6896102, rel=1e-6)
+    # sqrt(2 ln(1.25 / 1e-5)) = sqrt(2 * 11.736069016284437) = 4.844805...;
+    # the release lattice adds its spacing g <= sigma 2^-20 to the sensitivity.
+    classic = math.sqrt(2 * 11.736069016284437) / 0.5
+    sigma = gaussian_sigma(0.5, 1e-5, method="classic")
+    assert sigma == pytest.approx(_lattice(classic), rel=1e-12)
+    assert classic < sigma <= classic * (1 + 2.0**-20) / (1 - classic * 2.0**-20)
+    assert gaussian_sigma(0.5, 1e-5, 3.0, method="classic") == pytest.approx(3 * 9.6896102, rel=1e-5)
     # delta = 0.01: sqrt(2 ln 125) = sqrt(9.656627474604601) = 3.1075114...
-    assert gaussian_sigma(0.1, 0.01, method="classic") == pytest.approx(31.075114, rel=1e-6)
+    assert gaussian_sigma(0.1, 0.01, method="classic") == pytest.approx(_lattice(31.075114), rel=1e-6)
 
 
 def test_classic_warns_for_epsilon_at_least_one():
@@ -42,12 +57,18 @@ def test_classic_warns_for_epsilon_at_least_one():
 @pytest.mark.parametrize("epsilon", [1e-3, 0.01, 0.1, 0.5, 0.9, 1.0, 3.0, 10.0, 100.0, 1e3])
 @pytest.mark.parametrize("delta", [1e-12, 1e-10, 1e-5, 0.01, 0.5])
 def test_analytic_sigma_lies_on_exact_delta_curve(epsilon, delta):
+    # The curve of the continuous mechanism at the lattice release's effective
+    # sensitivity Delta + g (one coordinate; vflsec.dp.lattice).
+    from vflsec.dp.lattice import lattice_sensitivity
+
     sigma = gaussian_sigma(epsilon, delta, 2.5)
     assert np.isfinite(sigma) and sigma > 0
-    assert gaussian_delta(epsilon, sigma, 2.5) == pytest.approx(delta, rel=1e-9)
+    effective = lattice_sensitivity(2.5, sigma, coordinates=1)
+    assert 2.5 < effective <= 2.5 + sigma * 2.0**-20
+    assert gaussian_delta(epsilon, sigma, effective) == pytest.approx(delta, rel=1e-9)
     # never more delta than requested, and a slightly smaller sigma leaks more
-    assert gaussian_delta(epsilon, sigma, 2.5) <= delta
-    assert gaussian_delta(epsilon, sigma * (1 - 1e-6), 2.5) > delta
+    assert gaussian_delta(epsilon, sigma, effective) <= delta
+    assert gaussian_delta(epsilon, sigma * (1 - 1e-6), effective) > delta
 
 
 def test_exact_delta_matches_high_precision_reference():
@@ -86,7 +107,8 @@ def test_sigma_monotone_and_linear_in_sensitivity():
     delta_grid = np.logspace(-12, math.log10(0.5), 25)
     sig = [gaussian_sigma(0.7, d) for d in delta_grid]
     assert np.all(np.diff(sig) < 0)
-    assert gaussian_sigma(0.7, 1e-5, 7.0) == pytest.approx(7.0 * gaussian_sigma(0.7, 1e-5), rel=1e-12)
+    # Linear up to the lattice spacing (g <= sigma 2^-20 added to the sensitivity).
+    assert gaussian_sigma(0.7, 1e-5, 7.0) == pytest.approx(7.0 * gaussian_sigma(0.7, 1e-5), rel=2.0**-19)
 
 
 def test_known_analytic_value():

@@ -403,16 +403,24 @@ def test_sigma_zero_consumes_nothing():
 
 
 def test_add_gaussian_noise_numpy_seeded_exact():
+    # The release is g * (rint(x / g) + Z) with Z the integer noise of
+    # lattice_gaussian from the same stream (float32: that integer times g,
+    # rounded to float32 once).
     x = np.random.default_rng(0).normal(size=(300, 7))
     x_before = x.copy()
+    g = kernels.lattice_spacing(0.7)
+    assert g == 2.0**-21
     y = kernels.add_gaussian_noise(x, 0.7, generator=NoiseGenerator(seed=6))
-    z = kernels.gaussian_noise((300, 7), 1.0, generator=NoiseGenerator(seed=6))
-    np.testing.assert_array_equal(y, x + z * 0.7)
+    z = kernels.lattice_gaussian((300, 7), 0.7, generator=NoiseGenerator(seed=6))
+    assert z.dtype == np.int64 and z.shape == (300, 7)
+    np.testing.assert_array_equal(y, (np.rint(x / g).astype(np.int64) + z) * g)
     np.testing.assert_array_equal(x, x_before)
+    assert 0.6 < np.std(y - x) < 0.8
     x32 = x.astype(np.float32)
     y32 = kernels.add_gaussian_noise(x32, 0.7, generator=NoiseGenerator(seed=6))
     assert y32.dtype == np.float32
-    np.testing.assert_array_equal(y32, (x32.astype(np.float64) + z * 0.7).astype(np.float32))
+    exact = (np.rint(x32.astype(np.float64) / g).astype(np.int64) + z) * g
+    np.testing.assert_array_equal(y32, exact.astype(np.float32))
 
 
 def test_add_gaussian_noise_types():
@@ -429,7 +437,7 @@ def test_add_gaussian_noise_types():
     strided = np.arange(20.0)[::2]
     np.testing.assert_array_equal(
         kernels.add_gaussian_noise(strided, 1.0, generator=NoiseGenerator(seed=2)),
-        strided + NoiseGenerator(seed=2).standard_normal(10))
+        kernels.add_gaussian_noise(np.ascontiguousarray(strided), 1.0, generator=NoiseGenerator(seed=2)))
 
 
 def test_add_gaussian_noise_torch():
@@ -447,8 +455,9 @@ def test_add_gaussian_noise_torch():
 
 
 def test_overflowing_sum_is_an_error():
+    # In the lattice's range (|x| / g ~ 2^25) but x + noise overflows float32.
     big = np.full(100, np.finfo(np.float32).max, dtype=np.float32)
-    with pytest.raises(ValueError, match="overflow"):
+    with pytest.raises(ValueError, match="too large to release.*finite in float32"):
         kernels.add_gaussian_noise(big, 1e37)
 
 

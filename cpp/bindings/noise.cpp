@@ -13,6 +13,7 @@
 
 #include "chacha20.hpp"
 #include "discrete_gaussian.hpp"
+#include "lattice_gaussian.hpp"
 #include "noise.hpp"
 
 namespace py = pybind11;
@@ -51,9 +52,9 @@ py::bytes chacha20_block(const py::bytes& key, uint32_t counter, const py::bytes
 }  // namespace
 
 void bind_noise(py::module_& m) {
-    py::class_<ChaCha20Generator>(m, "ChaCha20Generator",
-                                  "Counter-mode ChaCha20 stream (private: use vflsec.NoiseGenerator)")
-        .def(py::init<>(), "Secure: keyed with 32 bytes from getrandom(2).")
+    py::class_<ChaCha20Generator> gen(m, "ChaCha20Generator",
+                                  "Counter-mode ChaCha20 stream (private: use vflsec.NoiseGenerator)");
+    gen.def(py::init<>(), "Secure: keyed with 32 bytes from getrandom(2).")
         .def_static(
             "from_key",
             [](const py::bytes& key, uint64_t first_block) {
@@ -129,6 +130,45 @@ void bind_noise(py::module_& m) {
             py::arg("blocks_per_chunk") = noise::kDgBlocksPerChunk,
             "Exact discrete Gaussian samples into out (int64); parameters as little-endian uint64 limbs "
             "(see cpp/discrete_gaussian.hpp).");
+
+    py::class_<noise::LatticeGaussianTable>(
+        m, "LatticeGaussianTable", "Sampling tables of the rounded Gaussian round(s N(0, 1)), s in [2^20, 2^21)")
+        .def(py::init<double>(), py::arg("scale"))
+        .def_property_readonly("scale", &noise::LatticeGaussianTable::scale)
+        .def_property_readonly("support", &noise::LatticeGaussianTable::support);
+    gen.def(
+           "add_lattice_gaussian",
+           [](ChaCha20Generator& g, const noise::LatticeGaussianTable& t, CArray<double> x, CArray<double> out,
+              int e) {
+               if (x.size() != out.size()) throw std::invalid_argument("x and out differ in size");
+               const double* xp = x.data();
+               double* p = out.mutable_data();
+               const size_t n = static_cast<size_t>(out.size());
+               py::gil_scoped_release release;
+               return noise::add_lattice_gaussian_f64(g, t, xp, p, n, e);
+           },
+           py::arg("table"), py::arg("x").noconvert(), py::arg("out").noconvert(), py::arg("e"))
+        .def(
+            "add_lattice_gaussian",
+            [](ChaCha20Generator& g, const noise::LatticeGaussianTable& t, CArray<float> x, CArray<float> out,
+               int e) {
+                if (x.size() != out.size()) throw std::invalid_argument("x and out differ in size");
+                const float* xp = x.data();
+                float* p = out.mutable_data();
+                const size_t n = static_cast<size_t>(out.size());
+                py::gil_scoped_release release;
+                return noise::add_lattice_gaussian_f32(g, t, xp, p, n, e);
+            },
+            py::arg("table"), py::arg("x").noconvert(), py::arg("out").noconvert(), py::arg("e"))
+        .def(
+            "fill_lattice_gaussian",
+            [](ChaCha20Generator& g, const noise::LatticeGaussianTable& t, CArray<int64_t> out) {
+                int64_t* p = out.mutable_data();
+                const size_t n = static_cast<size_t>(out.size());
+                py::gil_scoped_release release;
+                noise::fill_lattice_gaussian(g, t, p, n);
+            },
+            py::arg("table"), py::arg("out").noconvert());
 
     m.def("chacha20_block", &chacha20_block, py::arg("key"), py::arg("counter"), py::arg("nonce"),
           "One RFC 8439 ChaCha20 block (64 bytes) from a 32-byte key, 32-bit counter and 12-byte nonce.");

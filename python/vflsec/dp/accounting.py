@@ -71,10 +71,33 @@ def _new_accountant(name: str):
     return dp.pld.PLDAccountant()
 
 
-def _epsilon(event, delta: float, accountant: str) -> float:
+def _epsilon(event, delta: float, accountant: str, draws: int, releases: int, multiplier: float) -> float:
+    """Epsilon at ``delta`` of the implementation: the ideal event's epsilon at a
+    slightly smaller delta, plus the lattice release's corrections over
+    ``draws`` noise draws in ``releases`` releases (:mod:`vflsec.dp.lattice`).
+    ``inf`` when the corrections alone exceed half of delta (a noise
+    multiplier far too small to mean anything), so searches stay monotone."""
+    from .lattice import implemented_guarantee, support_failure
+
+    support = releases * support_failure(1.0 / multiplier)
+    slack = draws * _per_draw_log_ratio()
+    ideal_delta = (delta * math.exp(-slack) - support) * (1.0 - 1e-9)
+    if not ideal_delta > 0.5 * delta:
+        return math.inf
     acc = _new_accountant(accountant)
     acc.compose(event)
-    return float(acc.get_epsilon(delta))
+    eps = float(acc.get_epsilon(ideal_delta))
+    eps_impl, delta_impl = implemented_guarantee(eps, ideal_delta, draws=draws, ratio=1.0 / multiplier,
+                                                 releases=releases)
+    if delta_impl > delta:  # pragma: no cover - excluded by the choice of ideal_delta
+        return math.inf
+    return eps_impl
+
+
+def _per_draw_log_ratio() -> float:
+    from ..kernels.noise import PER_DRAW_LOG_RATIO
+
+    return PER_DRAW_LOG_RATIO
 
 
 def _check_delta(delta) -> float:
@@ -85,36 +108,48 @@ def _check_multiplier(noise_multiplier) -> float:
     return check_real(noise_multiplier, "noise_multiplier", low=0.0, low_inclusive=False)
 
 
-def composed_gaussian(noise_multiplier: float, count: int, delta: float, *, accountant: str = "rdp") -> PrivacySpent:
+def composed_gaussian(noise_multiplier: float, count: int, delta: float, *, accountant: str = "rdp",
+                      coordinates: int = 1) -> PrivacySpent:
     """(epsilon, delta) of ``count`` Gaussian releases with std ``noise_multiplier *
-    sensitivity`` about the same individual."""
+    sensitivity`` about the same individual.
+
+    ``noise_multiplier`` is the lattice release's effective one
+    (:func:`vflsec.dp.lattice.lattice_noise_multiplier`); ``coordinates`` is the
+    number of noise draws per release, for the sampler's error bound."""
     z = _check_multiplier(noise_multiplier)
     count = check_positive_int(count, "count")
     delta = _check_delta(delta)
     accountant = _check_accountant(accountant)
+    coordinates = check_positive_int(coordinates, "coordinates")
     dp = _dp_accounting()
-    once = _epsilon(dp.GaussianDpEvent(z), delta, accountant)
-    total = once if count == 1 else _epsilon(dp.SelfComposedDpEvent(dp.GaussianDpEvent(z), count), delta, accountant)
+    once = _epsilon(dp.GaussianDpEvent(z), delta, accountant, coordinates, 1, z)
+    total = once if count == 1 else _epsilon(dp.SelfComposedDpEvent(dp.GaussianDpEvent(z), count), delta, accountant,
+                                             count * coordinates, count, z)
     return PrivacySpent(total, delta, count, once, accountant)
 
 
 def composed_subsampled_gaussian(noise_multiplier: float, sampling_rate: float, steps: int, delta: float, *,
-                                 accountant: str = "rdp") -> PrivacySpent:
-    """(epsilon, delta) of DP-SGD: ``steps`` Poisson-subsampled Gaussian releases."""
+                                 accountant: str = "rdp", coordinates: int = 1) -> PrivacySpent:
+    """(epsilon, delta) of DP-SGD: ``steps`` Poisson-subsampled Gaussian releases
+    of ``coordinates`` noise draws each (multiplier as in :func:`composed_gaussian`)."""
     z = _check_multiplier(noise_multiplier)
     q = check_real(sampling_rate, "sampling_rate", low=0.0, low_inclusive=False, high=1.0)
     steps = check_positive_int(steps, "steps")
     delta = _check_delta(delta)
     accountant = _check_accountant(accountant)
+    coordinates = check_positive_int(coordinates, "coordinates")
     dp = _dp_accounting()
     event = dp.SelfComposedDpEvent(dp.PoissonSampledDpEvent(q, dp.GaussianDpEvent(z)), steps)
-    return PrivacySpent(_epsilon(event, delta, accountant), delta, steps, None, accountant)
+    return PrivacySpent(_epsilon(event, delta, accountant, steps * coordinates, steps, z), delta, steps, None,
+                        accountant)
 
 
 def noise_multiplier_for_epsilon(epsilon: float, delta: float, *, count: int = 1, sampling_rate: float = 1.0,
-                                 accountant: str = "rdp", tolerance: float = 1e-3) -> float:
-    """Smallest noise multiplier whose composed epsilon (``count`` releases,
-    Poisson rate ``sampling_rate``; 1.0 = no subsampling) is <= ``epsilon``."""
+                                 accountant: str = "rdp", tolerance: float = 1e-3, coordinates: int = 1) -> float:
+    """Smallest noise multiplier whose composed epsilon (``count`` releases of
+    ``coordinates`` draws, Poisson rate ``sampling_rate``; 1.0 = no
+    subsampling) is <= ``epsilon``. Turn it into the release's sigma with
+    :func:`vflsec.dp.lattice.sigma_for_multiplier`."""
     epsilon = check_real(epsilon, "epsilon", low=0.0, low_inclusive=False)
     delta = _check_delta(delta)
     count = check_positive_int(count, "count")
@@ -124,8 +159,9 @@ def noise_multiplier_for_epsilon(epsilon: float, delta: float, *, count: int = 1
 
     def spent(z: float) -> float:
         if q == 1.0:
-            return composed_gaussian(z, count, delta, accountant=accountant).epsilon
-        return composed_subsampled_gaussian(z, q, count, delta, accountant=accountant).epsilon
+            return composed_gaussian(z, count, delta, accountant=accountant, coordinates=coordinates).epsilon
+        return composed_subsampled_gaussian(z, q, count, delta, accountant=accountant,
+                                            coordinates=coordinates).epsilon
 
     lo, hi = 1e-3, 1.0
     while spent(hi) > epsilon:

@@ -10,6 +10,10 @@ curve of the Gaussian mechanism,
 
 so it is valid for every ``epsilon > 0`` and never needs more noise than the
 classic formula where that one is valid.
+
+:func:`gaussian_delta` is the continuous mechanism's curve; :func:`gaussian_sigma`
+returns the sigma for the mechanism vflsec actually runs (the lattice release
+of :func:`vflsec.kernels.add_gaussian_noise`; corrections in :mod:`.lattice`).
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
-from .._arrays import check_real
+from .._arrays import check_positive_int, check_real
 
 __all__ = ["PrivacyWarning", "gaussian_delta", "gaussian_sigma", "GAUSSIAN_METHODS"]
 
@@ -111,8 +115,9 @@ def _analytic_ratio(epsilon: float, delta: float) -> float:
     return math.exp(root)
 
 
-def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic") -> float:
-    """Noise standard deviation for an (epsilon, delta) Gaussian mechanism.
+def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordinates=1) -> float:
+    """Noise standard deviation for an (epsilon, delta) Gaussian mechanism, as
+    vflsec releases it (:func:`vflsec.kernels.add_gaussian_noise`).
 
     Parameters
     ----------
@@ -126,12 +131,34 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic") -> flo
         ``"classic"``: ``sqrt(2 ln(1.25/delta)) * sensitivity / epsilon``
         (Dwork & Roth, Thm A.1), as used by the HDP-VFL paper. It is proved only
         for epsilon < 1; for epsilon >= 1 a :class:`PrivacyWarning` is emitted.
+    coordinates : int >= 1
+        How many coordinates of the release can differ between neighbours (the
+        vector length, for a vector release). The release rounds its input to
+        a lattice of spacing ``g <= sigma 2^-20``, which adds up to
+        ``g sqrt(coordinates)`` to the sensitivity, and its sampler carries a
+        per-draw error bound; both are accounted for (:mod:`vflsec.dp.lattice`),
+        so the returned sigma is about ``1 + 2^-20 sqrt(coordinates) sigma /
+        sensitivity`` times the continuous mechanism's. Refused (ValueError)
+        when the rounding would need more than doubling sigma.
     """
+    from .lattice import ideal_target, lattice_sensitivity, sigma_for_multiplier
+
     epsilon = _check_epsilon(epsilon)
     delta = _check_delta(delta)
     sensitivity = _check_sensitivity(sensitivity)
     if not isinstance(method, str):
         raise TypeError(f"method must be a string, got {type(method).__name__}")
+    if method not in GAUSSIAN_METHODS:
+        raise ValueError(f"method must be one of {GAUSSIAN_METHODS}, got {method!r}")
+    coordinates = check_positive_int(coordinates, "coordinates")
+    # Two passes: the shift r = Delta_eff / sigma enters the support term;
+    # take it from a first calibration, with a margin for the second's change.
+    eps_ideal, delta_ideal = ideal_target(epsilon, delta, draws=coordinates)
+    if method == "analytic":
+        first = _analytic_ratio(eps_ideal, delta_ideal)
+    else:
+        first = eps_ideal / math.sqrt(2.0 * math.log(1.25 / delta_ideal))
+    eps_ideal, delta_ideal = ideal_target(epsilon, delta, draws=coordinates, ratio=1.01 * first)
     if method == "classic":
         if epsilon >= 1.0:
             warnings.warn(
@@ -140,16 +167,20 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic") -> flo
                 PrivacyWarning,
                 stacklevel=2,
             )
-        return math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
-    if method == "analytic":
-        sigma = sensitivity / _analytic_ratio(epsilon, delta)
-        # The root is exact only up to rounding; nudge sigma up until the delta
-        # evaluated from the returned value (as gaussian_delta computes it) does
-        # not exceed the request, so the guarantee holds as stated.
-        for _ in range(100_000):
-            if math.exp(_log_delta(epsilon, sensitivity / sigma)) <= delta:
-                return sigma
-            sigma *= 1.0 + 1e-13
-        raise RuntimeError(  # pragma: no cover - evaluation error is far below this
-            f"analytic Gaussian calibration did not converge for epsilon={epsilon}, delta={delta}")
-    raise ValueError(f"method must be one of {GAUSSIAN_METHODS}, got {method!r}")
+        per_unit = math.sqrt(2.0 * math.log(1.25 / delta_ideal)) / eps_ideal
+    else:
+        per_unit = 1.0 / _analytic_ratio(eps_ideal, delta_ideal)
+    sigma = sigma_for_multiplier(per_unit, sensitivity, coordinates=coordinates)
+    if method == "classic":
+        return sigma
+    # The root is exact only up to rounding; nudge sigma up until the delta
+    # evaluated from the returned value (as gaussian_delta computes it, with
+    # the lattice sensitivity) does not exceed the ideal target, so the
+    # guarantee holds as stated.
+    for _ in range(100_000):
+        effective = lattice_sensitivity(sensitivity, sigma, coordinates=coordinates)
+        if math.exp(_log_delta(eps_ideal, effective / sigma)) <= delta_ideal:
+            return sigma
+        sigma *= 1.0 + 1e-13
+    raise RuntimeError(  # pragma: no cover - evaluation error is far below this
+        f"analytic Gaussian calibration did not converge for epsilon={epsilon}, delta={delta}")

@@ -7,16 +7,31 @@ own precision; integers are converted to float64.
 """
 from .distances import DistanceStats, pairwise_distance_stats, pairwise_distances
 from .fcm import FCMResult, fuzzy_cmeans
-from .noise import NoiseGenerator, add_gaussian_noise, discrete_gaussian, gaussian_noise
+from .noise import (
+    LATTICE_BITS,
+    PER_DRAW_LOG_RATIO,
+    SUPPORT_SIGMAS,
+    NoiseGenerator,
+    add_gaussian_noise,
+    discrete_gaussian,
+    gaussian_noise,
+    lattice_gaussian,
+    lattice_spacing,
+)
 
 __all__ = [
     "DistanceStats",
     "FCMResult",
+    "LATTICE_BITS",
     "NoiseGenerator",
+    "PER_DRAW_LOG_RATIO",
+    "SUPPORT_SIGMAS",
     "add_gaussian_noise",
     "discrete_gaussian",
     "fuzzy_cmeans",
     "gaussian_noise",
+    "lattice_gaussian",
+    "lattice_spacing",
     "pairwise_distance_stats",
     "pairwise_distances",
 ]

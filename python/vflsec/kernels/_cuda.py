@@ -1,20 +1,20 @@
 """CUDA dispatch for ``vflsec.kernels``: CUDA torch tensors in, CUDA tensors out.
 
 The public functions (``pairwise_distances``, ``pairwise_distance_stats``,
-``fuzzy_cmeans``, ``add_gaussian_noise``, ``gaussian_noise(device=...)``)
-route here when given a CUDA tensor. Each input is validated once on its
-device (dtype, dimensions, emptiness, and finiteness with one scalar read
-back), outputs and workspaces are allocated with torch on that device, and
-the compiled module ``vflsec._core_cuda`` receives raw device pointers and the
-current torch stream as integers: the data never visit the host, and the
-kernels are ordered on the caller's stream like any torch operation.
+``fuzzy_cmeans``, ``gaussian_noise(device=...)``) route here when given a
+CUDA tensor (``add_gaussian_noise``, the DP release, does not: it releases a
+CUDA tensor with the CPU's lattice sampler and copies the result back). Each
+input is validated once on its device (dtype, dimensions, emptiness, and
+finiteness with one scalar read back), outputs and workspaces are allocated
+with torch on that device, and the compiled module ``vflsec._core_cuda``
+receives raw device pointers and the current torch stream as integers: the
+data never visit the host, and the kernels are ordered on the caller's stream
+like any torch operation.
 
 Host synchronisations: every call reads back one small validation result
 (NaN/inf must raise, as on the CPU); ``pairwise_distance_stats`` reads back
 its five numbers; ``fuzzy_cmeans`` reads back two numbers per iteration (the
-stopping test) and, with ``init="kmeans++"``, one per centre chosen;
-``add_gaussian_noise`` reads an overflow count only when ``max|x| + 8.6
-sigma`` comes within a factor 2 of the dtype's maximum.
+stopping test) and, with ``init="kmeans++"``, one per centre chosen.
 
 ``_core_cuda`` exists only in builds with CUDA support (CMake option
 ``VFLSEC_CUDA``: AUTO by default, i.e. built wherever nvcc is found). It links
@@ -355,29 +355,4 @@ def gaussian_noise(shape: Sequence[int], sigma: float, dtype: np.dtype, generato
     if out.numel():
         kernel = module.fill_normal_f32 if tdtype == torch.float32 else module.fill_normal_f64
         kernel(generator._core_gen, out.data_ptr(), out.numel(), sigma, *_launch(out))
-    return out
-
-
-def add_gaussian_noise(x: Any, sigma: Any, generator: Any) -> Any:
-    from ._checks import _MAX_Z, _check_sigma
-
-    torch = _torch()
-    module = _require()
-    t = as_cuda_float(x, "x", allow_empty=True)
-    (largest,) = finite_absmax((t, "x"))
-    sigma = _check_sigma(sigma, _np_dtype(t.dtype))
-    out = torch.empty_like(t, memory_format=torch.contiguous_format)
-    if t.numel() == 0:
-        return out
-    if sigma == 0.0:
-        return out.copy_(t)
-    nonfinite = torch.zeros(1, dtype=torch.int64, device=t.device)
-    kernel = module.add_normal_f32 if t.dtype == torch.float32 else module.add_normal_f64
-    kernel(generator._core_gen, t.data_ptr(), out.data_ptr(), t.numel(), sigma, nonfinite.data_ptr(), *_launch(t))
-    # |noise| <= 8.6 sigma: far from the maximum, no sum can overflow.
-    if largest + _MAX_Z * sigma >= float(torch.finfo(t.dtype).max) / 2:
-        bad = int(nonfinite.item())
-        if bad:
-            raise ValueError(f"x + noise overflowed {_np_dtype(t.dtype)} in {bad} entries "
-                             "(x too close to the dtype's maximum)")
     return out

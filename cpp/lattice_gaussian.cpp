@@ -1,0 +1,387 @@
+// The secure Gaussian release; see lattice_gaussian.hpp for the mechanism,
+// the sampler and the stream layout.
+#include "lattice_gaussian.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace vflsec::noise {
+
+namespace {
+
+using u128 = unsigned __int128;
+using Table = LatticeGaussianTable;
+
+constexpr uint64_t kOverflowStreamBit = uint64_t{1} << 63;
+constexpr int kThresholdBits = 112;       // column capacity 2^112
+constexpr int kTotalBits = kThresholdBits + Table::kItemBits;  // all items: 2^127
+constexpr uint64_t kMask20 = (uint64_t{1} << 20) - 1;
+constexpr uint64_t kMask14 = (uint64_t{1} << 14) - 1;
+constexpr uint64_t kMask15 = (uint64_t{1} << 15) - 1;
+// Below this many blocks per thread, starting threads costs more than it saves.
+constexpr uint64_t kMinBlocksPerThread = 256;
+
+// h(z) = integral over u in [-1/2, 1/2] of exp(-(z u) / s^2 - u^2 / (2 s^2)):
+// R(z) is proportional to exp(-z^2 / (2 s^2)) h(z). With A = z / s^2,
+// B = 1 / (2 s^2) the even terms of the series give 1 + A^2/24 - B/12 +
+// A^4/1920 - A^2 B/40 + B^2/160 + ...; for |z| <= 14 s, s >= 2^20 the next
+// terms are below 2^-100.
+long double h_of(long double z, long double inv_s2, long double inv_two_s2) {
+    const long double a = z * inv_s2;
+    const long double a2 = a * a;
+    return 1.0L + a2 / 24.0L - inv_two_s2 / 12.0L + a2 * a2 / 1920.0L - a2 * inv_two_s2 / 40.0L +
+           inv_two_s2 * inv_two_s2 / 160.0L;
+}
+
+struct BlockGeometry {
+    int64_t lo;     // the block is [lo, lo + width)
+    int64_t width;  // kWidth (core) or kTailWidth (tail)
+    int64_t z0;     // nearest 0: R is largest here within the block
+    int64_t zfar;   // farthest from 0
+};
+
+// Items: core blocks [0, 2B) of width kWidth covering [-B W, B W); then K
+// positive tail blocks and K negative ones of width kTailWidth beyond.
+BlockGeometry geometry(const Table& t, int64_t item) {
+    const int64_t core = 2 * t.half_blocks_;
+    const int64_t edge = t.half_blocks_ * Table::kWidth;
+    if (item < core) {
+        const int64_t lo = (item - t.half_blocks_) * Table::kWidth;
+        if (lo >= 0) return {lo, Table::kWidth, lo, lo + Table::kWidth - 1};
+        return {lo, Table::kWidth, lo + Table::kWidth - 1, lo};
+    }
+    const int64_t k = item - core;
+    if (k < t.tail_blocks_) {
+        const int64_t lo = edge + k * Table::kTailWidth;
+        return {lo, Table::kTailWidth, lo, lo + Table::kTailWidth - 1};
+    }
+    const int64_t lo = -edge - (k - t.tail_blocks_ + 1) * Table::kTailWidth;
+    return {lo, Table::kTailWidth, lo + Table::kTailWidth - 1, lo};
+}
+
+// a(z) = kappa R(z) / R(z0) for z in the block of `item` (not the reject item).
+long double acceptance(const Table& t, int64_t item, int64_t z) {
+    const BlockGeometry g = geometry(t, item);
+    // (z - z0)(z + z0) is exact in long double (|z| < 2^26).
+    const long double d = static_cast<long double>(z - g.z0) * static_cast<long double>(z + g.z0);
+    return t.kappa_[item] * expl(-d * t.inv_two_s2_) * h_of(z, t.inv_s2_, t.inv_two_s2_) /
+           h_of(g.z0, t.inv_s2_, t.inv_two_s2_);
+}
+
+// The overflow stream of one main block, read word by word.
+class SlowBits {
+public:
+    SlowBits(const chacha20::Key& key, uint64_t main_block) : key_(key), stream_(kOverflowStreamBit | main_block) {}
+    uint64_t next() {
+        if (pos_ == 8) {
+            const uint32_t w12_15[4] = {static_cast<uint32_t>(counter_), static_cast<uint32_t>(counter_ >> 32),
+                                        static_cast<uint32_t>(stream_), static_cast<uint32_t>(stream_ >> 32)};
+            uint32_t out[16];
+            chacha20::block_reference(key_, w12_15, out);
+            for (int k = 0; k < 8; ++k)
+                buf_[k] = static_cast<uint64_t>(out[2 * k]) | (static_cast<uint64_t>(out[2 * k + 1]) << 32);
+            ++counter_;
+            pos_ = 0;
+        }
+        return buf_[pos_++];
+    }
+
+private:
+    const chacha20::Key& key_;
+    uint64_t stream_;
+    uint64_t counter_ = 0;
+    uint64_t buf_[8];
+    int pos_ = 8;
+};
+
+// Finishes the trial that `w` started and runs further trials from `bits`
+// until one is accepted; returns its z.
+__attribute__((noinline)) int64_t slow_sample(const Table& t, uint64_t w, SlowBits& bits) {
+    for (;;) {
+        const uint64_t item = w & kMask15;
+        const uint64_t e = t.entry_[item];
+        const uint64_t coin = (w >> 15) & kMask20;
+        const uint64_t top = e & kMask20;
+        uint64_t chosen;
+        if (coin != top) {
+            chosen = coin < top ? item : (e >> 20) & kMask15;
+        } else {  // compare the remaining 92 bits of the coin with the threshold's
+            const uint64_t r1 = bits.next(), r2 = bits.next();
+            const u128 rest = (static_cast<u128>(r1) << 28) | (r2 >> 36);
+            const u128 low = t.threshold_[item] & ((static_cast<u128>(1) << 92) - 1);
+            chosen = rest < low ? item : (e >> 20) & kMask15;
+        }
+        if (t.kappa_[chosen] > 0.0L) {
+            const BlockGeometry g = geometry(t, static_cast<int64_t>(chosen));
+            // Core blocks take their offset from the trial word; the (wider,
+            // almost never drawn) tail blocks from the overflow stream.
+            const uint64_t offset = g.width == Table::kWidth ? (w >> 35) & (Table::kWidth - 1)
+                                                             : bits.next() & (Table::kTailWidth - 1);
+            const int64_t z = g.lo + static_cast<int64_t>(offset);
+            const uint64_t u14 = w >> 50;
+            // The fast path's test first (its bound is conservative), then the exact one.
+            const uint64_t bound = chosen == item ? (e >> 35) & kMask14 : (e >> 49) & kMask14;
+            if (u14 < bound) return z;
+            // u = (u14 + r / 2^64) / 2^14 against a(z): compare 78-bit integers.
+            const u128 u78 = (static_cast<u128>(u14) << 64) | bits.next();
+            const u128 a78 = static_cast<u128>(ceill(ldexpl(acceptance(t, static_cast<int64_t>(chosen), z), 78)));
+            if (u78 < a78) return z;
+        }
+        w = bits.next();  // rejected (or the reject item): a fresh trial
+    }
+}
+
+struct Job {
+    chacha20::Key key;
+    uint64_t stream_id;
+    uint64_t first_block;
+    size_t n;
+    const Table* table;
+    int e;
+    const void* x;
+    void* out;
+    int kind;  // 0: int64 noise, 1: float64 release, 2: float32 release
+};
+
+VFLSEC_ALWAYS_INLINE int64_t fast_sample(const Table& t, const uint64_t* entry, uint64_t w, bool& done) {
+    const uint64_t item = w & kMask15;
+    const uint64_t e = entry[item];
+    const uint64_t coin = (w >> 15) & kMask20;
+    const uint64_t top = e & kMask20;
+    const bool alias = coin > top;
+    const uint64_t chosen = alias ? (e >> 20) & kMask15 : item;
+    const uint64_t bound = alias ? (e >> 49) & kMask14 : (e >> 35) & kMask14;
+    done = (coin != top) & ((w >> 50) < bound);
+    return (static_cast<int64_t>(chosen) - t.half_blocks_) * Table::kWidth +
+           static_cast<int64_t>((w >> 35) & (Table::kWidth - 1));
+}
+
+constexpr double kRangeLimit = 0x1p62;
+
+template <int L>
+VFLSEC_ALWAYS_INLINE size_t run_blocks(const Job& job, uint64_t b0, uint64_t b1) {
+    alignas(64) uint32_t w[16][L];
+    const Table& t = *job.table;
+    const uint64_t* entry = t.entry_.data();
+    const double scale_down = std::ldexp(1.0, -job.e);
+    const double scale_up = std::ldexp(1.0, job.e);
+    size_t bad = 0;
+    for (uint64_t b = b0; b < b1; b += L) {
+        chacha20::blocks_lanes<L>(job.key, job.stream_id, job.first_block + b, w);
+        const uint64_t nb = std::min<uint64_t>(b1 - b, L);
+        for (uint64_t j = 0; j < nb; ++j) {
+            const size_t pos = static_cast<size_t>(b + j) * 8;
+            const size_t count = std::min<size_t>(8, job.n - pos);
+            int64_t z[8];
+            bool all_done = true;
+            bool done[8];
+            for (size_t k = 0; k < count; ++k) {
+                const uint64_t word = static_cast<uint64_t>(w[2 * k][j]) | (static_cast<uint64_t>(w[2 * k + 1][j]) << 32);
+                z[k] = fast_sample(t, entry, word, done[k]);
+                all_done &= done[k];
+            }
+            if (__builtin_expect(!all_done, 0)) {
+                SlowBits bits(job.key, job.first_block + b + j);
+                for (size_t k = 0; k < count; ++k) {
+                    if (done[k]) continue;
+                    const uint64_t word = static_cast<uint64_t>(w[2 * k][j]) | (static_cast<uint64_t>(w[2 * k + 1][j]) << 32);
+                    z[k] = slow_sample(t, word, bits);
+                }
+            }
+            switch (job.kind) {
+                case 0: {
+                    int64_t* o = static_cast<int64_t*>(job.out) + pos;
+                    for (size_t k = 0; k < count; ++k) o[k] = z[k];
+                    break;
+                }
+                case 1: {
+                    const double* x = static_cast<const double*>(job.x) + pos;
+                    double* o = static_cast<double*>(job.out) + pos;
+                    for (size_t k = 0; k < count; ++k) {
+                        const double q = std::rint(x[k] * scale_down);
+                        const bool ok = std::fabs(q) < kRangeLimit;
+                        const int64_t lattice = ok ? static_cast<int64_t>(q) : 0;
+                        const double v = static_cast<double>(lattice + z[k]) * scale_up;
+                        o[k] = ok ? v : std::nan("");
+                        bad += (!ok || !std::isfinite(v)) ? 1 : 0;
+                    }
+                    break;
+                }
+                default: {
+                    const float* x = static_cast<const float*>(job.x) + pos;
+                    float* o = static_cast<float*>(job.out) + pos;
+                    for (size_t k = 0; k < count; ++k) {
+                        const double q = std::rint(static_cast<double>(x[k]) * scale_down);
+                        const bool ok = std::fabs(q) < kRangeLimit;
+                        const int64_t lattice = ok ? static_cast<int64_t>(q) : 0;
+                        const float v = static_cast<float>(static_cast<double>(lattice + z[k]) * scale_up);
+                        o[k] = ok ? v : std::nanf("");
+                        bad += (!ok || !std::isfinite(v)) ? 1 : 0;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    std::memset(w, 0, sizeof w);
+    return bad;
+}
+
+__attribute__((target("avx512f"))) size_t run_avx512(const Job& job, uint64_t b0, uint64_t b1) {
+    return run_blocks<16>(job, b0, b1);
+}
+__attribute__((target("avx2"))) size_t run_avx2(const Job& job, uint64_t b0, uint64_t b1) {
+    return run_blocks<8>(job, b0, b1);
+}
+size_t run_default(const Job& job, uint64_t b0, uint64_t b1) { return run_blocks<4>(job, b0, b1); }
+
+size_t run_range(const Job& job, uint64_t b0, uint64_t b1) {
+    const std::string isa = current_isa();
+    if (isa == "avx512f") return run_avx512(job, b0, b1);
+    if (isa == "avx2") return run_avx2(job, b0, b1);
+    return run_default(job, b0, b1);
+}
+
+size_t execute(ChaCha20Generator& gen, Job job) {
+    if (job.n == 0) return 0;
+    const uint64_t nblocks = job.n / 8 + (job.n % 8 != 0);
+    Reservation r = gen.reserve(nblocks);
+    // Overflow stream ids are 2^63 | main block: main blocks must stay below 2^63.
+    if (r.first_block >= kOverflowStreamBit - nblocks)
+        throw std::overflow_error("vflsec: block counter reached 2^63; create a new generator");
+    job.key = r.key;
+    job.stream_id = r.stream_id;
+    job.first_block = r.first_block;
+    std::memset(&r, 0, sizeof r);
+    uint64_t threads = static_cast<uint64_t>(std::max(1, omp_get_max_threads()));
+    threads = std::min(threads, std::max<uint64_t>(1, nblocks / kMinBlocksPerThread));
+    size_t bad = 0;
+    if (threads <= 1) {
+        bad = run_range(job, 0, nblocks);
+    } else {
+#pragma omp parallel num_threads(static_cast<int>(threads)) reduction(+ : bad)
+        {
+            const uint64_t th = static_cast<uint64_t>(omp_get_thread_num());
+            const uint64_t nt = static_cast<uint64_t>(omp_get_num_threads());
+            auto split = [&](uint64_t i) -> uint64_t {
+                if (i >= nt) return nblocks;
+                return static_cast<uint64_t>((static_cast<u128>(nblocks) * i) / nt) & ~uint64_t{15};
+            };
+            const uint64_t b0 = split(th), b1 = split(th + 1);
+            if (b1 > b0) bad += run_range(job, b0, b1);
+        }
+    }
+    std::memset(&job.key, 0, sizeof job.key);
+    return bad;
+}
+
+}  // namespace
+
+LatticeGaussianTable::LatticeGaussianTable(double s) : s_(s) {
+    if (!(s >= 0x1p20 && s < 0x1p21))
+        throw std::invalid_argument("lattice Gaussian scale must be in [2^20, 2^21), got " + std::to_string(s));
+    const long double ls = s;
+    inv_s2_ = 1.0L / (ls * ls);
+    inv_two_s2_ = 0.5L * inv_s2_;
+    half_blocks_ = static_cast<int64_t>(std::ceil(13.0 * s / static_cast<double>(kWidth)));
+    const int64_t core = 2 * half_blocks_;  // <= 2 * 13 * 2^10 = 26624
+    const double edge = static_cast<double>(half_blocks_ * kWidth);
+    tail_blocks_ = static_cast<int64_t>(std::ceil((kSupportSigmas * s - edge) / static_cast<double>(kTailWidth)));
+    const int64_t blocks = core + 2 * tail_blocks_;  // <= 26624 + 2 * 936 < kItems
+    const int64_t reject = blocks;
+    support_ = half_blocks_ * kWidth + tail_blocks_ * kTailWidth;
+
+    // Peak weight R(z0) / R(0) of every block, and C = (1 - 2^-16) 2^127 / sum.
+    std::vector<long double> peak(static_cast<size_t>(blocks));
+    long double total = 0.0L;
+    for (int64_t i = 0; i < blocks; ++i) {
+        const int64_t z0 = geometry(*this, i).z0;
+        const long double z = static_cast<long double>(z0);
+        peak[static_cast<size_t>(i)] = expl(-z * z * inv_two_s2_) * h_of(z, inv_s2_, inv_two_s2_);
+        total += peak[static_cast<size_t>(i)];
+    }
+    const long double c = ldexpl(1.0L - ldexpl(1.0L, -16), kTotalBits) / total;
+
+    // Integer masses m_b = floor(C peak width / W) + 1 >= C peak width / W (a
+    // tail block proposes each of its points with W / width of the weight);
+    // the reject item takes the rest.
+    std::vector<u128> mass(kItems, 0);
+    kappa_.assign(kItems, 0.0L);
+    u128 used = 0;
+    for (int64_t i = 0; i < blocks; ++i) {
+        const long double cp = c * peak[static_cast<size_t>(i)] *
+                               static_cast<long double>(geometry(*this, i).width / kWidth);
+        const u128 m = static_cast<u128>(floorl(cp)) + 1;
+        mass[static_cast<size_t>(i)] = m;
+        kappa_[static_cast<size_t>(i)] = cp / static_cast<long double>(m);
+        used += m;
+    }
+    const u128 all = static_cast<u128>(1) << kTotalBits;
+    if (used > all) throw std::logic_error("vflsec: lattice Gaussian table masses exceed 2^127");
+    mass[static_cast<size_t>(reject)] = all - used;
+
+    // Vose's alias method in exact integer arithmetic: column capacity 2^112.
+    const u128 cap = static_cast<u128>(1) << kThresholdBits;
+    threshold_.assign(kItems, cap);
+    std::vector<uint32_t> alias(kItems);
+    for (int i = 0; i < kItems; ++i) alias[static_cast<size_t>(i)] = static_cast<uint32_t>(i);
+    std::vector<uint32_t> small, large;
+    for (int i = 0; i < kItems; ++i) (mass[static_cast<size_t>(i)] < cap ? small : large).push_back(static_cast<uint32_t>(i));
+    while (!small.empty() && !large.empty()) {
+        const uint32_t sm = small.back();
+        small.pop_back();
+        const uint32_t lg = large.back();
+        threshold_[sm] = mass[sm];
+        alias[sm] = lg;
+        mass[lg] -= cap - mass[sm];
+        if (mass[lg] < cap) {
+            large.pop_back();
+            small.push_back(lg);
+        }
+    }
+    // Leftovers hold exactly cap (exact arithmetic): full columns, alias = self.
+
+    // Lower bounds on a(z) in each block, 14 bits, with a 2^-40 margin for the
+    // evaluation error (a(z) decreases with |z| within a block).
+    std::vector<uint64_t> bound(kItems, 0);
+    for (int64_t i = 0; i < core; ++i) {  // tail blocks keep 0: always the slow path
+        const long double a_far = acceptance(*this, i, geometry(*this, i).zfar) - ldexpl(1.0L, -40);
+        const long double scaled = floorl(ldexpl(a_far, 14));
+        bound[static_cast<size_t>(i)] = scaled <= 0.0L ? 0 : std::min<uint64_t>(static_cast<uint64_t>(scaled), kMask14);
+    }
+    entry_.resize(kItems);
+    for (int i = 0; i < kItems; ++i) {
+        const u128 thr = threshold_[static_cast<size_t>(i)];
+        uint64_t top;
+        uint32_t al = alias[static_cast<size_t>(i)];
+        if (thr >= cap) {  // full column: both outcomes are this item
+            top = kMask20;
+            al = static_cast<uint32_t>(i);
+        } else {
+            top = static_cast<uint64_t>(thr >> (kThresholdBits - 20));
+        }
+        entry_[static_cast<size_t>(i)] = top | (static_cast<uint64_t>(al) << 20) | (bound[static_cast<size_t>(i)] << 35) |
+                                          (bound[al] << 49);
+    }
+}
+
+size_t add_lattice_gaussian_f64(ChaCha20Generator& gen, const LatticeGaussianTable& table, const double* x,
+                                double* out, size_t n, int e) {
+    return execute(gen, Job{{}, 0, 0, n, &table, e, x, out, 1});
+}
+
+size_t add_lattice_gaussian_f32(ChaCha20Generator& gen, const LatticeGaussianTable& table, const float* x,
+                                float* out, size_t n, int e) {
+    return execute(gen, Job{{}, 0, 0, n, &table, e, x, out, 2});
+}
+
+void fill_lattice_gaussian(ChaCha20Generator& gen, const LatticeGaussianTable& table, int64_t* out, size_t n) {
+    execute(gen, Job{{}, 0, 0, n, &table, 0, nullptr, out, 0});
+}
+
+}  // namespace vflsec::noise
