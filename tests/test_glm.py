@@ -248,8 +248,13 @@ def test_hdp_sigma_uses_lemma_sensitivities(calibration, loss):
     info = run_job(job, _data(job, parts, y)).results["p1"].info
     sens = hdp_sensitivities(loss=loss, lr=0.2, epochs=2, steps=2 * math.ceil(130 / 20), batch_size=20, k=0.8,
                              n_parties=2)
-    assert info["sigma_passive"] == pytest.approx(gaussian_sigma(0.5, 1e-3, sens.passive, method=calibration), rel=1e-12)
-    assert info["sigma_active"] == pytest.approx(gaussian_sigma(0.5, 1e-3, sens.active, method=calibration), rel=1e-12)
+    # Calibrated for the lattice release of every IR value one party sends in the run.
+    d = 2 * 130
+    assert info["coordinates"] == d
+    assert info["sigma_passive"] == pytest.approx(
+        gaussian_sigma(0.5, 1e-3, sens.passive, method=calibration, coordinates=d), rel=1e-12)
+    assert info["sigma_active"] == pytest.approx(
+        gaussian_sigma(0.5, 1e-3, sens.active, method=calibration, coordinates=d), rel=1e-12)
 
 
 def _problem(loss, seed=3):

@@ -173,15 +173,22 @@ def test_bad_inputs():
 
 
 def test_unseeded_noise_has_the_calibrated_scale():
-    # Unseeded jobs share one fresh OS-entropy draw per party and step; each
-    # row must still be N(0, sigma_job^2) for its own job.
-    from vflsec.glm.fast import _noise, _Settings
+    # Unseeded jobs are released together from one fresh OS-entropy generator
+    # per party; each row must still be its value plus N(0, sigma_job^2), on
+    # its own job's lattice, and a noise-free job's row must pass unchanged.
+    from vflsec.glm.fast import _release, _Settings
+    from vflsec.kernels import lattice_spacing
 
     parts, y = _data([4, 3])
     jobs = [_job("hdp", epsilon=0.5), _job("hdp", epsilon=4.0), _job("hdp", noise=False)]
     settings = _Settings(tuple(jobs), parts, y)
-    noise = np.concatenate([_noise(settings, 1, 5000) for _ in range(4)], axis=1)
+    values = np.random.default_rng(0).uniform(-1, 1, size=(3, 5000))
+    released = np.concatenate([_release(settings, 1, values) for _ in range(4)], axis=1)
+    noise = released - np.tile(values, 4)
     sigmas = [fit_info["sigma_passive"] for fit_info in settings.info[:2]]
     np.testing.assert_allclose(noise[:2].std(axis=1), sigmas, rtol=0.03)
-    assert sigmas[0] > 2 * sigmas[1] and np.all(noise[2] == 0.0)
+    assert sigmas[0] > 2 * sigmas[1] and np.array_equal(released[2], np.tile(values[2], 4))
     assert not np.array_equal(noise[0] / sigmas[0], noise[1] / sigmas[1])
+    for g in range(2):
+        k = released[g] / lattice_spacing(sigmas[g])
+        assert np.array_equal(k, np.round(k))

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from vflsec.dp import gaussian_delta, gaussian_sigma
+from vflsec.dp.lattice import lattice_noise_multiplier
 from vflsec.glm import GLMJob, PartyData, run_job
+from vflsec.glm.hdp import hdp_noise_scales
 from vflsec.glm.tuning import (
     CVResult,
     PoissonRepetitions,
@@ -42,7 +44,8 @@ def _base(**kw):
 # -- composition ------------------------------------------------------------------
 def test_compose_single_gaussian_inverts_the_analytic_calibration():
     for eps, delta in [(0.5, 1e-5), (1.0, 1e-6), (8.0, 1e-3)]:
-        z = gaussian_sigma(eps, delta, 1.0)
+        # The lattice release's effective multiplier is what the calibration targets.
+        z = lattice_noise_multiplier(gaussian_sigma(eps, delta, 1.0), 1.0, coordinates=1)
         assert compose_gaussian_epsilon([z], delta) == pytest.approx(eps, rel=1e-8)
 
 
@@ -199,12 +202,21 @@ def test_cv_search_privacy_counts_every_run_on_a_record(data):
     assert cv.n_private_fits == 5 * 6
     z = cv.fold_noise_multipliers
     assert z.shape == (5, 6, 2) and np.all(np.isfinite(z))
-    # Every fit is calibrated to (1, 1e-5): the same multiplier everywhere.
-    z0 = gaussian_sigma(1.0, 1e-5, 1.0)
-    np.testing.assert_allclose(z, z0, rtol=1e-9)
+    # Every fit is calibrated to (1, 1e-5): nearly the same multiplier everywhere,
+    # the lattice release's effective one, never below what (1, 1e-5) needs
+    # (fits differ in the rounding term g sqrt(epochs * n) only).
+    z0 = lattice_noise_multiplier(gaussian_sigma(1.0, 1e-5, 1.0), 1.0, coordinates=1)
+    assert np.all(z >= z0 * (1 - 1e-12))
+    np.testing.assert_allclose(z, z0, rtol=1e-5)
+    fold0 = dataclasses.replace(cands[0], n_samples=N - np.array_split(np.arange(N), 5)[0].size)
+    s = hdp_noise_scales(fold0)
+    assert s["coordinates"] == fold0.epochs * fold0.n_samples
+    assert z[0, 0, 1] == lattice_noise_multiplier(s["sigma_passive"], s["sensitivity_passive"],
+                                                  coordinates=s["coordinates"])
     sp = search_privacy(cv, 1e-5)
     assert sp.runs_per_record == 4 * 6 + 1
-    assert sp.epsilon == pytest.approx(compose_gaussian_epsilon([z0] * 25, 1e-5), rel=1e-8)
+    bound = compose_gaussian_epsilon([z0] * 25, 1e-5)
+    assert sp.epsilon <= bound * (1 + 1e-9) and sp.epsilon == pytest.approx(bound, rel=1e-5)
     assert set(sp.epsilon_by_party) == {"active", "passive"}
     no_refit = search_privacy(cv, 1e-5, include_refit=False)
     assert no_refit.runs_per_record == 24 and no_refit.epsilon < sp.epsilon
@@ -243,13 +255,16 @@ def test_private_select_accounting_and_reproducibility(data):
         np.testing.assert_array_equal(u, v)
     assert a.n_runs == len(a.drawn) >= 1 and a.index in a.drawn and a.job == cands[a.index]
     assert [c.shape for c in a.coef] == [(5,), (4,)]
-    z = gaussian_sigma(1.0, 1e-5, 1.0)  # every run's multiplier; the score noise defaults to it
+    # Every run's (lattice-effective) multiplier is about the one (1, 1e-5) needs;
+    # the score noise defaults to the smallest of them.
+    z0 = lattice_noise_multiplier(gaussian_sigma(1.0, 1e-5, 1.0), 1.0, coordinates=1)
     p = a.privacy
-    assert p.noise_multiplier_by_party["active"] == pytest.approx(z, rel=1e-9)
+    z = p.noise_multiplier_by_party["active"]
+    assert z >= z0 * (1 - 1e-12) and z == pytest.approx(z0, rel=1e-5)
     assert p.epsilon == pytest.approx(selection_epsilon(z, rep, 1e-6)[0], rel=1e-12)
     assert "Theorem 6" in p.theorem
     assert p.transcript_epsilon_by_party["passive"] == pytest.approx(
-        compose_gaussian_epsilon([z] * a.n_runs, 1e-6), rel=1e-8)
+        compose_gaussian_epsilon([z0] * a.n_runs, 1e-6), rel=1e-5)
     # A noisier validation count does not change the bound (training dominates);
     # a less noisy one makes scoring the weakest link.
     louder = private_select(parts, y, cands, rep, delta=1e-6, seed=7, score_noise_multiplier=10 * z)

@@ -68,16 +68,23 @@ def test_rescale_factor_is_constant_for_autograd():
 @pytest.mark.parametrize("calibration", ["classic", "analytic"])
 def test_noise_std_matches_calibration(impl, calibration):
     from vflsec.dp import gaussian_sigma
+    from vflsec.kernels import lattice_spacing
 
     t, eps, delta = 0.5, 2.0, 1e-2
     d = _afe(t=t, epsilon=eps, delta=delta, rescale=False, adjust=False, impl=impl, calibration=calibration)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # classic calibration warns for epsilon >= 1
+        assert d.noise_multiplier_ == gaussian_sigma(eps, delta, 1.0, method=calibration)
+        # The release is calibrated for sensitivity 2t over one embedding row (4 coordinates).
+        expected = gaussian_sigma(eps, delta, 2 * t, method=calibration, coordinates=4)
     if calibration == "classic":
-        assert d.noise_multiplier_ == pytest.approx(math.sqrt(2 * math.log(1.25 / delta)) / eps, rel=1e-12)
-    else:
-        assert d.noise_multiplier_ == pytest.approx(gaussian_sigma(eps, delta, method="analytic"), rel=1e-12)
+        assert d.noise_multiplier_ == pytest.approx(math.sqrt(2 * math.log(1.25 / delta)) / eps, rel=1e-5)
+    assert d.release_sigma(4) == expected and expected == pytest.approx(2 * t * d.noise_multiplier_, rel=1e-5)
     h = torch.zeros(100_000, 4)
-    noise = (d.transform_embedding("p", h, BATCH) - d._clean["p"]).double()
-    expected = 2 * t * d.noise_multiplier_
+    out = d.transform_embedding("p", h, BATCH)
+    k = out.double() / lattice_spacing(expected)
+    assert torch.equal(k, torch.round(k))  # released on the lattice
+    noise = (out - d._clean["p"]).double()
     # std of the sample std is ~ sigma / sqrt(2N) = 0.11% here; 1% is > 9 standard errors.
     assert float(noise.std()) == pytest.approx(expected, rel=0.01)
     assert abs(float(noise.mean())) < 5 * expected / math.sqrt(noise.numel())
@@ -167,10 +174,17 @@ def test_kl_regularizer_is_differentiable_and_small_for_gaussian_like_distances(
 
 def test_privacy_spent_composes_over_epochs():
     from vflsec.dp.accounting import composed_gaussian
+    from vflsec.dp.lattice import lattice_noise_multiplier
 
     d = _afe(epsilon=2.0, rescale=False, adjust=False)
+    with pytest.raises(RuntimeError, match="embedding width"):
+        d.privacy_spent()  # the release's calibration depends on the width
+    d.transform_embedding("p", torch.zeros(5, 8), BATCH)
     spent = d.privacy_spent()
-    ref = composed_gaussian(d.noise_multiplier_, 3, 1e-2)
+    # The lattice release's effective multiplier, with the 8 draws per release.
+    z = lattice_noise_multiplier(d.release_sigma(8), 2 * d.t, coordinates=8)
+    assert z == d.noise_multiplier_for(8) and z == pytest.approx(d.noise_multiplier_, rel=1e-4)
+    ref = composed_gaussian(z, 3, 1e-2, coordinates=8)
     assert spent.releases == 3 and spent.epsilon == pytest.approx(ref.epsilon)
     assert spent.epsilon > spent.epsilon_per_release
 

@@ -20,10 +20,10 @@ for G jobs at once, in one process and without messages:
   is a prefix of a longer one's (it depends only on ``(seed, epoch)``).
 
 Per step, exactly as the protocols (see :mod:`.ir_exchange`, :mod:`.hdp`):
-passive IRs ``X_P[s] w_P`` (+ noise), ``theta = X_A[s] w_A + sum received``
-(clipped to ``theta_bound`` for the Poisson constants), ``IR_A =
+passive IRs ``X_P[s] w_P`` (released with noise), ``theta = X_A[s] w_A + sum
+received`` (clipped to ``theta_bound`` for the Poisson constants), ``IR_A =
 loss_gradient(theta, y)`` (clipped to ``[-L, L]`` under "hdp"), released
-``IR_A`` (+ noise; each passive clips what it receives to ``[-L, L]`` under
+``IR_A`` (with noise; each passive clips what it receives to ``[-L, L]`` under
 "hdp"), gradients over the nominal
 batch size ``b``, :func:`~.penalties.penalized_step`, the per-party norm clip.
 Noise of an "hdp" job with an int ``noise_seed`` comes from the protocol's
@@ -196,24 +196,26 @@ class _Settings:
         self.generators = [self.generators[g] for g in rows]
 
 
-def _noise(settings: _Settings, party: int, m: int) -> Optional[np.ndarray]:
-    """``(G, m)`` noise of ``party`` for one step (zero rows for noise-free
-    jobs), or None when no job adds noise. A seeded job takes one ``(m,)``
-    draw from its own generator, as its protocol program does; the unseeded
-    ones share one OS-entropy draw (independent rows: the same distribution,
-    and there is no stream to match)."""
+def _release(settings: _Settings, party: int, values: np.ndarray) -> np.ndarray:
+    """What ``party`` sends for one step: row g of the ``(G, m)`` ``values``
+    released through :func:`vflsec.kernels.add_gaussian_noise` with job g's
+    sigma (rows of noise-free jobs unchanged). A seeded job takes one ``(m,)``
+    release from its own generator, as its protocol program does (hence the
+    same values); the unseeded ones are released together, one call per
+    distinct sigma from the party's OS-entropy generator (independent rows:
+    the same distribution, and there is no stream to match)."""
     if not (settings.seeded.any() or settings.fresh.any()):
-        return None
-    from ..kernels import gaussian_noise
+        return values
+    from ..kernels import add_gaussian_noise
 
-    out = np.zeros((len(settings.seeded), m))
+    out = values.copy()
     for g in np.flatnonzero(settings.seeded):
-        out[g] = gaussian_noise((m,), settings.sigma[g, party], dtype="float64",
-                                generator=settings.generators[g][party])
+        out[g] = add_gaussian_noise(values[g], settings.sigma[g, party], generator=settings.generators[g][party])
     fresh = np.flatnonzero(settings.fresh)
-    if fresh.size:
-        z = settings.fresh_generators[party].standard_normal((fresh.size, m))
-        out[fresh] = z * settings.sigma[fresh, party][:, None]
+    sigmas = settings.sigma[fresh, party]
+    for sigma in np.unique(sigmas):
+        rows = fresh[sigmas == sigma]
+        out[rows] = add_gaussian_noise(values[rows], float(sigma), generator=settings.fresh_generators[party])
     return out
 
 
@@ -308,15 +310,10 @@ def _train(first: GLMJob, X: List[np.ndarray], labels: np.ndarray, settings: _Se
     final = [np.zeros((G, Xp.shape[1])) for Xp in X]
     for epoch in range(int(settings.epochs.max())):
         for idx in batch_indices(first.n_samples, b, first.seed, epoch):
-            m = len(idx)
             Xs = [Xp[idx] for Xp in X]
             theta = _forward(Xs[0], W[0], exact)
             for p in range(1, len(X)):
-                released = _forward(Xs[p], W[p], exact)
-                noise = _noise(settings, p, m)
-                if noise is not None:
-                    released = released + noise
-                theta = theta + released
+                theta = theta + _release(settings, p, _forward(Xs[p], W[p], exact))
             if settings.any_theta_bound:
                 theta = _clip_entries(theta, settings.theta_bound)
             ys = np.broadcast_to(labels[idx], theta.shape)
@@ -325,8 +322,7 @@ def _train(first: GLMJob, X: List[np.ndarray], labels: np.ndarray, settings: _Se
             # every passive party after the noise (see vflsec.dp.sensitivity).
             if settings.any_ir_bound:
                 ir = _clip_entries(ir, settings.ir_bound)
-            noise = _noise(settings, 0, m)
-            released = ir if noise is None else ir + noise
+            released = _release(settings, 0, ir)
             if settings.any_ir_bound:
                 released = _clip_entries(released, settings.ir_bound)
             for p in range(len(X)):

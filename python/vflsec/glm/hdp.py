@@ -1,12 +1,16 @@
 """Protocol "hdp": HDP-VFL (Algorithm 1), Gaussian noise on every released IR.
 
-Every passive party adds ``N(0, sigma_B^2)`` to ``X_B[s] w_B`` before sending
-it; the active party adds ``N(0, sigma_A^2)`` to ``IR_A`` before sending it
-(its own gradient uses the un-noised ``IR_A``). The sigmas protect the whole
-sequence of IRs released during training: sensitivities from Lemmas 3 and 4
-with ``T = epochs * ceil(n / b)`` steps, calibrated to one
+Every passive party releases ``X_B[s] w_B`` plus ``N(0, sigma_B^2)`` noise;
+the active party releases ``IR_A`` plus ``N(0, sigma_A^2)`` (its own gradient
+uses the un-noised ``IR_A``). Each release goes through
+:func:`vflsec.kernels.add_gaussian_noise` (the lattice release: a float
+``x + noise`` would leak ``x`` through its rounding). The sigmas protect the
+whole sequence of IRs released during training: sensitivities from Lemmas 3
+and 4 with ``T = epochs * ceil(n / b)`` steps, calibrated to one
 ``(epsilon, delta)`` by ``vflsec.dp.gaussian_sigma`` ("analytic" by default,
-"classic" reproduces the paper and is valid only for epsilon < 1).
+"classic" reproduces the paper and is valid only for epsilon < 1) with
+``coordinates`` = every value one party releases in the run
+(:func:`hdp_release_coordinates`).
 
 Requirements enforced here because the guarantee depends on them: a finite
 clip ``k``; every row of every party's block has ``||x_i||_2 <= 1``; labels
@@ -43,6 +47,7 @@ __all__ = [
     "check_labels",
     "check_row_norms",
     "hdp_noise_scales",
+    "hdp_release_coordinates",
     "hdp_sensitivities_for",
     "noise_generator",
 ]
@@ -81,18 +86,37 @@ def hdp_sensitivities_for(job: GLMJob):
     return sens
 
 
+def hdp_release_coordinates(job: GLMJob) -> int:
+    """How many released values of one party the sensitivity covers: every
+    IR entry of the run, ``epochs * n_samples`` (each epoch releases one value
+    per row, batches of ``batch_size`` and a smaller last one).
+
+    The Lemma 3/4 bound is on the L2 distance of the *whole* IR sequence (one
+    Gaussian mechanism for all of training), and once the changed row has been
+    seen every later IR entry can differ, so all of them count towards the
+    lattice rounding term ``g sqrt(coordinates)`` and the sampler's per-draw
+    error (:mod:`vflsec.dp.lattice`), not just one batch."""
+    return job.epochs * job.n_samples
+
+
 def hdp_noise_scales(job: GLMJob) -> Dict[str, float]:
     """Public noise parameters of ``job``: ``sensitivity_active``,
     ``sensitivity_passive``, ``sigma_active``, ``sigma_passive`` (sigmas are
-    reported even when ``job.noise`` is False)."""
+    reported even when ``job.noise`` is False) and ``coordinates`` (see
+    :func:`hdp_release_coordinates`; the sigmas are calibrated for the
+    lattice release of that many values)."""
     from ..dp import gaussian_sigma
 
     sens = hdp_sensitivities_for(job)
+    d = hdp_release_coordinates(job)
     return {
         "sensitivity_active": float(sens.active),
         "sensitivity_passive": float(sens.passive),
-        "sigma_active": float(gaussian_sigma(job.epsilon, job.delta, sens.active, method=job.calibration)),
-        "sigma_passive": float(gaussian_sigma(job.epsilon, job.delta, sens.passive, method=job.calibration)),
+        "sigma_active": float(gaussian_sigma(job.epsilon, job.delta, sens.active, method=job.calibration,
+                                             coordinates=d)),
+        "sigma_passive": float(gaussian_sigma(job.epsilon, job.delta, sens.passive, method=job.calibration,
+                                              coordinates=d)),
+        "coordinates": d,
     }
 
 
@@ -134,14 +158,14 @@ def noise_generator(job: GLMJob, party: str):
 def _release(job: GLMJob, party: str, sigma: float, clock: PhaseClock):
     if not job.noise:
         return lambda ir: ir
-    from ..kernels import gaussian_noise
+    from ..kernels import add_gaussian_noise
 
     generator = noise_generator(job, party)
 
     def release(ir: np.ndarray) -> np.ndarray:
+        # The lattice release (never ir + float noise: its rounding leaks ir).
         with clock.crypto():
-            noise = gaussian_noise(ir.shape, sigma, dtype="float64", generator=generator)
-        return ir + np.asarray(noise)
+            return add_gaussian_noise(ir, sigma, generator=generator)
 
     return release
 

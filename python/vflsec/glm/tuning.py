@@ -131,14 +131,19 @@ def _is_private(job: GLMJob) -> bool:
 
 
 def _noise_multipliers(job: GLMJob) -> np.ndarray:
-    """Per data party ``sigma / sensitivity`` of an "hdp" run (inf: no noise)."""
+    """Per data party noise multiplier of an "hdp" run (NaN: not private): the
+    lattice release's effective ``sigma / (sensitivity + g sqrt(d))``
+    (:func:`vflsec.dp.lattice.lattice_noise_multiplier`), which is what the
+    composition must use; ``d = hdp_release_coordinates(job)``."""
+    from ..dp.lattice import lattice_noise_multiplier
     from .hdp import hdp_noise_scales
 
     if not _is_private(job):
         return np.full(1 + len(job.passives), math.nan)
     s = hdp_noise_scales(job)
-    z_a = s["sigma_active"] / s["sensitivity_active"]
-    z_p = s["sigma_passive"] / s["sensitivity_passive"]
+    d = s["coordinates"]
+    z_a = lattice_noise_multiplier(s["sigma_active"], s["sensitivity_active"], coordinates=d)
+    z_p = lattice_noise_multiplier(s["sigma_passive"], s["sensitivity_passive"], coordinates=d)
     return np.array([z_a] + [z_p] * len(job.passives))
 
 
@@ -150,8 +155,9 @@ class CVResult:
     ``fold_scores[f, g]``: score of candidate g trained without fold f and
     evaluated on fold f (accuracy for classification losses, otherwise minus
     the mean loss); ``mean_scores``: their mean over folds; ``best_index``:
-    the first argmax. ``fold_noise_multipliers[f, g, p]``: ``sigma /
-    sensitivity`` of party p's Gaussian mechanism in that fit (NaN for a
+    the first argmax. ``fold_noise_multipliers[f, g, p]``: the noise
+    multiplier of party p's Gaussian mechanism in that fit (the lattice
+    release's effective one, see ``_noise_multipliers``; NaN for a
     non-private fit). ``n_private_fits``: HDP fits with noise that ran (each
     is one Gaussian mechanism per data party); ``n_fits``: all fits.
     """
@@ -502,12 +508,15 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
     a validation part V (``validation_fraction``). K is drawn from
     ``repetitions``; each of the K runs picks a candidate uniformly, trains
     it with HDP on T (fresh noise) and scores it by the number of correctly
-    classified rows of V plus ``N(0, score_noise_multiplier^2)`` (a count,
-    sensitivity 1). The run with the best noisy score is released.
+    classified rows of V plus Gaussian noise (a count, sensitivity 1,
+    released by :func:`vflsec.kernels.add_gaussian_noise` with the sigma whose
+    lattice multiplier is ``score_noise_multiplier``). The run with the best
+    noisy score is released.
 
     Privacy: T and V are disjoint, so one run meets a record either as a
-    training row (the HDP Gaussian mechanism of its party, multiplier
-    ``z = sigma / sensitivity``) or as a validation row (the noisy count,
+    training row (the HDP Gaussian mechanism of its party, the lattice
+    release's multiplier ``z = sigma / (sensitivity + g sqrt(d))``) or as a
+    validation row (the noisy count,
     multiplier ``score_noise_multiplier``; default: the smallest training
     multiplier, so scoring never dominates). A run is therefore a Gaussian
     mechanism with ``z_eff = min`` of both (the worst candidate counts: a
@@ -529,7 +538,8 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
     the OS-entropy CSPRNG; an int makes the whole procedure reproducible
     (experiments only: whoever knows it knows the noise).
     """
-    from ..kernels import NoiseGenerator
+    from ..dp.lattice import sigma_for_multiplier
+    from ..kernels import NoiseGenerator, add_gaussian_noise
 
     jobs = _check_jobs(candidates, _CANDIDATE_SHARED)
     arrays, y_arr = _check_data(parts, y, jobs)
@@ -576,7 +586,9 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
     coefs = _fit_all([X[train] for X in arrays], y_arr[train], runs, exact, blas_threads)
     theta = _thetas([X[val] for X in arrays], coefs)
     correct = np.sum(np.where(theta > 0, 1.0, -1.0) == y_arr[val][:, None], axis=0)
-    noisy = correct + generator.normal((k,), z_score)
+    # Each run's count (sensitivity 1) is its own one-coordinate release; the
+    # lattice release's sigma is raised so its effective multiplier is z_score.
+    noisy = add_gaussian_noise(correct, sigma_for_multiplier(z_score, 1.0, coordinates=1), generator=generator)
     best = int(np.argmax(noisy))
     return PrivateSelection(drawn[best], jobs[drawn[best]], coefs[best], float(noisy[best]) / n_val, k, drawn,
                             privacy)

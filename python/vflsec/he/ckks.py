@@ -55,7 +55,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import tenseal as ts
@@ -234,22 +234,24 @@ class CKKSSecretContext(_ContextBase):
         return np.asarray(values[:vector.length], dtype=np.float64)
 
     def decrypt_flooded(self, vector: "CKKSEncryptedVector", flooding_bits: Optional[int] = DEFAULT_FLOODING_BITS,
-                        *, noise: Optional[Callable[..., np.ndarray]] = None) -> np.ndarray:
-        """Decrypt and add N(0, sigma^2) flooding noise, sigma = :func:`flooding_sigma`.
+                        *, generator: Any = None) -> np.ndarray:
+        """Decrypt and flood with N(0, sigma^2) noise, sigma = :func:`flooding_sigma`.
 
+        The decryption is released by :func:`vflsec.kernels.add_gaussian_noise`
+        (the lattice release): ``values + noise`` formed in floating point would
+        keep the exact decryption's low-order bits readable in the sum's rounding,
+        which is the error the flooding is there to hide.
         ``flooding_bits=None`` returns the exact decryption (insecure when the
         result leaves the key holder; for measuring the CKKS error only).
-        ``noise(shape, sigma=...)`` defaults to ``vflsec.kernels.gaussian_noise``.
+        ``generator``: a :class:`vflsec.kernels.NoiseGenerator` (None: the shared
+        secure one; a seeded one for tests only).
         """
         values = self.decrypt(vector)
         if flooding_bits is None:
             return values
-        sigma = flooding_sigma(self.params, flooding_bits)
-        if noise is None:
-            from ..kernels import gaussian_noise as noise
-            if noise is None:
-                raise RuntimeError("vflsec.kernels.gaussian_noise is not available in this build")
-        return values + np.asarray(noise(values.shape, sigma=sigma), dtype=np.float64)
+        from ..kernels import add_gaussian_noise
+
+        return add_gaussian_noise(values, flooding_sigma(self.params, flooding_bits), generator=generator)
 
 
 class CKKSEncryptedVector:

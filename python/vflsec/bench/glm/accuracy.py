@@ -69,9 +69,12 @@ def search_epsilon(epsilon: float, runs: int) -> float:
     run's training rows. The validation scoring is not counted (it is not
     private), so this is a lower bound of the search's true cost."""
     from ...dp import gaussian_sigma
+    from ...dp.lattice import lattice_noise_multiplier
     from ...glm.tuning import compose_gaussian_epsilon
 
-    z = gaussian_sigma(epsilon, DELTA, 1.0, method="analytic")
+    # The multiplier every run calibrated to (epsilon, DELTA) has at least: the
+    # lattice release's effective one, not the (slightly larger) sigma itself.
+    z = lattice_noise_multiplier(gaussian_sigma(epsilon, DELTA, 1.0, method="analytic"), 1.0, coordinates=1)
     return float(compose_gaussian_epsilon([z] * runs, DELTA))
 
 

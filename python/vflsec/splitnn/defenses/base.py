@@ -32,7 +32,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
-__all__ = ["BatchInfo", "Defense", "DefenseContext", "NoDefense"]
+__all__ = ["BatchInfo", "Defense", "DefenseContext", "NoDefense", "gaussian_release"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +130,36 @@ def check_seed(seed: Any) -> Optional[int]:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise TypeError(f"seed must be None or a non-negative int, got {seed!r}")
     return int(seed)
+
+
+_RELEASE_FUNCTION: Any = None
+
+
+def gaussian_release(x: Any, sigma: float, generator: Any) -> Any:
+    """``x`` (a torch tensor) released with N(0, sigma^2) noise by
+    :func:`vflsec.kernels.add_gaussian_noise`, the lattice release every DP
+    defense uses (``x + noise`` formed in floating point would leak ``x``).
+
+    Autograd sees the identity, as it would for ``x + noise`` with constant
+    noise, so the released embedding still trains the bottom model; the
+    forward value is the release itself, bit for bit (a detour such as
+    ``x + (y - x).detach()`` would round again and leave the lattice)."""
+    from ...kernels import add_gaussian_noise
+
+    if not x.requires_grad:
+        return add_gaussian_noise(x, sigma, generator=generator)
+    global _RELEASE_FUNCTION
+    if _RELEASE_FUNCTION is None:
+        import torch
+
+        class _Release(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, sigma, generator):
+                return add_gaussian_noise(x.detach(), sigma, generator=generator)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad, None, None
+
+        _RELEASE_FUNCTION = _Release
+    return _RELEASE_FUNCTION.apply(x, sigma, generator)

@@ -6,6 +6,10 @@
   to the gradients it returns (a label-leakage defense).
 * :class:`GradientSparsification` -- the active party keeps, per sample, the
   ``ceil(keep_fraction * d)`` largest-magnitude gradient coordinates and zeroes the rest.
+
+The two noise defenses release through the lattice Gaussian mechanism
+(:func:`.base.gaussian_release`), like the DP defenses: a float ``x + noise``
+would let the receiver tell inputs apart by the rounding grid of the sum.
 """
 from __future__ import annotations
 
@@ -13,25 +17,22 @@ import math
 from typing import Any, Dict, Optional
 
 from ..._arrays import check_real
-from .base import BatchInfo, Defense, check_seed
+from .base import BatchInfo, Defense, check_seed, gaussian_release
 from .vfl_afe import _derived_seed
 
 __all__ = ["GaussianEmbeddingNoise", "GaussianGradientNoise", "GradientSparsification"]
 
 
 class _NoiseMixin:
-    def _noise_like(self, key: str, x: Any) -> Any:
-        import torch
-
-        from ...kernels import NoiseGenerator, gaussian_noise
+    def _release(self, key: str, x: Any) -> Any:
+        """``x`` plus ``N(0, scale^2)`` per coordinate, on the lattice (gradient passes through)."""
+        from ...kernels import NoiseGenerator
 
         gen = self._generators.get(key)
         if gen is None:
             gen = NoiseGenerator() if self.seed is None else NoiseGenerator(_derived_seed(self.seed, self.variant, key))
             self._generators[key] = gen
-        dtype = "float64" if x.dtype == torch.float64 else "float32"
-        return torch.from_numpy(gaussian_noise(tuple(x.shape), self.scale, dtype=dtype, generator=gen)).to(
-            device=x.device, dtype=x.dtype)
+        return gaussian_release(x, self.scale, gen)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -52,7 +53,7 @@ class GaussianEmbeddingNoise(_NoiseMixin, Defense):
         self._generators: Dict[str, Any] = {}
 
     def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
-        return h + self._noise_like(party, h)
+        return self._release(party, h)
 
 
 class GaussianGradientNoise(_NoiseMixin, Defense):
@@ -68,7 +69,7 @@ class GaussianGradientNoise(_NoiseMixin, Defense):
         self._generators: Dict[str, Any] = {}
 
     def transform_gradient(self, grads: Dict[str, Any], batch: BatchInfo) -> Dict[str, Any]:
-        return {p: g + self._noise_like(p, g) for p, g in grads.items()}
+        return {p: self._release(p, g) for p, g in grads.items()}
 
 
 class GradientSparsification(Defense):

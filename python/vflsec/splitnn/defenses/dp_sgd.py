@@ -3,9 +3,13 @@
 Every data owner trains its bottom model with differentially private SGD
 (Abadi et al. 2016): per batch it computes the gradient of each sample's loss
 with respect to its own bottom parameters, clips each to L2 norm ``C``, sums
-them, adds ``N(0, (z C)^2 I)`` and divides by the batch size before the
-optimizer step. The active party's head is trained normally (it sees only
-embeddings).
+them, releases the sum with Gaussian noise and divides by the batch size
+before the optimizer step. The release is the lattice Gaussian mechanism
+(:func:`vflsec.kernels.add_gaussian_noise`; a float ``sum + noise`` would leak
+the sum through its rounding) with ``sigma = sigma_for_multiplier(z, C,
+coordinates=P)``, P the owner's number of trainable parameters: its
+effective multiplier ``sigma / (C + g sqrt(P))`` is at least ``z``. The
+active party's head is trained normally (it sees only embeddings).
 
 Per-sample gradients. The owner knows only ``g_i = dL/dh_i`` (what the active
 party returned), so sample ``i``'s loss as far as the bottom model goes is
@@ -21,9 +25,12 @@ bottom model to treat samples independently (no BatchNorm), as Opacus does too.
 
 Privacy accounting. The noise multiplier ``z`` is the smallest one whose
 composed epsilon over the whole run, ``steps = epochs * ceil(n / B)`` releases
-of a subsampled Gaussian with rate ``q = B / n``, stays within ``epsilon`` at
-``delta`` (:func:`vflsec.dp.accounting.noise_multiplier_for_epsilon`, RDP by
-default). The accountant assumes **Poisson sampling** (each row independently
+of a subsampled Gaussian with rate ``q = B / n``, each of P noise draws,
+stays within ``epsilon`` at ``delta``
+(:func:`vflsec.dp.accounting.noise_multiplier_for_epsilon` with
+``coordinates=P``, RDP by default). P is known once the owner's model is, so
+each owner's ``z`` is calibrated at its first step. The accountant assumes
+**Poisson sampling** (each row independently
 with probability ``q``), as Opacus' accountants do; the trainer draws shuffled
 fixed-size batches, for which the subsampling amplification is the commonly
 used approximation, not a proven bound. A step beyond the planned number is
@@ -56,6 +63,7 @@ from ...dp.accounting import (
     composed_subsampled_gaussian,
     noise_multiplier_for_epsilon,
 )
+from ...dp.lattice import sigma_for_multiplier
 from .base import BatchInfo, Defense, DefenseContext, check_seed
 
 __all__ = ["DPSGD", "LOSS_REDUCTIONS", "dp_vfl_centralized_model", "dp_vfl_models", "split_features_equally"]
@@ -154,7 +162,10 @@ class DPSGD(Defense):
 
     Attributes (after training starts)
     ----------------------------------
-    noise_multiplier_ : float, the ``z`` of the run
+    noise_multipliers_ : dict party -> the ``z`` of that owner's run (set at
+        its first step, for ``coordinates_[party]`` noise draws per step)
+    noise_multiplier_ : float, the smallest of them (AttributeError before any step)
+    coordinates_ : dict party -> trainable parameters of that owner's bottom model
     sampling_rate_, planned_steps_ : the accountant's ``q`` and step count
     clip_norm_ : dict party -> threshold in force (final after calibration)
     steps_ : dict party -> DP-SGD steps taken
@@ -191,9 +202,8 @@ class DPSGD(Defense):
         b = min(b, n)
         self.sampling_rate_ = b / n
         self.planned_steps_ = epochs * math.ceil(n / b)
-        self.noise_multiplier_ = noise_multiplier_for_epsilon(
-            self.epsilon, self.delta, count=self.planned_steps_, sampling_rate=self.sampling_rate_,
-            accountant=self.accountant)
+        self.noise_multipliers_: Dict[str, float] = {}
+        self.coordinates_: Dict[str, int] = {}
         self._noise_seed = self.seed if self.seed is not None else check_seed(context.seed)
         self._generators: Dict[str, Any] = {}
         self.steps_: Dict[str, int] = {}
@@ -201,6 +211,26 @@ class DPSGD(Defense):
         self.calibration_norms_: Dict[str, np.ndarray] = {}
         self.last_clipped_norms_: Dict[str, np.ndarray] = {}
         self._spent_cache: Dict[int, PrivacySpent] = {}
+
+    @property
+    def noise_multiplier_(self) -> float:
+        if not getattr(self, "noise_multipliers_", None):
+            raise AttributeError("noise_multiplier_ is calibrated per owner at its first DP-SGD step")
+        return min(self.noise_multipliers_.values())
+
+    def _multiplier(self, party: str, coordinates: int) -> float:
+        """The owner's ``z`` for ``coordinates`` noise draws per step (calibrated once)."""
+        z = self.noise_multipliers_.get(party)
+        if z is None:
+            z = noise_multiplier_for_epsilon(self.epsilon, self.delta, count=self.planned_steps_,
+                                             sampling_rate=self.sampling_rate_, accountant=self.accountant,
+                                             coordinates=coordinates)
+            self.noise_multipliers_[party] = z
+            self.coordinates_[party] = coordinates
+        elif self.coordinates_[party] != coordinates:
+            raise ValueError(f"DP-SGD: party {party!r} has {coordinates} trainable parameters, its noise was "
+                             f"calibrated for {self.coordinates_[party]}")
+        return z
 
     # -- clip threshold -----------------------------------------------------------------
     def _clip_for_step(self, party: str, norms: np.ndarray) -> float:
@@ -227,7 +257,9 @@ class DPSGD(Defense):
                         embed: Callable[[Any], Any], grad: Any, batch: BatchInfo) -> bool:
         import torch
 
-        if not hasattr(self, "noise_multiplier_"):
+        from ...kernels import add_gaussian_noise
+
+        if not hasattr(self, "planned_steps_"):
             raise RuntimeError("DPSGD.setup(context) must be called before training")
         taken = self.steps_.get(party, 0)
         if taken >= self.planned_steps_:
@@ -253,10 +285,11 @@ class DPSGD(Defense):
         generator = self._generators.get(party)
         if generator is None:
             generator = self._generators[party] = _party_generator(self._noise_seed, party)
-        sigma = self.noise_multiplier_ * clip
-        dtype = "float32" if flat.dtype == torch.float32 else "float64"
-        noise = torch.from_numpy(generator.normal(flat.shape[1], sigma, dtype=dtype)).to(flat.device)
-        noisy_mean = (clipped.sum(dim=0) + noise) / batch_size
+        coordinates = int(flat.shape[1])
+        # The release's sigma: its lattice multiplier sigma / (C + g sqrt(P)) is >= z.
+        sigma = sigma_for_multiplier(self._multiplier(party, coordinates), clip, coordinates=coordinates)
+        released = add_gaussian_noise(clipped.sum(dim=0).detach(), sigma, generator=generator)
+        noisy_mean = released / batch_size  # post-processing of the release
 
         params = dict(module.named_parameters())
         offset = 0
@@ -270,29 +303,35 @@ class DPSGD(Defense):
         self.steps_[party] = taken + 1
         return True
 
+    def _composed(self, steps: int) -> PrivacySpent:
+        """The worst owner's composed guarantee over ``steps`` steps."""
+        spent = [composed_subsampled_gaussian(z, self.sampling_rate_, steps, self.delta, accountant=self.accountant,
+                                              coordinates=self.coordinates_[party])
+                 for party, z in self.noise_multipliers_.items()]
+        return max(spent, key=lambda s: s.epsilon)
+
     # -- reporting ----------------------------------------------------------------------
     def privacy_spent(self) -> Optional[PrivacySpent]:
         """Composed (epsilon, delta) per data owner over the steps taken so far
         (the most any owner took); ``epsilon_per_release`` is None (one DP-SGD
         step has no standalone figure)."""
-        if not hasattr(self, "noise_multiplier_"):
+        if not hasattr(self, "planned_steps_"):
             return None
         steps = max(self.steps_.values(), default=0)
         if steps == 0:
             return PrivacySpent(0.0, self.delta, 0, None, self.accountant)
         spent = self._spent_cache.get(steps)
         if spent is None:
-            spent = composed_subsampled_gaussian(self.noise_multiplier_, self.sampling_rate_, steps, self.delta,
-                                                 accountant=self.accountant)
-            self._spent_cache[steps] = spent
+            spent = self._spent_cache[steps] = self._composed(steps)
         return spent
 
     def planned_privacy(self) -> PrivacySpent:
-        """The guarantee for the whole planned run (what the noise was calibrated to)."""
-        if not hasattr(self, "noise_multiplier_"):
-            raise RuntimeError("DPSGD.setup(context) must be called first")
-        return composed_subsampled_gaussian(self.noise_multiplier_, self.sampling_rate_, self.planned_steps_,
-                                            self.delta, accountant=self.accountant)
+        """The guarantee for the whole planned run (what the noise was calibrated to), worst
+        owner; each owner's noise is calibrated at its first step, so this needs one."""
+        if not getattr(self, "noise_multipliers_", None):
+            raise RuntimeError("DPSGD: no owner has taken a step yet (each owner's noise is calibrated to its "
+                               "parameter count at its first step)")
+        return self._composed(self.planned_steps_)
 
 
 # ------------------------------------------------------------------------ paper models

@@ -7,16 +7,23 @@ Passive party, per batch (ALGORITHMS.md section 3; Alg. 1 of the paper)::
         (mu_d, sigma_d: mean and std of the batch's pairwise distances; the
         factor is computed on the detached batch and is a constant for autograd;
         ``rescale_shrink=False`` uses max(1, factor), see below)
-    h <- h + N(0, (2t sigma)^2 I)                        Gaussian mechanism
+    h <- h + N(0, sigma_D^2 I)                           Gaussian mechanism (lattice release)
     loss += alpha * KL(P(d) || N(mu_d, sigma_d^2))       +R: keeps the Gaussian fit honest
     loss += beta * contrastive(h, FCM(dL/dh))            +D: distribution adjusting
 
-``sigma`` is the classic calibration ``sqrt(2 ln(1.25/delta)) / epsilon`` the
-paper uses (``calibration="classic"``; proved for epsilon < 1, and
-:func:`vflsec.dp.gaussian_sigma` warns beyond) or the exact analytic one
-(``calibration="analytic"``). ``privacy_spent()`` gives the per-release epsilon
-and its composition over the epochs (each sample's embedding is released once
-per epoch) from :mod:`vflsec.dp.accounting`. With +R the sensitivity bound 2t
+The noise is calibrated by :func:`vflsec.dp.gaussian_sigma` for sensitivity
+``2t``, with the classic formula ``sqrt(2 ln(1.25/delta)) / epsilon`` per unit
+the paper uses (``calibration="classic"``; proved for epsilon < 1, and
+``gaussian_sigma`` warns beyond) or the exact analytic one
+(``calibration="analytic"``), for the lattice release
+(:func:`vflsec.kernels.add_gaussian_noise`, via :func:`.base.gaussian_release`)
+of one sample's embedding row: ``coordinates = D``, the embedding width, so
+``sigma_D`` exceeds ``2t sigma`` by a relative ``2^-20 sqrt(D) sigma`` or so.
+Every impl releases this way: ``h + noise`` in floating point would leak ``h``
+through its rounding. ``privacy_spent()`` gives the per-release epsilon and
+its composition over the epochs (each sample's embedding is released once per
+epoch) from :mod:`vflsec.dp.accounting`, with the lattice release's effective
+noise multiplier. With +R the sensitivity bound 2t
 holds with the probability ``p2`` of the Gaussian quantile (Thm. 3.6 of the
 paper folds that into delta); that caveat is the paper's, not removed here.
 
@@ -48,15 +55,17 @@ cluster and a confidence; among samples with confidence >= the threshold,
 on the clipped / rescaled embeddings *before* noise (the noise is a constant
 for autograd and would dominate the distances).
 
-``impl="vflsec"`` uses the C++ kernels (pairwise-distance statistics, FCM,
-ChaCha20 noise); ``impl="baseline"`` the common alternatives (``torch.cdist``
-plus torch statistics, a numpy FCM, ``torch.randn``) so the benchmark can time both.
+``impl="vflsec"`` uses the C++ kernels (pairwise-distance statistics, FCM);
+``impl="baseline"`` the common alternatives (``torch.cdist`` plus torch
+statistics, a numpy FCM) so the benchmark can time both. The noise release is
+the same lattice release from a ChaCha20 :class:`vflsec.kernels.NoiseGenerator`
+in both (``torch.randn`` added in floating point is not a DP release; the
+benchmark times it on its own, outside the defense).
 """
 from __future__ import annotations
 
 import hashlib
 import math
-import secrets
 import time
 from collections import defaultdict
 from typing import Any, Dict, Optional
@@ -64,7 +73,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from ..._arrays import check_positive_int, check_real
-from .base import BatchInfo, Defense, DefenseContext, check_seed
+from .base import BatchInfo, Defense, DefenseContext, check_seed, gaussian_release
 
 __all__ = ["IMPLS", "VFLAFE", "numpy_fuzzy_cmeans"]
 
@@ -183,8 +192,11 @@ class VFLAFE(Defense):
         self.kl_max_pairs = check_positive_int(kl_max_pairs, "kl_max_pairs", minimum=3)
         self.fcm_max_iter = check_positive_int(fcm_max_iter, "fcm_max_iter")
         self.seed = check_seed(seed)
-        # sigma: noise std per unit of sensitivity (the noise multiplier of the accountant).
+        # sigma per unit of sensitivity (one coordinate): checks the budget and
+        # warns here, at construction. The release's own std depends on the
+        # embedding width (the lattice rounding term): release_sigma().
         self.noise_multiplier_ = gaussian_sigma(self.epsilon, self.delta, 1.0, method=calibration)
+        self._sigmas: Dict[int, float] = {}
         self._reset_state()
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -193,10 +205,25 @@ class VFLAFE(Defense):
         return {(False, False): "vanilla", (True, False): "R", (False, True): "D", (True, True): "full"}[
             (self.rescale, self.adjust)]
 
-    @property
-    def noise_std(self) -> float:
-        """Standard deviation of the noise added to each coordinate: ``2 t sigma``."""
-        return 2.0 * self.t * self.noise_multiplier_
+    def release_sigma(self, width: int) -> float:
+        """Noise std per coordinate of a release of ``width``-wide embeddings:
+        ``gaussian_sigma(epsilon, delta, 2t, coordinates=width)`` (one sample's
+        row is what differs between neighbours)."""
+        from ...dp import gaussian_sigma
+
+        width = check_positive_int(width, "width")
+        sigma = self._sigmas.get(width)
+        if sigma is None:
+            sigma = self._sigmas[width] = gaussian_sigma(self.epsilon, self.delta, 2.0 * self.t,
+                                                         method=self.calibration, coordinates=width)
+        return sigma
+
+    def noise_multiplier_for(self, width: int) -> float:
+        """The lattice release's effective noise multiplier at ``width``
+        (:func:`vflsec.dp.lattice.lattice_noise_multiplier`), what the accountant composes."""
+        from ...dp.lattice import lattice_noise_multiplier
+
+        return lattice_noise_multiplier(self.release_sigma(width), 2.0 * self.t, coordinates=width)
 
     def _reset_state(self) -> None:
         self._generators: Dict[str, Any] = {}
@@ -227,6 +254,8 @@ class VFLAFE(Defense):
     def setup(self, context: DefenseContext) -> None:
         super().setup(context)
         self._reset_state()
+        for width in context.extra.get("embedding_dims", {}).values():
+            self.release_sigma(width)  # calibrated now, in the caller's thread
         if self.adjust:
             c = self.n_clusters if self.n_clusters is not None else context.n_classes
             if c is None:
@@ -239,16 +268,9 @@ class VFLAFE(Defense):
     def _generator(self, party: str):
         gen = self._generators.get(party)
         if gen is None:
-            if self.impl == "vflsec":
-                from ...kernels import NoiseGenerator
+            from ...kernels import NoiseGenerator
 
-                gen = (NoiseGenerator() if self.seed is None
-                       else NoiseGenerator(_derived_seed(self.seed, "noise", party)))
-            else:
-                import torch
-
-                gen = torch.Generator()
-                gen.manual_seed(secrets.randbits(63) if self.seed is None else _derived_seed(self.seed, "noise", party))
+            gen = NoiseGenerator() if self.seed is None else NoiseGenerator(_derived_seed(self.seed, "noise", party))
             self._generators[party] = gen
         return gen
 
@@ -286,19 +308,12 @@ class VFLAFE(Defense):
         norms = torch.linalg.vector_norm(h, dim=1, keepdim=True)
         return h / torch.clamp(norms / self.t, min=1.0)
 
-    def noise_like(self, party: str, h: Any) -> Any:
-        """``N(0, (2 t sigma)^2)`` noise of ``h``'s shape, dtype and device."""
-        import torch
-
-        gen = self._generator(party)
-        if self.impl == "vflsec":
-            from ...kernels import gaussian_noise
-
-            dtype = "float64" if h.dtype == torch.float64 else "float32"
-            noise = torch.from_numpy(gaussian_noise(tuple(h.shape), self.noise_std, dtype=dtype, generator=gen))
-            return noise.to(device=h.device, dtype=h.dtype)
-        noise = torch.randn(tuple(h.shape), generator=gen, dtype=h.dtype) * self.noise_std
-        return noise.to(h.device)
+    def release(self, party: str, h: Any) -> Any:
+        """The Gaussian mechanism on the (clipped, rescaled) ``(n, D)`` embeddings
+        ``h``: the lattice release with ``release_sigma(D)`` (gradient passes through)."""
+        if h.ndim != 2:
+            raise ValueError(f"embeddings must be 2-D (batch, width), got shape {tuple(h.shape)}")
+        return gaussian_release(h, self.release_sigma(int(h.shape[1])), self._generator(party))
 
     def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
         t0 = time.perf_counter()
@@ -318,7 +333,7 @@ class VFLAFE(Defense):
             self.timings_["rescale"] += time.perf_counter() - t1
         self._clean[party] = h
         t2 = time.perf_counter()
-        out = h + self.noise_like(party, h)
+        out = self.release(party, h)
         self.timings_["noise"] += time.perf_counter() - t2
         return out
 
@@ -417,10 +432,16 @@ class VFLAFE(Defense):
 
     # -- reporting -----------------------------------------------------------------------
     def privacy_spent(self):
-        """Per-release epsilon (as the accountant sees one Gaussian release with
-        noise multiplier ``sigma``) and its composition over the epochs."""
+        """Per-release epsilon (one lattice Gaussian release of a sample's
+        embedding row, effective multiplier ``noise_multiplier_for(D)``) and its
+        composition over the epochs; the worst over the embedding widths this
+        defense was set up for or has released (RuntimeError before any is known)."""
         from ...dp.accounting import composed_gaussian
 
+        if not self._sigmas:
+            raise RuntimeError("VFL-AFE's release is calibrated per embedding width: call setup() with "
+                               "extra['embedding_dims'] (the trainer does) or release a batch first")
+        z = min(self.noise_multiplier_for(width) for width in self._sigmas)
         context = getattr(self, "context_", None)
         epochs = context.epochs if context is not None else 1
-        return composed_gaussian(self.noise_multiplier_, epochs, self.delta, accountant=self.accountant)
+        return composed_gaussian(z, epochs, self.delta, accountant=self.accountant, coordinates=max(self._sigmas))
