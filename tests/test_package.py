@@ -68,11 +68,21 @@ def test_kernel_benchmark_quick_writes_outputs(tmp_path):
     data = json.loads((tmp_path / "kernels.json").read_text())
     assert data["machine"]["cpu"]
     kernels_seen = {r["kernel"] for r in data["results"]}
-    assert kernels_seen == {"pairwise_distances", "pairwise_distance_stats", "fuzzy_cmeans", "gaussian_noise", "discrete_gaussian"}
+    assert kernels_seen == {"pairwise_distances", "pairwise_distance_stats", "fuzzy_cmeans", "gaussian_noise",
+                            "gaussian_release"}
     assert all(r["seconds"] > 0 for r in data["results"])
+    # The DP release beside numpy, torch, the insecure float path and the exact samplers,
+    # with its two done-criteria measured in the same run.
+    release = {r["method"] for r in data["results"] if r["kernel"] == "gaussian_release"}
+    assert any("INSECURE" in m for m in release) and any("pure-Python" in m for m in release)
+    assert any(m.startswith("numpy") for m in release) and any("C++ exact CKS" in m for m in release)
+    criteria = data["release_criteria"]
+    assert criteria["vs_numpy_1_thread"]["ratio"] > 0 and criteria["vs_pure_python_discrete"]["ratio"] > 0
+    report = (tmp_path / "kernels.md").read_text()
+    assert "Done criteria, as measured in this run" in report and "target >= 1000x" in report
     # vflsec is exact where the GEMM expansion is not: its error column must say so.
     ours = [r for r in data["results"] if r["kernel"] == "pairwise_distances" and r["method"] == "vflsec"]
     assert ours and all(r["max_rel_error"] <= 1e-5 and r.get("max_abs_diagonal", 0.0) == 0.0 for r in ours)
     assert any("max_abs_diagonal" in r for r in ours)
     assert (tmp_path / "kernels.png").stat().st_size > 1000
-    assert len(result["summary"]) >= 4
+    assert len(result["summary"]) >= 7

@@ -1,15 +1,17 @@
 """Benchmark of the C++ kernels against the real alternatives, in one run.
 
 ``vflsec bench kernels [--quick] [--out DIR] [--device cpu|cuda]`` (or ``python benchmarks/kernels.py``)
-times pairwise distances, fused distance statistics, fuzzy c-means and Gaussian
-noise against torch, scipy, scikit-learn, faiss, scikit-fuzzy and numpy, prints
-markdown tables of medians and ratios, and writes ``DIR/kernels.json`` and
-``DIR/kernels.png``.
+times pairwise distances, fused distance statistics, fuzzy c-means, Gaussian
+noise and the secure DP release (``add_gaussian_noise``) against torch, scipy,
+scikit-learn, faiss, scikit-fuzzy, numpy and, where they import, OpenDP and
+diffprivlib, prints markdown tables of medians and ratios, and writes
+``DIR/kernels.json``, ``DIR/kernels.md`` and ``DIR/kernels.png``.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
@@ -20,7 +22,8 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import get_num_threads, kernels, set_num_threads
-from .common import machine_info, markdown_table, median_time, package_versions, pyplot, write_json, git_revision
+from .common import (git_revision, machine_info, markdown_table, median_cpu_time, median_time, package_versions,
+                     pyplot, write_json)
 
 THREADS = 2
 
@@ -29,6 +32,17 @@ def _optional(name: str):
     try:
         return __import__(name)
     except ImportError:
+        return None
+
+
+def _optional_baseline(name: str):
+    """An optional comparison library, or None when it is absent or does not import
+    (diffprivlib 0.6 fails to import with scikit-learn >= 1.8, for example)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - any import failure means: skip this baseline
         return None
 
 
@@ -185,7 +199,7 @@ def bench_fcm(rec: _Recorder, n: int, d: int, c: int, iters: int) -> None:
 # Gaussian noise
 # ---------------------------------------------------------------------------
 
-def bench_noise(rec: _Recorder, n: int, repeats: int, n_discrete: int) -> None:
+def bench_noise(rec: _Recorder, n: int, repeats: int) -> None:
     torch = _optional("torch")
     from ..kernels import NoiseGenerator
 
@@ -208,8 +222,167 @@ def bench_noise(rec: _Recorder, n: int, repeats: int, n_discrete: int) -> None:
             rec.add("gaussian_noise", case, f"torch.randn ({threads} thr)",
                     median_time(lambda: torch.randn(n, dtype=torch.float64), repeats=repeats), threads=threads)
         torch.set_num_threads(THREADS)
-    rec.add("discrete_gaussian", f"n={n_discrete} sigma=10", "vflsec exact (CKS 2020)",
-            median_time(lambda: kernels.discrete_gaussian(n_discrete, 10.0, generator=secure), repeats=3, warmup=0))
+
+
+# ---------------------------------------------------------------------------
+# the DP release: x + N(0, sigma^2) on the lattice, against the alternatives
+# ---------------------------------------------------------------------------
+
+RELEASE_EPSILON, RELEASE_DELTA = 1.0, 1e-5
+_NUMPY = "numpy default_rng.standard_normal * sigma + x"
+_SECURE = "vflsec add_gaussian_noise (secure lattice release)"
+_PURE_PYTHON = "pure-Python exact discrete Gaussian (vflsec, CKS 2020)"
+
+
+def _release_criteria(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The two done-criteria of the secure release, from the rows of one run."""
+    one = {r["method"]: r for r in rows if r["kernel"] == "gaussian_release" and r.get("threads") == 1
+           and r.get("unit") == "CPU s"}
+    per = {r["method"]: r for r in rows if r["kernel"] == "gaussian_release" and r.get("unit") == "CPU s/value"}
+    out: Dict[str, Any] = {}
+    if _SECURE in one and _NUMPY in one:
+        ratio = one[_NUMPY]["seconds"] / one[_SECURE]["seconds"]
+        out["vs_numpy_1_thread"] = {"ratio": ratio, "target": 1.0, "met": ratio >= 1.0}
+    if _SECURE in per and _PURE_PYTHON in per:
+        ratio = per[_PURE_PYTHON]["seconds"] / per[_SECURE]["seconds"]
+        out["vs_pure_python_discrete"] = {"ratio": ratio, "target": 1000.0, "met": ratio >= 1000.0}
+        multi = [r for r in rows if r["kernel"] == "gaussian_release" and r["method"] == _SECURE
+                 and r.get("threads", 1) > 1]
+        if multi:  # the release's wall time per value with its threads, against the 1-thread sampler
+            per_value = multi[0]["seconds"] / multi[0]["samples"]
+            out["vs_pure_python_discrete_threads"] = {"ratio": per[_PURE_PYTHON]["seconds"] / per_value,
+                                                      "threads": multi[0]["threads"]}
+    return out
+
+
+def bench_release(rec: _Recorder, n: int, repeats: int, n_cks: int, n_python: int, n_baseline: int) -> None:
+    """The secure release (vflsec.kernels.add_gaussian_noise) on n float64 values at the
+    sigma of (epsilon = 1, delta = 1e-5, sensitivity 1), against plain float x + noise
+    (numpy, torch, vflsec's old float path: NOT DP releases) and exact samplers.
+
+    1 thread: CPU time (time.process_time), ratios against numpy in this run. 2
+    threads: wall time. Per value: CPU seconds per released value / sample, 1 thread.
+    """
+    from fractions import Fraction
+
+    from ..dp import gaussian_sigma
+    from ..kernels import NoiseGenerator
+    from ..kernels import _discrete_gaussian as dg
+
+    torch = _optional("torch")
+    sigma = gaussian_sigma(RELEASE_EPSILON, RELEASE_DELTA, 1.0)
+    g = kernels.lattice_spacing(sigma)
+    s = sigma / g  # the integer noise's scale, in [2^20, 2^21)
+    x = np.random.default_rng(3).standard_normal(n)
+    secure = NoiseGenerator()
+    rng = np.random.default_rng()
+    params = {"sigma": sigma, "lattice_spacing": g}
+    sized = dict(params, samples=n)
+
+    def numpy_release() -> np.ndarray:
+        z = rng.standard_normal(n)
+        z *= sigma
+        z += x
+        return z
+
+    methods: Dict[str, Callable[[], Any]] = {
+        _SECURE: lambda: kernels.add_gaussian_noise(x, sigma, generator=secure),
+        "vflsec float x + noise (INSECURE, not DP)": lambda: secure._add_normal(x, sigma),
+    }
+    if torch is not None:
+        xt = torch.from_numpy(x)
+
+        def torch_release() -> Any:
+            return torch.randn(n, dtype=torch.float64).mul_(sigma).add_(xt)
+
+        methods["torch.randn * sigma + x"] = torch_release
+
+    # 1 thread, CPU time; the secure release's rows carry "primary" for the summary.
+    case1 = f"float64 n={n}, 1 thread (CPU s)"
+    set_num_threads(1)
+    if torch is not None:
+        torch.set_num_threads(1)
+    one: Dict[str, float] = {}
+    for name, fn in [(_NUMPY, numpy_release)] + list(methods.items()):
+        cpu, wall = median_cpu_time(fn, repeats=repeats, warmup=1)
+        one[name] = cpu
+        rec.add("gaussian_release", case1, name, cpu, unit="CPU s", wall_s=wall, threads=1,
+                values_per_s=n / cpu, vs_numpy=None, primary=name == _SECURE, **sized)
+    for r in rec.rows:
+        if r["case"] == case1:
+            r["vs_numpy"] = one[_NUMPY] / r["seconds"]
+
+    # THREADS threads, wall time (numpy has no threads: its 1-thread wall time for reference)
+    case2 = f"float64 n={n}, {THREADS} threads (wall s)"
+    set_num_threads(THREADS)
+    if torch is not None:
+        torch.set_num_threads(THREADS)
+    numpy_wall = median_time(numpy_release, repeats=repeats)
+    rec.add("gaussian_release", case2, _NUMPY + " (1 thr)", numpy_wall, unit="wall s", threads=1,
+            values_per_s=n / numpy_wall, vs_numpy=1.0, **sized)
+    for name, fn in methods.items():
+        wall = median_time(fn, repeats=repeats)
+        rec.add("gaussian_release", case2, name, wall, unit="wall s", threads=THREADS, values_per_s=n / wall,
+                vs_numpy=numpy_wall / wall, primary=name == _SECURE, **sized)
+
+    # Per value, 1 thread, CPU time: the exact samplers (the lattice's integer
+    # scale s for the integer ones; OpenDP's float mechanism at sigma).
+    case3 = "per value, 1 thread (CPU s/value)"
+    set_num_threads(1)
+    per = {_SECURE: one[_SECURE] / n}
+    rec.add("gaussian_release", case3, _SECURE, per[_SECURE], unit="CPU s/value", threads=1,
+            values_per_s=1.0 / per[_SECURE], primary=True, **sized)
+    cks_cpu, _ = median_cpu_time(lambda: kernels.discrete_gaussian(n_cks, s, generator=secure), repeats=3)
+    rec.add("gaussian_release", case3, "vflsec discrete_gaussian (C++ exact CKS, scale s)", cks_cpu / n_cks,
+            unit="CPU s/value", threads=1, samples=n_cks, values_per_s=n_cks / cks_cpu, **params)
+    sigma2 = Fraction(s) ** 2
+    py_cpu, _ = median_cpu_time(lambda: dg.sample_discrete_gaussian(secure, n_python, sigma2), repeats=3)
+    rec.add("gaussian_release", case3, _PURE_PYTHON, py_cpu / n_python, unit="CPU s/value", threads=1,
+            samples=n_python, values_per_s=n_python / py_cpu, **params)
+    set_num_threads(THREADS)
+    for name, fn, count in _exact_baselines(sigma, s, n_baseline):
+        cpu, _ = median_cpu_time(fn, repeats=3)
+        rec.add("gaussian_release", case3, name, cpu / count, unit="CPU s/value", threads=1, samples=count,
+                values_per_s=count / cpu, **params)
+
+
+def _exact_baselines(sigma: float, s: float, n: int) -> List[tuple]:
+    """(name, fn, samples) for the optional secure samplers of other libraries
+    that import here: OpenDP's Gaussian mechanism on floats (sigma) and on
+    integers (scale s), diffprivlib's discrete Gaussian (scale sigma)."""
+    out: List[tuple] = []
+    opendp = _optional_baseline("opendp.prelude")
+    if opendp is not None:
+        try:
+            opendp.enable_features("contrib")
+            floats = opendp.m.make_gaussian(opendp.vector_domain(opendp.atom_domain(T=float, nan=False)),
+                                            opendp.l2_distance(T=float), scale=sigma)
+            ints = opendp.m.make_gaussian(opendp.vector_domain(opendp.atom_domain(T=int)),
+                                          opendp.l2_distance(T=int), scale=s)
+            xf, xi = [0.0] * n, [0] * n
+            floats(xf[:8])
+            ints(xi[:8])
+            out.append(("OpenDP make_gaussian, floats", lambda: floats(xf), n))
+            out.append(("OpenDP make_gaussian, integers (scale s)", lambda: ints(xi), n))
+        except Exception as exc:  # noqa: BLE001 - an API change in an optional baseline: skip it
+            print(f"bench kernels: OpenDP baseline skipped ({type(exc).__name__}: {exc})")
+    mechanisms = _optional_baseline("diffprivlib.mechanisms")
+    if mechanisms is not None:
+        try:
+            # At sensitivity 1 (scale ~ sigma on the integers): its scale search
+            # fails at the lattice's s, and its sampling time grows with the scale.
+            mech = mechanisms.GaussianDiscrete(epsilon=RELEASE_EPSILON, delta=RELEASE_DELTA, sensitivity=1)
+            mech.randomise(0)
+            count = max(1, n // 10)
+
+            def dpl() -> None:
+                for _ in range(count):
+                    mech.randomise(0)
+
+            out.append(("diffprivlib GaussianDiscrete (scale sigma)", dpl, count))
+        except Exception as exc:  # noqa: BLE001
+            print(f"bench kernels: diffprivlib baseline skipped ({type(exc).__name__}: {exc})")
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -223,8 +396,9 @@ def _summaries(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     for r in rows:
         cases.setdefault((r["kernel"], r["case"]), []).append(r)
     for (kernel, case), rs in cases.items():
-        ours = [r for r in rs if r["method"].startswith("vflsec")]
-        others = [r for r in rs if not r["method"].startswith("vflsec")]
+        # A case may name its subject ("primary"); otherwise every vflsec method is.
+        ours = [r for r in rs if r.get("primary")] or [r for r in rs if r["method"].startswith("vflsec")]
+        others = [r for r in rs if r not in ours]
         if not ours or not others:
             continue
         best_ours = min(ours, key=lambda r: r["seconds"])
@@ -239,13 +413,56 @@ def _summaries(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return out
 
 
+_EXTRA_COLUMNS = ("max_rel_error", "max_abs_diagonal", "extra_peak_mib", "unit", "wall_s", "values_per_s", "vs_numpy",
+                  "samples")
+
+
+def _release_text(rows: List[Dict[str, Any]]) -> List[str]:
+    """The release section's preamble and its done-criteria as measured."""
+    release = [r for r in rows if r["kernel"] == "gaussian_release"]
+    if not release:
+        return []
+    sigma, g = release[0]["sigma"], release[0]["lattice_spacing"]
+    parts = [
+        f"x + N(0, sigma^2) on float64 values, sigma = {sigma:.6g} (epsilon = {RELEASE_EPSILON:g}, delta = "
+        f"{RELEASE_DELTA:g}, sensitivity 1; lattice spacing g = 2^{round(math.log2(g))}, integer scale s = sigma / g "
+        f"= {sigma / g:.6g}). `{_SECURE}` is the DP release; numpy, torch and `vflsec float x + noise` add "
+        "float noise in floating point, which is NOT a DP release (it leaks x through the float grid: "
+        "Mironov 2012; Jin et al. 2022) and is timed as the speed reference. 1-thread rows: median CPU time "
+        "(time.process_time); `vs_numpy` = numpy's time / the row's (> 1: faster than numpy). Per-value rows: "
+        "CPU seconds per released value or exact sample, 1 thread; vflsec's C++ and pure-Python exact discrete "
+        "Gaussians and OpenDP's integer mechanism draw at scale s (the release's integer noise), OpenDP's float "
+        "mechanism at sigma, diffprivlib's discrete Gaussian at scale sigma (its scale search fails at s and its "
+        "time grows with the scale). OpenDP and diffprivlib rows appear only where they import.\n",
+    ]
+    criteria = _release_criteria(rows)
+    lines = []
+    c = criteria.get("vs_numpy_1_thread")
+    if c:
+        lines.append(f"- secure release vs numpy standard_normal + add, 1 thread (CPU time): **{c['ratio']:.3g}x** "
+                     f"(target >= {c['target']:g}x: {'met' if c['met'] else 'NOT met'})")
+    c = criteria.get("vs_pure_python_discrete")
+    if c:
+        lines.append(f"- secure release vs the pure-Python exact discrete sampler, per value, 1 thread each (CPU "
+                     f"time): **{c['ratio']:.4g}x** (target >= {c['target']:g}x: {'met' if c['met'] else 'NOT met'})")
+    c = criteria.get("vs_pure_python_discrete_threads")
+    if c:
+        lines.append(f"- (the same with the release on {c['threads']} threads, its wall time per value: "
+                     f"{c['ratio']:.4g}x)")
+    if lines:
+        parts += ["Done criteria, as measured in this run:\n"] + lines + [""]
+    return parts
+
+
 def _report(rows: List[Dict[str, Any]], summary: List[Dict[str, Any]]) -> str:
     parts = []
     for kernel in dict.fromkeys(r["kernel"] for r in rows):
         kr = [r for r in rows if r["kernel"] == kernel]
-        extra_keys = [k for k in ("max_rel_error", "max_abs_diagonal", "extra_peak_mib", "unit") if any(k in r for r in kr)]
+        extra_keys = [k for k in _EXTRA_COLUMNS if any(k in r for r in kr)]
         parts.append(f"### {kernel}\n")
-        headers = ["case", "method", "median s"] + extra_keys
+        if kernel == "gaussian_release":
+            parts += _release_text(rows)
+        headers = ["case", "method", "median" if "unit" in extra_keys else "median s"] + extra_keys
         parts.append(markdown_table(headers, [[r["case"], r["method"], r["seconds"]] + [r.get(k) for k in extra_keys] for r in kr]))
         parts.append("")
     parts.append("### speed-up of vflsec (time of alternative / time of vflsec; > 1 means vflsec is faster)\n")
@@ -264,7 +481,7 @@ def _plot(summary: List[Dict[str, Any]], path: Path) -> None:
             labels.append(f"{s['kernel']} | {s['case']}\nvs {method}")
             values.append(ratio)
             colors.append("tab:green" if ratio >= 1 else "tab:red")
-    fig, ax = plt.subplots(figsize=(10, 0.42 * len(labels) + 1.5))
+    fig, ax = plt.subplots(figsize=(12, 0.42 * len(labels) + 1.5))
     ax.barh(range(len(labels)), values, color=colors)
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.axvline(1.0, color="black", lw=1)
@@ -292,10 +509,12 @@ def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu") ->
         torch.set_num_threads(THREADS)
     if quick:
         config = dict(pairwise_n=1000, pairwise_d=[16, 64], stats_n=2000, stats_d=64, stats_big_n=None,
-                      fcm_n=20000, fcm_d=16, fcm_c=10, fcm_iters=5, noise_n=10**6, discrete_n=1000, repeats=3)
+                      fcm_n=20000, fcm_d=16, fcm_c=10, fcm_iters=5, noise_n=10**6, release_n=10**6, cks_n=10**5,
+                      python_n=2000, baseline_n=2000, repeats=3)
     else:
         config = dict(pairwise_n=4000, pairwise_d=[16, 64, 256], stats_n=10000, stats_d=64, stats_big_n=100000,
-                      fcm_n=100000, fcm_d=16, fcm_c=10, fcm_iters=10, noise_n=10**7, discrete_n=5000, repeats=7)
+                      fcm_n=100000, fcm_d=16, fcm_c=10, fcm_iters=10, noise_n=10**7, release_n=10**7, cks_n=10**6,
+                      python_n=20000, baseline_n=20000, repeats=7)
     config["threads"] = THREADS
     rec = _Recorder()
     steps = [
@@ -304,28 +523,35 @@ def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu") ->
         ("distance statistics", lambda: bench_stats(rec, config["stats_n"], config["stats_d"], config["repeats"],
                                                     config["stats_big_n"])),
         ("fuzzy c-means", lambda: bench_fcm(rec, config["fcm_n"], config["fcm_d"], config["fcm_c"], config["fcm_iters"])),
-        ("gaussian noise", lambda: bench_noise(rec, config["noise_n"], config["repeats"], config["discrete_n"])),
+        ("gaussian noise", lambda: bench_noise(rec, config["noise_n"], config["repeats"])),
+        ("gaussian release", lambda: bench_release(rec, config["release_n"], config["repeats"], config["cks_n"],
+                                                   config["python_n"], config["baseline_n"])),
     ]
     try:
         for _name, step in tqdm(steps, desc="bench kernels", unit="kernel"):
             step()
     finally:
         set_num_threads(previous_threads)
+        if torch is not None:
+            torch.set_num_threads(THREADS)
     summary = _summaries(rec.rows)
     result = {
         "machine": machine_info(),
-        "versions": package_versions(["vflsec", "numpy", "scipy", "scikit-learn", "torch", "faiss-cpu", "scikit-fuzzy"]),
+        "versions": package_versions(["vflsec", "numpy", "scipy", "scikit-learn", "torch", "faiss-cpu", "scikit-fuzzy",
+                                      "opendp", "diffprivlib"]),
         "git": git_revision(),
         "config": config,
         "results": rec.rows,
         "summary": summary,
+        "release_criteria": _release_criteria(rec.rows),
     }
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "kernels.json", result)
     report = _report(rec.rows, summary)
     (out / "kernels.md").write_text(
         f"# vflsec kernel benchmark\n\nMachine: {result['machine']['cpu']}, {result['machine']['logical_cores']} "
-        f"logical cores, {THREADS} threads for every multi-threaded library.\n\n{report}\n")
+        f"logical cores, {THREADS} threads for every multi-threaded library (1-thread comparisons of the "
+        f"DP release in CPU time).\n\n{report}\n")
     _plot(summary, out / "kernels.png")
     print(report)
     print(f"\nwrote {out / 'kernels.json'}, {out / 'kernels.md'}, {out / 'kernels.png'}")
