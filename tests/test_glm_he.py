@@ -92,7 +92,9 @@ def test_paillier_matches_taylor_descent_and_sends_only_masked_bytes(breast):
     key_payloads = tags[he_vfl.TAG_PUBLIC_KEY]
     assert len(key_payloads) == 2
     for _, payload in key_payloads:
-        assert set(payload) == {"scheme", "n"} and isinstance(payload["n"], bytes)
+        # The public key only: modulus and DJN fixed base, no factor of n.
+        assert set(payload) == {"scheme", "n", "hs"} and isinstance(payload["n"], bytes)
+        assert isinstance(payload["hs"], bytes)
     for tag, items in tags.items():
         for record, payload in items:
             if tag == he_vfl.TAG_PUBLIC_KEY:

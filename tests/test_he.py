@@ -101,7 +101,8 @@ def test_serialization_roundtrip_and_validation(keys, rng):
 
     key_back = P.PaillierPublicKey.from_dict(pk.to_dict())
     assert key_back == pk and key_back.key_bits == 2048
-    assert set(pk.to_dict()) == {"scheme", "n"} and isinstance(pk.to_dict()["n"], bytes)
+    assert set(pk.to_dict()) == {"scheme", "n", "hs"} and isinstance(pk.to_dict()["n"], bytes)
+    assert key_back.hs == pk.hs
 
     with pytest.raises(ValueError, match="header"):
         P.EncryptedVector.from_bytes(pk, data[:5])

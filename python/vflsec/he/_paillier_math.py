@@ -4,12 +4,28 @@ Everything here takes and returns Python ints (and lists of them) so it can be
 shipped to worker processes without key objects. The generator is g = n + 1,
 as in phe, so that g^m = 1 + n*m (mod n^2) and encryption costs one modular
 exponentiation, r^n mod n^2, which dominates. gmpy2 does the arithmetic.
+
+Fast encryption (Damgard, Jurik & Nielsen 2010, Sec. 4.2; the same as HEU's
+ZPaillier). A key from :func:`vflsec.he.generate_keypair` also carries
+``hs = h^n mod n^2`` with ``h = -x^2 mod n`` for a random unit x. Encryption
+is ``(1 + n m) hs^alpha`` and re-randomization ``c hs^alpha`` with alpha
+uniform of ``ceil(k / 2)`` bits (k = bits of n), instead of ``r^n`` with r
+uniform in Z_n*. ``hs^alpha`` comes from a fixed-base table (``window``-bit
+digits: one product per digit, no squarings), about 13x cheaper at 2048
+bits. Without ``hs`` (e.g. a bare ``phe`` key) the classic ``r^n`` is used.
+
+Multi-exponentiation. ``X^T [[v]]`` (one output per column j,
+``prod_i c_i^{x_ij}``) uses Pippenger's bucket method per column: for each
+``w``-bit window, multiply each base into the bucket of its digit, then
+``prod_k B_k^k`` by two running products; about ``(bits / w) (b + 2^(w+1))``
+products per column instead of ``b (bits + bits / 2)`` for one
+exponentiation per entry.
 """
 from __future__ import annotations
 
 import secrets
 from functools import lru_cache
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import gmpy2
 
@@ -22,22 +38,107 @@ def random_unit(n: int) -> int:
             return r
 
 
-def encrypt_chunk(n: int, plaintexts: Sequence[int]) -> List[int]:
-    """Encrypt integers already reduced modulo n."""
+FIXED_BASE_WINDOW = 8
+"""Digit width of the fixed-base table: (ceil(k/2) / 8) * 256 entries (16 MB at 2048 bits)."""
+
+
+def short_exponent_bits(n: int) -> int:
+    """Bits of the DJN exponent alpha: ceil(k / 2) for a k-bit modulus."""
+    return -(-n.bit_length() // 2)
+
+
+@lru_cache(maxsize=4)
+def fixed_base_table(n: int, hs: int, window: int = FIXED_BASE_WINDOW) -> Tuple[Tuple[object, ...], ...]:
+    """``table[i][d] = hs^(d 2^(window i)) mod n^2`` for every digit position i of a
+    ``short_exponent_bits(n)``-bit exponent (built once per key and process)."""
     nsquare = gmpy2.mpz(n) * n
-    mpz_n = gmpy2.mpz(n)
-    out = []
-    for m in plaintexts:
-        nude = (mpz_n * m + 1) % nsquare
-        out.append(int(nude * gmpy2.powmod(random_unit(n), mpz_n, nsquare) % nsquare))
+    rows = []
+    base = gmpy2.mpz(hs)
+    for _ in range(-(-short_exponent_bits(n) // window)):
+        row = [gmpy2.mpz(1)]
+        for _ in range((1 << window) - 1):
+            row.append(row[-1] * base % nsquare)
+        base = row[-1] * base % nsquare
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
+def _short_power(table, alpha: int, nsquare, window: int = FIXED_BASE_WINDOW):
+    """hs^alpha from the table: one product per non-zero digit."""
+    mask = (1 << window) - 1
+    out = gmpy2.mpz(1)
+    i = 0
+    while alpha:
+        d = alpha & mask
+        if d:
+            out = out * table[i][d] % nsquare
+        alpha >>= window
+        i += 1
     return out
 
 
-def obfuscate_chunk(n: int, ciphertexts: Sequence[int]) -> List[int]:
-    """Re-randomize: multiply each ciphertext by a fresh r^n, which leaves the plaintext."""
+def _randomizers(n: int, hs: Optional[int], count: int):
+    """``count`` fresh randomizers: hs^alpha (DJN) when hs is given, else r^n."""
+    nsquare = gmpy2.mpz(n) * n
+    if hs is None:
+        mpz_n = gmpy2.mpz(n)
+        for _ in range(count):
+            yield gmpy2.powmod(random_unit(n), mpz_n, nsquare)
+        return
+    table = fixed_base_table(n, hs)
+    bits = short_exponent_bits(n)
+    for _ in range(count):
+        yield _short_power(table, secrets.randbits(bits), nsquare)
+
+
+def encrypt_chunk(n: int, plaintexts: Sequence[int], hs: Optional[int] = None) -> List[int]:
+    """Encrypt integers already reduced modulo n."""
     nsquare = gmpy2.mpz(n) * n
     mpz_n = gmpy2.mpz(n)
-    return [int(gmpy2.mpz(c) * gmpy2.powmod(random_unit(n), mpz_n, nsquare) % nsquare) for c in ciphertexts]
+    return [int((mpz_n * m + 1) % nsquare * rho % nsquare)
+            for m, rho in zip(plaintexts, _randomizers(n, hs, len(plaintexts)))]
+
+
+def obfuscate_chunk(n: int, ciphertexts: Sequence[int], hs: Optional[int] = None) -> List[int]:
+    """Re-randomize: multiply each ciphertext by a fresh randomizer, which leaves the plaintext."""
+    nsquare = gmpy2.mpz(n) * n
+    return [int(gmpy2.mpz(c) * rho % nsquare) for c, rho in zip(ciphertexts, _randomizers(n, hs, len(ciphertexts)))]
+
+
+def _bucket_window(count: int) -> int:
+    """Pippenger window for ``count`` bases: about log2(count) - 2 (buckets cost 2^(w+1))."""
+    return max(1, min(12, count.bit_length() - 2))
+
+
+def multi_power(bases: Sequence, exponents: Sequence[int], nsquare) -> object:
+    """prod_i bases[i]^exponents[i] mod nsquare for non-negative exponents (Pippenger)."""
+    pairs = [(b, e) for b, e in zip(bases, exponents) if e]
+    if not pairs:
+        return gmpy2.mpz(1)
+    w = _bucket_window(len(pairs))
+    mask = (1 << w) - 1
+    top = max(e for _, e in pairs).bit_length()
+    result = None
+    for window in range(-(-top // w) - 1, -1, -1):
+        if result is not None:
+            for _ in range(w):
+                result = result * result % nsquare
+        shift = window * w
+        buckets: List = [None] * (mask + 1)
+        for b, e in pairs:
+            d = (e >> shift) & mask
+            if d:
+                buckets[d] = b if buckets[d] is None else buckets[d] * b % nsquare
+        # prod_k B_k^k = prod_k (prod_{j >= k} B_j): a running product of running products.
+        running = acc = None
+        for d in range(mask, 0, -1):
+            if buckets[d] is not None:
+                running = buckets[d] if running is None else running * buckets[d] % nsquare
+            if running is not None:
+                acc = running if acc is None else acc * running % nsquare
+        if acc is not None:
+            result = acc if result is None else result * acc % nsquare
+    return gmpy2.mpz(1) if result is None else result
 
 
 def _signed_power(c, e: int, nsquare):
@@ -52,6 +153,24 @@ def mul_chunk(n: int, ciphertexts: Sequence[int], scalars: Sequence[int]) -> Lis
     """Elementwise Enc(a_i) -> Enc(a_i * s_i) for signed integer scalars s_i."""
     nsquare = gmpy2.mpz(n) * n
     return [int(_signed_power(gmpy2.mpz(c), s, nsquare)) for c, s in zip(ciphertexts, scalars)]
+
+
+def dot_columns_chunk(n: int, ciphertexts: Sequence[int], columns: Sequence[Sequence[int]]) -> List[int]:
+    """``prod_i c_i^{x_ij}`` for each given column j of signed integers (Pippenger).
+
+    Positive and negative entries go into two multi-exponentiations; one
+    modular inversion per column divides them.
+    """
+    nsquare = gmpy2.mpz(n) * n
+    bases = [gmpy2.mpz(c) for c in ciphertexts]
+    out = []
+    for column in columns:
+        positive = multi_power(bases, [e if e > 0 else 0 for e in column], nsquare)
+        negative = multi_power(bases, [-e if e < 0 else 0 for e in column], nsquare)
+        if negative != 1:
+            positive = positive * gmpy2.invert(negative, nsquare) % nsquare
+        out.append(int(positive))
+    return out
 
 
 def dot_chunk(n: int, ciphertexts: Sequence[int], rows: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
