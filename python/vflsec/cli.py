@@ -14,6 +14,7 @@ BENCHMARKS = {
     "network": "vflsec.bench.network",
     "splitnn": "vflsec.bench.splitnn",
     "privacy": "vflsec.bench.privacy",
+    "he": "vflsec.bench.he",
 }
 
 

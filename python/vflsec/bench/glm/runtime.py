@@ -3,7 +3,7 @@
 Wall time, phases (compute / crypto / messaging) and bytes of each method on
 synthetic data of Adult's shape, over epochs and over n. HE cells whose full
 run would exceed the budget are measured on a prefix of whole batches and
-extrapolated linearly; such cells say so (``extrapolated``,
+extrapolated linearly in the number of rows (an epoch's last batch is partial); such cells say so (``extrapolated``,
 ``measured_batches``) and are drawn as crosses.
 """
 from __future__ import annotations
@@ -85,17 +85,19 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
         if fit_batches < total_batches:
             if fit_batches >= per_epoch:  # whole epochs fit in the budget
                 ep = min(epochs, fit_batches // per_epoch)
-                measured_batches = ep * per_epoch
+                measured_batches, measured_rows = ep * per_epoch, ep * n
                 secs, hist = cached_fit(n, ep)
             elif fit_batches > 1:
-                measured_batches = fit_batches
+                measured_batches, measured_rows = fit_batches, fit_batches * batch_size
                 secs, hist = cached_fit(fit_batches * batch_size, 1)
             else:
-                measured_batches, secs, hist = 1, probe_secs, probe_hist
+                measured_batches, measured_rows, secs, hist = 1, min(batch_size, n), probe_secs, probe_hist
             if measured_batches < total_batches:
-                scale = total_batches / measured_batches
+                # Scale by rows, not batches: an epoch's last batch is partial
+                # (n = 10,000, b = 3,200: 400 rows), and HE work is per row.
+                scale = epochs * n / measured_rows
                 return {**cell, "seconds": secs * scale, "extrapolated": True, "measured_batches": measured_batches,
-                        "measured_seconds": secs, "bytes": int(hist["total_bytes"] * scale),
+                        "measured_rows": measured_rows, "measured_seconds": secs, "bytes": int(hist["total_bytes"] * scale),
                         "phases": {k: v * scale for k, v in hist["time"].items() if k != "wall"}}
             return {**cell, "seconds": secs, "extrapolated": False, "measured_batches": measured_batches,
                     "bytes": int(hist["total_bytes"]), "phases": {k: v for k, v in hist["time"].items() if k != "wall"}}
