@@ -22,13 +22,14 @@ from vflsec.dp import (
 def _lattice(per_unit_sigma, sensitivity=1.0):
     """What gaussian_sigma returns for a continuous-mechanism sigma of
     ``per_unit_sigma * Delta``: the least sigma with sigma >= per_unit (Delta + g(sigma))
-    (one coordinate), g the release lattice's spacing."""
-    from vflsec.kernels import lattice_spacing
+    (one coordinate), g the release lattice's spacing, rounded up to the
+    release's sigma grid (256 steps per octave)."""
+    from vflsec.kernels import lattice_sigma, lattice_spacing
 
     sigma = per_unit_sigma * sensitivity
     for _ in range(10):
         sigma = per_unit_sigma * (sensitivity + lattice_spacing(sigma))
-    return sigma
+    return lattice_sigma(sigma)
 
 
 def test_classic_formula_value():
@@ -37,8 +38,8 @@ def test_classic_formula_value():
     classic = math.sqrt(2 * 11.736069016284437) / 0.5
     sigma = gaussian_sigma(0.5, 1e-5, method="classic")
     assert sigma == pytest.approx(_lattice(classic), rel=1e-12)
-    assert classic < sigma <= classic * (1 + 2.0**-20) / (1 - classic * 2.0**-20)
-    assert gaussian_sigma(0.5, 1e-5, 3.0, method="classic") == pytest.approx(3 * 9.6896102, rel=1e-5)
+    assert classic < sigma <= classic * (1 + 2.0**-8) * (1 + 2.0**-20) / (1 - classic * 2.0**-20)
+    assert gaussian_sigma(0.5, 1e-5, 3.0, method="classic") == pytest.approx(_lattice(9.6896102, 3.0), rel=1e-6)
     # delta = 0.01: sqrt(2 ln 125) = sqrt(9.656627474604601) = 3.1075114...
     assert gaussian_sigma(0.1, 0.01, method="classic") == pytest.approx(_lattice(31.075114), rel=1e-6)
 
@@ -61,14 +62,19 @@ def test_analytic_sigma_lies_on_exact_delta_curve(epsilon, delta):
     # sensitivity Delta + g (one coordinate; vflsec.dp.lattice).
     from vflsec.dp.lattice import lattice_sensitivity
 
+    from vflsec.kernels import lattice_sigma, lattice_spacing
+
     sigma = gaussian_sigma(epsilon, delta, 2.5)
-    assert np.isfinite(sigma) and sigma > 0
+    assert np.isfinite(sigma) and sigma > 0 and lattice_sigma(sigma) == sigma  # on the release's grid
     effective = lattice_sensitivity(2.5, sigma, coordinates=1)
     assert 2.5 < effective <= 2.5 + sigma * 2.0**-20
-    assert gaussian_delta(epsilon, sigma, effective) == pytest.approx(delta, rel=1e-9)
-    # never more delta than requested, and a slightly smaller sigma leaks more
+    # never more delta than requested ...
     assert gaussian_delta(epsilon, sigma, effective) <= delta
-    assert gaussian_delta(epsilon, sigma * (1 - 1e-6), effective) > delta
+    # ... and the grid's next sigma down (256 steps per octave) leaks more
+    g = lattice_spacing(sigma)
+    s = sigma / g
+    below = (s - 2.0**12) * g if s > 2.0**20 else (2.0**21 - 2.0**12) * g / 2
+    assert gaussian_delta(epsilon, below, lattice_sensitivity(2.5, below, coordinates=1)) > delta
 
 
 def test_exact_delta_matches_high_precision_reference():
@@ -107,13 +113,14 @@ def test_sigma_monotone_and_linear_in_sensitivity():
     delta_grid = np.logspace(-12, math.log10(0.5), 25)
     sig = [gaussian_sigma(0.7, d) for d in delta_grid]
     assert np.all(np.diff(sig) < 0)
-    # Linear up to the lattice spacing (g <= sigma 2^-20 added to the sensitivity).
-    assert gaussian_sigma(0.7, 1e-5, 7.0) == pytest.approx(7.0 * gaussian_sigma(0.7, 1e-5), rel=2.0**-19)
+    # Linear up to the release's sigma grid (256 steps per octave) and lattice spacing.
+    assert gaussian_sigma(0.7, 1e-5, 7.0) == pytest.approx(7.0 * gaussian_sigma(0.7, 1e-5), rel=2.0**-7)
 
 
 def test_known_analytic_value():
     # Balle & Wang (2018): eps=1, delta=1e-5, Delta=1 gives sigma ~ 3.73 (classic 4.84).
-    assert gaussian_sigma(1.0, 1e-5) == pytest.approx(3.7306, abs=1e-3)
+    # (3.7344: rounded up to the release's sigma grid, 256 steps per octave)
+    assert gaussian_sigma(1.0, 1e-5) == pytest.approx(3.7306, rel=2.0**-8)
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [

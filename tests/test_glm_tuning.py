@@ -45,8 +45,11 @@ def _base(**kw):
 def test_compose_single_gaussian_inverts_the_analytic_calibration():
     for eps, delta in [(0.5, 1e-5), (1.0, 1e-6), (8.0, 1e-3)]:
         # The lattice release's effective multiplier is what the calibration targets.
+        # gaussian_sigma rounds sigma up to the release's grid (<= 0.39% more
+        # noise), so the composed epsilon is at most eps and within ~1% of it.
         z = lattice_noise_multiplier(gaussian_sigma(eps, delta, 1.0), 1.0, coordinates=1)
-        assert compose_gaussian_epsilon([z], delta) == pytest.approx(eps, rel=1e-8)
+        composed = compose_gaussian_epsilon([z], delta)
+        assert eps * 0.99 < composed <= eps
 
 
 def test_compose_is_the_gaussian_with_mu_sqrt_sum_of_inverse_squares():
@@ -205,9 +208,13 @@ def test_cv_search_privacy_counts_every_run_on_a_record(data):
     # Every fit is calibrated to (1, 1e-5): nearly the same multiplier everywhere,
     # the lattice release's effective one, never below what (1, 1e-5) needs
     # (fits differ in the rounding term g sqrt(epochs * n) only).
+    # sigmas sit on the release's grid (256 steps per octave), so fits differ
+    # by up to 0.39%; none is below the continuous analytic requirement.
+    from vflsec.dp.gaussian import _analytic_ratio
+
     z0 = lattice_noise_multiplier(gaussian_sigma(1.0, 1e-5, 1.0), 1.0, coordinates=1)
-    assert np.all(z >= z0 * (1 - 1e-12))
-    np.testing.assert_allclose(z, z0, rtol=1e-5)
+    assert np.all(z >= (1.0 / _analytic_ratio(1.0, 1e-5)) * (1 - 1e-12))
+    np.testing.assert_allclose(z, z0, rtol=2.0**-7)
     fold0 = dataclasses.replace(cands[0], n_samples=N - np.array_split(np.arange(N), 5)[0].size)
     s = hdp_noise_scales(fold0)
     assert s["coordinates"] == fold0.epochs * fold0.n_samples
@@ -215,8 +222,11 @@ def test_cv_search_privacy_counts_every_run_on_a_record(data):
                                                   coordinates=s["coordinates"])
     sp = search_privacy(cv, 1e-5)
     assert sp.runs_per_record == 4 * 6 + 1
-    bound = compose_gaussian_epsilon([z0] * 25, 1e-5)
-    assert sp.epsilon <= bound * (1 + 1e-9) and sp.epsilon == pytest.approx(bound, rel=1e-5)
+    # 25 runs at the worst (smallest) multiplier bound the composition; the
+    # multipliers differ by the sigma grid's steps (<= 0.39%).
+    bound = compose_gaussian_epsilon([float(z.min())] * 25, 1e-5)
+    assert sp.epsilon <= bound * (1 + 1e-9)
+    assert sp.epsilon == pytest.approx(compose_gaussian_epsilon([z0] * 25, 1e-5), rel=2.0**-6)
     assert set(sp.epsilon_by_party) == {"active", "passive"}
     no_refit = search_privacy(cv, 1e-5, include_refit=False)
     assert no_refit.runs_per_record == 24 and no_refit.epsilon < sp.epsilon
@@ -257,14 +267,16 @@ def test_private_select_accounting_and_reproducibility(data):
     assert [c.shape for c in a.coef] == [(5,), (4,)]
     # Every run's (lattice-effective) multiplier is about the one (1, 1e-5) needs;
     # the score noise defaults to the smallest of them.
+    from vflsec.dp.gaussian import _analytic_ratio
+
     z0 = lattice_noise_multiplier(gaussian_sigma(1.0, 1e-5, 1.0), 1.0, coordinates=1)
     p = a.privacy
     z = p.noise_multiplier_by_party["active"]
-    assert z >= z0 * (1 - 1e-12) and z == pytest.approx(z0, rel=1e-5)
+    assert z >= (1.0 / _analytic_ratio(1.0, 1e-5)) * (1 - 1e-12) and z == pytest.approx(z0, rel=2.0**-7)
     assert p.epsilon == pytest.approx(selection_epsilon(z, rep, 1e-6)[0], rel=1e-12)
     assert "Theorem 6" in p.theorem
     assert p.transcript_epsilon_by_party["passive"] == pytest.approx(
-        compose_gaussian_epsilon([z0] * a.n_runs, 1e-6), rel=1e-5)
+        compose_gaussian_epsilon([z0] * a.n_runs, 1e-6), rel=2.0**-6)
     # A noisier validation count does not change the bound (training dominates);
     # a less noisy one makes scoring the weakest link.
     louder = private_select(parts, y, cands, rep, delta=1e-6, seed=7, score_noise_multiplier=10 * z)

@@ -117,7 +117,8 @@ def binned_rounded_gaussian_pvalue(z: np.ndarray, s: float, width: int, half_ran
 
 
 def lattice_scale(sigma: float) -> float:
-    return sigma / kernels.lattice_spacing(sigma)
+    """The integer noise scale the release uses at sigma (sigma rounded up to its grid)."""
+    return kernels.lattice_sigma(sigma) / kernels.lattice_spacing(sigma)
 
 
 # ---------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def test_lowest_set_bit_histograms_differ_on_the_old_float_path(attack_releases)
 
 LATTICE_SIGMAS = {
     "s=2^20": 1.0,
-    "s=2^21-": math.nextafter(2.0, 0.0),
+    "s=2^21-": 2.0 - 2.0**-8,  # the octave's top grid step, s = 2^21 - 2^12
     "s=1.5*2^20": 1.5,
     "s(eps=1)": SIGMA_ATTACK,
     "tiny": 1e-200,
@@ -204,10 +205,14 @@ def lattice_samples():
 
 def test_lattice_scales_cover_the_octave():
     assert lattice_scale(1.0) == 2.0**20
-    assert lattice_scale(math.nextafter(2.0, 0.0)) == math.nextafter(2.0**21, 0.0)
+    assert lattice_scale(2.0 - 2.0**-8) == 2.0**21 - 2.0**12
+    # just below the octave's end, sigma rounds up into the next octave
+    assert lattice_scale(math.nextafter(2.0, 0.0)) == 2.0**20
+    assert kernels.lattice_sigma(math.nextafter(2.0, 0.0)) == 2.0
     for sigma in LATTICE_SIGMAS.values():
         s = lattice_scale(sigma)
-        assert 2.0**20 <= s < 2.0**21
+        assert 2.0**20 <= s < 2.0**21 and s % 2.0**12 == 0  # 256 steps per octave
+        assert sigma <= kernels.lattice_sigma(sigma) <= sigma * (1 + 2.0**-8)
         g = kernels.lattice_spacing(sigma)
         assert g == 2.0 ** round(math.log2(g))
         assert sigma * 2.0**-21 < g <= sigma * 2.0**-20

@@ -284,7 +284,8 @@ def test_dp_sgd_step_releases_on_the_lattice_and_hides_the_float_grid(torch):
     zero, _ = _dp_sgd_world(torch, torch.zeros(64, 64), steps=20)  # the neighbour: all sums 0.0
     assert d.coordinates_ == {"p1": 128}
     sigma = sigma_for_multiplier(d.noise_multipliers_["p1"], 1.0, coordinates=128)
-    assert sigma >= d.noise_multiplier_ and sigma == pytest.approx(d.noise_multiplier_, rel=1e-4)
+    # on the release's sigma grid: at most 0.39% above the multiplier
+    assert sigma >= d.noise_multiplier_ and sigma == pytest.approx(d.noise_multiplier_, rel=2.0**-7)
     assert_on_lattice(one, sigma)
     assert_on_lattice(zero, sigma)
     assert one.dtype == torch.float32

@@ -141,6 +141,7 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordi
         sensitivity`` times the continuous mechanism's. Refused (ValueError)
         when the rounding would need more than doubling sigma.
     """
+    from ..kernels.noise import lattice_sigma
     from .lattice import ideal_target, lattice_sensitivity, sigma_for_multiplier
 
     epsilon = _check_epsilon(epsilon)
@@ -173,7 +174,8 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordi
     sigma = sigma_for_multiplier(per_unit, sensitivity, coordinates=coordinates)
     if method == "classic":
         return sigma
-    # The root is exact only up to rounding; nudge sigma up until the delta
+    # sigma is on the release's grid (vflsec.kernels.lattice_sigma). The root
+    # is exact only up to rounding; nudge sigma up until the delta
     # evaluated from the returned value (as gaussian_delta computes it, with
     # the lattice sensitivity) does not exceed the ideal target, so the
     # guarantee holds as stated.
@@ -181,6 +183,6 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordi
         effective = lattice_sensitivity(sensitivity, sigma, coordinates=coordinates)
         if math.exp(_log_delta(eps_ideal, effective / sigma)) <= delta_ideal:
             return sigma
-        sigma *= 1.0 + 1e-13
+        sigma = lattice_sigma(math.nextafter(sigma, math.inf))  # the next sigma on the release's grid
     raise RuntimeError(  # pragma: no cover - evaluation error is far below this
         f"analytic Gaussian calibration did not converge for epsilon={epsilon}, delta={delta}")

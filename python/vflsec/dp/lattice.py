@@ -118,12 +118,13 @@ def ideal_target(epsilon, delta, *, draws, ratio=0.0, releases=1) -> Tuple[float
 
 
 def sigma_for_multiplier(noise_multiplier, sensitivity, *, coordinates) -> float:
-    """The smallest sigma whose lattice noise multiplier (:func:`lattice_noise_multiplier`)
-    is at least ``noise_multiplier``: the least fixed point of
+    """The smallest sigma on the release's grid (:func:`vflsec.kernels.lattice_sigma`)
+    whose lattice noise multiplier (:func:`lattice_noise_multiplier`) is at
+    least ``noise_multiplier``: from the least fixed point of
     ``sigma = z (Delta + g(sigma) sqrt(d))``. ``g`` is a step function of sigma
     (a power of two), so iterating from ``z Delta`` climbs to it in a few steps.
     ValueError when rounding would more than double sigma."""
-    from ..kernels.noise import lattice_spacing
+    from ..kernels.noise import lattice_sigma, lattice_spacing
 
     z = check_real(noise_multiplier, "noise_multiplier", low=0.0, low_inclusive=False)
     sensitivity = check_real(sensitivity, "sensitivity", low=0.0, low_inclusive=False)
@@ -138,6 +139,9 @@ def sigma_for_multiplier(noise_multiplier, sensitivity, *, coordinates) -> float
         if target <= sigma:
             break
         sigma = target
-    while lattice_noise_multiplier(sigma, sensitivity, coordinates=d) < z:  # float rounding only
-        sigma = math.nextafter(sigma, math.inf)
+    # Onto the release's sigma grid (lattice_sigma rounds up); step up the grid
+    # in the rare case that rounding doubled the spacing past the target.
+    sigma = lattice_sigma(sigma)
+    while lattice_noise_multiplier(sigma, sensitivity, coordinates=d) < z:
+        sigma = lattice_sigma(math.nextafter(sigma, math.inf))
     return sigma

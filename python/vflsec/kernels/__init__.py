@@ -16,6 +16,7 @@ from .noise import (
     discrete_gaussian,
     gaussian_noise,
     lattice_gaussian,
+    lattice_sigma,
     lattice_spacing,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "fuzzy_cmeans",
     "gaussian_noise",
     "lattice_gaussian",
+    "lattice_sigma",
     "lattice_spacing",
     "pairwise_distance_stats",
     "pairwise_distances",

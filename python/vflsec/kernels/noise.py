@@ -85,6 +85,7 @@ __all__ = [
     "discrete_gaussian",
     "gaussian_noise",
     "lattice_gaussian",
+    "lattice_sigma",
     "lattice_spacing",
 ]
 
@@ -333,20 +334,42 @@ _RANGE_BITS = 62
 _MIN_SIGMA = 2.0**-1000
 
 
-def _lattice_exponent(sigma: float) -> int:
-    """e with sigma / 2^e in [2^20, 2^21), exactly (frexp: sigma = m 2^k, m in [1/2, 1))."""
-    _, k = math.frexp(sigma)
-    return k - 1 - LATTICE_BITS
+SCALE_STEPS = 256
+"""Noise scales per octave: sigma is rounded up to ``2^e (2^20 + k 2^12)``, at most 1/256 (0.39%) more noise."""
+
+
+def _lattice_parameters(sigma: float) -> Tuple[int, float]:
+    """``(e, s)``: the lattice exponent and integer noise scale of the release at
+    ``sigma``, with ``sigma_used = s 2^e >= sigma``, ``s`` one of ``SCALE_STEPS``
+    values in [2^20, 2^21) (so at most ``SCALE_STEPS`` sampling tables exist
+    whatever sigmas a program uses; the table cache never thrashes)."""
+    _, k = math.frexp(sigma)  # sigma = m 2^k, m in [1/2, 1)
+    e = k - 1 - LATTICE_BITS
+    step = 2.0 ** (LATTICE_BITS - 8)  # 2^20 / 256
+    s = math.ceil(math.ldexp(sigma, -e) / step) * step  # exact: sigma 2^-e has at most 53 bits
+    if s >= 2.0 ** (LATTICE_BITS + 1):  # rounded up into the next octave
+        e, s = e + 1, 2.0**LATTICE_BITS
+    return e, s
+
+
+def lattice_sigma(sigma: float) -> float:
+    """The noise standard deviation :func:`add_gaussian_noise` really uses for ``sigma``:
+    ``sigma`` rounded up to one of 256 steps per octave (at most 0.39% more).
+    :func:`vflsec.dp.gaussian_sigma` returns values that are already on the grid."""
+    sigma = check_real(sigma, "sigma", low=0.0, low_inclusive=False)
+    e, s = _lattice_parameters(sigma)
+    return math.ldexp(s, e)
 
 
 def lattice_spacing(sigma: float) -> float:
-    """The spacing ``g = 2^(floor(log2 sigma) - 20)`` of the lattice :func:`add_gaussian_noise` releases on.
+    """The spacing ``g`` of the lattice :func:`add_gaussian_noise` releases on at ``sigma``:
+    ``2^(floor(log2 lattice_sigma(sigma)) - 20)``.
 
     It depends on ``sigma`` only (never on the data) and satisfies
     ``sigma * 2^-21 < g <= sigma * 2^-20``.
     """
     sigma = check_real(sigma, "sigma", low=0.0, low_inclusive=False)
-    return math.ldexp(1.0, _lattice_exponent(sigma))
+    return math.ldexp(1.0, _lattice_parameters(sigma)[0])
 
 
 def _power_of_two_text(k: int) -> str:
@@ -354,9 +377,11 @@ def _power_of_two_text(k: int) -> str:
     return f"{Decimal(2) ** k:.3g}"
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=SCALE_STEPS)
 def _lattice_table(scale: float) -> Any:
-    # Built in C++ in a few ms (alias table over 2^15 blocks); one per sigma in use.
+    # Built in C++ in a few ms (alias table over 2^15 blocks, 1.3 MB); one per
+    # scale step in use, at most SCALE_STEPS (the grid trainer cycles through
+    # hundreds of sigmas per step: a smaller cache would rebuild every time).
     return _core.LatticeGaussianTable(scale)
 
 
@@ -367,9 +392,12 @@ def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerat
     Mechanism. With ``g = lattice_spacing(sigma)`` (a power of two, at most
     ``sigma * 2^-20``, a function of sigma alone) each value is released as
 
-        y = g * (rint(x / g) + Z),    Z ~ round(s N(0, 1)),  s = sigma / g,
+        y = g * (rint(x / g) + Z),    Z ~ round(s N(0, 1)),  s = sigma' / g,
 
-    in exact integer arithmetic, then converted to float64 / float32 once. The
+    where ``sigma' = lattice_sigma(sigma)`` is sigma rounded up to one of 256
+    steps per octave (at most 0.39% more noise, so that a bounded number of
+    sampling tables serves every sigma; :func:`vflsec.dp.gaussian_sigma`
+    returns sigmas already on that grid), in exact integer arithmetic, then converted to float64 / float32 once. The
     output is a fixed function of the integer ``rint(x / g) + Z``; the
     floating-point attack of Mironov (CCS 2012) and Jin et al. (IEEE S&P
     2022), which tells ``x + noise`` from ``x' + noise`` by the grid the
@@ -414,8 +442,8 @@ def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerat
         return wrap(out)
     if sigma < _MIN_SIGMA:
         raise ValueError(f"sigma={sigma!r} is too small for the lattice release (minimum 2^-1000)")
-    e = _lattice_exponent(sigma)
-    table = _lattice_table(math.ldexp(sigma, -e))
+    e, scale = _lattice_parameters(sigma)
+    table = _lattice_table(scale)
     bad = gen._core_gen.add_lattice_gaussian(table, arr.reshape(-1), out.reshape(-1), e)
     if bad:
         raise ValueError(
@@ -435,8 +463,7 @@ def lattice_gaussian(shape: Any, sigma: float, *, generator: Optional[NoiseGener
     gen = _resolve_generator(generator)
     out = np.empty(math.prod(shape), dtype=np.int64)
     if out.size:
-        e = _lattice_exponent(sigma)
-        gen._core_gen.fill_lattice_gaussian(_lattice_table(math.ldexp(sigma, -e)), out)
+        gen._core_gen.fill_lattice_gaussian(_lattice_table(_lattice_parameters(sigma)[1]), out)
     return out.reshape(shape)
 
 
