@@ -64,13 +64,23 @@ BlockGeometry geometry(const Table& t, int64_t item) {
     return {lo, Table::kTailWidth, lo + Table::kTailWidth - 1, lo};
 }
 
-// a(z) = kappa R(z) / R(z0) for z in the block of `item` (not the reject item).
-long double acceptance(const Table& t, int64_t item, int64_t z) {
+// The block's envelope point: the smallest |z - c| over the block and every
+// centre c in [-1/2, 1/2], where R(z - c) peaks.
+long double envelope_point(const BlockGeometry& g) {
+    const long double z0 = static_cast<long double>(g.z0 >= 0 ? g.z0 : -g.z0);
+    return z0 > 0.5L ? z0 - 0.5L : 0.0L;
+}
+
+// a_c(z) = kappa R(z - c) / R(p0) for z in the block of `item` (not the reject
+// item) and the centre c in [-1/2, 1/2] (the fractional part of x / g).
+long double acceptance(const Table& t, int64_t item, int64_t z, long double c) {
     const BlockGeometry g = geometry(t, item);
-    // (z - z0)(z + z0) is exact in long double (|z| < 2^26).
-    const long double d = static_cast<long double>(z - g.z0) * static_cast<long double>(z + g.z0);
-    return t.kappa_[item] * expl(-d * t.inv_two_s2_) * h_of(z, t.inv_s2_, t.inv_two_s2_) /
-           h_of(g.z0, t.inv_s2_, t.inv_two_s2_);
+    const long double u = fabsl(static_cast<long double>(z) - c);
+    const long double p0 = envelope_point(g);
+    // u^2 - p0^2 as a product of a difference and a sum: no cancellation.
+    const long double d = (u - p0) * (u + p0);
+    return t.kappa_[item] * expl(-d * t.inv_two_s2_) * h_of(u, t.inv_s2_, t.inv_two_s2_) /
+           h_of(p0, t.inv_s2_, t.inv_two_s2_);
 }
 
 // The overflow stream of one main block, read word by word.
@@ -101,7 +111,7 @@ private:
 
 // Finishes the trial that `w` started and runs further trials from `bits`
 // until one is accepted; returns its z.
-__attribute__((noinline)) int64_t slow_sample(const Table& t, uint64_t w, SlowBits& bits) {
+__attribute__((noinline)) int64_t slow_sample(const Table& t, uint64_t w, SlowBits& bits, long double centre) {
     for (;;) {
         const uint64_t item = w & kMask15;
         const uint64_t e = t.entry_[item];
@@ -129,7 +139,8 @@ __attribute__((noinline)) int64_t slow_sample(const Table& t, uint64_t w, SlowBi
             if (u14 < bound) return z;
             // u = (u14 + r / 2^64) / 2^14 against a(z): compare 78-bit integers.
             const u128 u78 = (static_cast<u128>(u14) << 64) | bits.next();
-            const u128 a78 = static_cast<u128>(ceill(ldexpl(acceptance(t, static_cast<int64_t>(chosen), z), 78)));
+            const u128 a78 =
+                static_cast<u128>(ceill(ldexpl(acceptance(t, static_cast<int64_t>(chosen), z, centre), 78)));
             if (u78 < a78) return z;
         }
         w = bits.next();  // rejected (or the reject item): a fresh trial
@@ -163,6 +174,17 @@ VFLSEC_ALWAYS_INLINE int64_t fast_sample(const Table& t, const uint64_t* entry, 
 
 constexpr double kRangeLimit = 0x1p62;
 
+// The centre c = x / g - rint(x / g) in [-1/2, 1/2] of value i (exact: Sterbenz);
+// 0 for the integer noise alone.
+long double centre(const Job& job, size_t i, double scale_down) {
+    if (job.kind == 0) return 0.0L;
+    const double v = job.kind == 1 ? static_cast<const double*>(job.x)[i]
+                                   : static_cast<double>(static_cast<const float*>(job.x)[i]);
+    const double q = v * scale_down;
+    const double c = q - std::rint(q);
+    return std::isfinite(c) ? static_cast<long double>(c) : 0.0L;  // out-of-range values are refused anyway
+}
+
 template <int L>
 VFLSEC_ALWAYS_INLINE size_t run_blocks(const Job& job, uint64_t b0, uint64_t b1) {
     alignas(64) uint32_t w[16][L];
@@ -190,7 +212,7 @@ VFLSEC_ALWAYS_INLINE size_t run_blocks(const Job& job, uint64_t b0, uint64_t b1)
                 for (size_t k = 0; k < count; ++k) {
                     if (done[k]) continue;
                     const uint64_t word = static_cast<uint64_t>(w[2 * k][j]) | (static_cast<uint64_t>(w[2 * k + 1][j]) << 32);
-                    z[k] = slow_sample(t, word, bits);
+                    z[k] = slow_sample(t, word, bits, centre(job, pos + k, scale_down));
                 }
             }
             switch (job.kind) {
@@ -296,12 +318,12 @@ LatticeGaussianTable::LatticeGaussianTable(double s) : s_(s) {
     const int64_t reject = blocks;
     support_ = half_blocks_ * kWidth + tail_blocks_ * kTailWidth;
 
-    // Peak weight R(z0) / R(0) of every block, and C = (1 - 2^-16) 2^127 / sum.
+    // Peak weight R(p0) / R(0) of every block (p0: the envelope point, which
+    // covers every centre), and C = (1 - 2^-16) 2^127 / sum.
     std::vector<long double> peak(static_cast<size_t>(blocks));
     long double total = 0.0L;
     for (int64_t i = 0; i < blocks; ++i) {
-        const int64_t z0 = geometry(*this, i).z0;
-        const long double z = static_cast<long double>(z0);
+        const long double z = envelope_point(geometry(*this, i));
         peak[static_cast<size_t>(i)] = expl(-z * z * inv_two_s2_) * h_of(z, inv_s2_, inv_two_s2_);
         total += peak[static_cast<size_t>(i)];
     }
@@ -350,7 +372,9 @@ LatticeGaussianTable::LatticeGaussianTable(double s) : s_(s) {
     // evaluation error (a(z) decreases with |z| within a block).
     std::vector<uint64_t> bound(kItems, 0);
     for (int64_t i = 0; i < core; ++i) {  // tail blocks keep 0: always the slow path
-        const long double a_far = acceptance(*this, i, geometry(*this, i).zfar) - ldexpl(1.0L, -40);
+        // worst centre: half a step away from 0, beyond the far end
+        const int64_t zfar = geometry(*this, i).zfar;
+        const long double a_far = acceptance(*this, i, zfar, zfar >= 0 ? -0.5L : 0.5L) - ldexpl(1.0L, -40);
         const long double scaled = floorl(ldexpl(a_far, 14));
         bound[static_cast<size_t>(i)] = scaled <= 0.0L ? 0 : std::min<uint64_t>(static_cast<uint64_t>(scaled), kMask14);
     }

@@ -1,38 +1,41 @@
-// The secure Gaussian release: x -> g * (rint(x / g) + Z) on the lattice g Z.
+// The secure Gaussian release: x -> g K, K ~ round(x / g + s N(0, 1)), on the
+// lattice g Z.
 //
 // Why. x + N(0, sigma^2) computed in floating point leaks x through the grid
 // its results lie on (Mironov, CCS 2012; Jin et al., IEEE S&P 2022). Here the
-// input is rounded to a power-of-two lattice whose spacing depends on sigma
-// only, the noise is an integer, the sum is exact integer arithmetic, and the
-// result is converted to floating point once: the output is a fixed function
-// of the integer rint(x / g) + Z, so its floating-point representation carries
-// nothing about x beyond that integer.
+// output is g times an integer K drawn in integer arithmetic and converted to
+// floating point once: its representation carries nothing about x beyond K.
 //
 // Lattice. The caller passes e with g = 2^e and s = sigma / g in [2^20, 2^21)
-// (python/vflsec/kernels/noise.py: e = floor(log2 sigma) - 20), so the
-// lattice spacing is at most sigma 2^-20.
+// (python/vflsec/kernels/noise.py: e = floor(log2 sigma) - 20, sigma on a
+// grid of 256 steps per octave), so the lattice spacing is at most sigma 2^-20.
 //
-// Noise. Z has the distribution of round(s N), N ~ N(0, 1): the "rounded
-// Gaussian" P(Z = z) = Phi((z + 1/2) / s) - Phi((z - 1/2) / s). Then
-// rint(x / g) + Z = round(rint(x / g) + s N) is post-processing of the
-// continuous Gaussian mechanism on the rounded query, so every guarantee of
-// the continuous mechanism (the analytic calibration, RDP, PLD) holds for it
-// with the sensitivity of the rounded query (at most Delta + g sqrt(d)).
+// Noise. K = rint(x / g) + Z where, with the centre c = x / g - rint(x / g) in
+// [-1/2, 1/2] (exact), Z has the distribution of round(c + s N): P(Z = z) =
+// Phi((z - c + 1/2) / s) - Phi((z - c - 1/2) / s). So K has exactly the law of
+// round(x / g + s N): post-processing of the continuous Gaussian mechanism
+// x + N(0, sigma^2) on x itself (x is not rounded), and every guarantee of
+// the continuous mechanism (analytic calibration, RDP, PLD) holds with the
+// query's own sensitivity.
 //
 // Sampler (rejection from a piecewise-uniform envelope, exact up to the
 // evaluation error of one exp in long double). The integers in [-T0, T0),
 // T0 = ceil(13 s / W) W with W = 2^11, are cut into core blocks of W, and the
 // tails out to |z| < T (T >= 130 s) into blocks of 2^18; block b gets
 // the integer weight m_b >= C R(z0_b) (R the rounded-Gaussian density, z0_b
-// the block's point nearest 0, where R peaks within the block), one extra
+// the block's envelope point: the smallest |z - c| over the block and every
+// centre c, where R(z - c) peaks), one extra
 // "reject" item holds the rest of 2^127. A 15-bit index and an alias table
 // with 112-bit thresholds pick an item with probability exactly m / 2^127;
 // an 11-bit offset picks z in the block; z is accepted with probability
-// a(z) = C R(z) / m_b <= 1, else the whole trial starts again. The accepted z
-// has probability proportional to C R(z) exactly when a(z) is exact; a(z) is
+// a(z) = C R(z - c) / m_b <= 1, else the whole trial starts again. The
+// accepted z has probability proportional to C R(z - c) exactly when a(z) is
+// exact (the envelope does not depend on c, and sum_z R(z - c) = 1 for every
+// c, so the acceptance rate, hence the number of trials, does not depend on
+// x); a(z) is
 // evaluated in 80-bit long double with a relative error below 2^-60, which
 // bounds |ln Q(z) / P(z)| by 2^-58 for |z| < T; P(|Z| >= T) < 10^-3000. Why
-// 130 s: neighbouring inputs shift the noise by r = Delta / sigma, and an
+// 130 s: neighbouring inputs shift the centre by r = Delta / sigma, and an
 // output the neighbour's truncated noise cannot produce is a privacy failure
 // of probability P(Z >= T - r s), negligible for r <= 100 (epsilon up to
 // several thousand; vflsec.dp.lattice accounts for it).
@@ -54,12 +57,14 @@
 // block is reserved twice, so no two values share randomness, and results
 // are bit-identical for any thread count.
 //
-// Timing. The number of trials is independent of the accepted value (each
-// trial is independent and the first accepted one is returned). Whether the
-// accepted trial needed the slow path depends weakly on the value (a value
-// far from 0 sits in a block whose lower bound is looser); the table lookup
-// address depends on the block drawn (a cache-timing channel for an attacker
-// sharing the core). Neither depends on x.
+// Timing. Each trial is independent, the first accepted one is returned, and
+// both the acceptance rate and the fast path's bound are the same for every
+// centre: the number of trials and of slow-path entries have a distribution
+// that does not depend on x. What does depend on the noise drawn is the
+// table address (the block): a cache-timing channel for an attacker sharing
+// the core, who together with the output would locate x to within a block
+// (2^11 lattice steps, about sigma / 1000). Out of scope here, as for every
+// table-based sampler; say so to users who share cores with adversaries.
 #pragma once
 
 #include <cstddef>
@@ -101,13 +106,13 @@ public:
     std::vector<long double> kappa_;            // C R(z0) / m per item (0: reject)
 };
 
-// out[i] = g (rint(x[i] / g) + Z_i), g = 2^e. Returns how many x[i] were out of
+// out[i] = g K_i, K_i ~ round(x[i] / g + s N), g = 2^e. Returns how many x[i] were out of
 // range (|x / g| >= 2^62; their out[i] is NaN) or gave a non-finite result.
 size_t add_lattice_gaussian_f64(ChaCha20Generator& gen, const LatticeGaussianTable& table, const double* x,
                                 double* out, size_t n, int e);
 size_t add_lattice_gaussian_f32(ChaCha20Generator& gen, const LatticeGaussianTable& table, const float* x,
                                 float* out, size_t n, int e);
-// The integer noise Z alone (tests, the kernels benchmark).
+// The integer noise Z alone, centre 0 (tests, the kernels benchmark).
 void fill_lattice_gaussian(ChaCha20Generator& gen, const LatticeGaussianTable& table, int64_t* out, size_t n);
 
 }  // namespace vflsec::noise

@@ -21,24 +21,20 @@ from vflsec.dp import (
 
 def _lattice(per_unit_sigma, sensitivity=1.0):
     """What gaussian_sigma returns for a continuous-mechanism sigma of
-    ``per_unit_sigma * Delta``: the least sigma with sigma >= per_unit (Delta + g(sigma))
-    (one coordinate), g the release lattice's spacing, rounded up to the
-    release's sigma grid (256 steps per octave)."""
-    from vflsec.kernels import lattice_sigma, lattice_spacing
+    ``per_unit_sigma * Delta``: that sigma rounded up to the release's grid
+    (256 steps per octave)."""
+    from vflsec.kernels import lattice_sigma
 
-    sigma = per_unit_sigma * sensitivity
-    for _ in range(10):
-        sigma = per_unit_sigma * (sensitivity + lattice_spacing(sigma))
-    return lattice_sigma(sigma)
+    return lattice_sigma(per_unit_sigma * sensitivity)
 
 
 def test_classic_formula_value():
     # sqrt(2 ln(1.25 / 1e-5)) = sqrt(2 * 11.736069016284437) = 4.844805...;
-    # the release lattice adds its spacing g <= sigma 2^-20 to the sensitivity.
+    # the release rounds sigma up to its grid (256 steps per octave).
     classic = math.sqrt(2 * 11.736069016284437) / 0.5
     sigma = gaussian_sigma(0.5, 1e-5, method="classic")
     assert sigma == pytest.approx(_lattice(classic), rel=1e-12)
-    assert classic < sigma <= classic * (1 + 2.0**-8) * (1 + 2.0**-20) / (1 - classic * 2.0**-20)
+    assert classic <= sigma <= classic * (1 + 2.0**-8)
     assert gaussian_sigma(0.5, 1e-5, 3.0, method="classic") == pytest.approx(_lattice(9.6896102, 3.0), rel=1e-6)
     # delta = 0.01: sqrt(2 ln 125) = sqrt(9.656627474604601) = 3.1075114...
     assert gaussian_sigma(0.1, 0.01, method="classic") == pytest.approx(_lattice(31.075114), rel=1e-6)
@@ -60,21 +56,18 @@ def test_classic_warns_for_epsilon_at_least_one():
 def test_analytic_sigma_lies_on_exact_delta_curve(epsilon, delta):
     # The curve of the continuous mechanism at the lattice release's effective
     # sensitivity Delta + g (one coordinate; vflsec.dp.lattice).
-    from vflsec.dp.lattice import lattice_sensitivity
-
     from vflsec.kernels import lattice_sigma, lattice_spacing
 
     sigma = gaussian_sigma(epsilon, delta, 2.5)
     assert np.isfinite(sigma) and sigma > 0 and lattice_sigma(sigma) == sigma  # on the release's grid
-    effective = lattice_sensitivity(2.5, sigma, coordinates=1)
-    assert 2.5 < effective <= 2.5 + sigma * 2.0**-20
-    # never more delta than requested ...
-    assert gaussian_delta(epsilon, sigma, effective) <= delta
+    # never more delta than requested (the release is the continuous mechanism
+    # on x itself: no rounding term) ...
+    assert gaussian_delta(epsilon, sigma, 2.5) <= delta
     # ... and the grid's next sigma down (256 steps per octave) leaks more
     g = lattice_spacing(sigma)
     s = sigma / g
     below = (s - 2.0**12) * g if s > 2.0**20 else (2.0**21 - 2.0**12) * g / 2
-    assert gaussian_delta(epsilon, below, lattice_sensitivity(2.5, below, coordinates=1)) > delta
+    assert gaussian_delta(epsilon, below, 2.5) > delta
 
 
 def test_exact_delta_matches_high_precision_reference():

@@ -47,7 +47,7 @@ def test_compose_single_gaussian_inverts_the_analytic_calibration():
         # The lattice release's effective multiplier is what the calibration targets.
         # gaussian_sigma rounds sigma up to the release's grid (<= 0.39% more
         # noise), so the composed epsilon is at most eps and within ~1% of it.
-        z = lattice_noise_multiplier(gaussian_sigma(eps, delta, 1.0), 1.0, coordinates=1)
+        z = lattice_noise_multiplier(gaussian_sigma(eps, delta, 1.0), 1.0)
         composed = compose_gaussian_epsilon([z], delta)
         assert eps * 0.99 < composed <= eps
 
@@ -212,14 +212,13 @@ def test_cv_search_privacy_counts_every_run_on_a_record(data):
     # by up to 0.39%; none is below the continuous analytic requirement.
     from vflsec.dp.gaussian import _analytic_ratio
 
-    z0 = lattice_noise_multiplier(gaussian_sigma(1.0, 1e-5, 1.0), 1.0, coordinates=1)
+    z0 = lattice_noise_multiplier(gaussian_sigma(1.0, 1e-5, 1.0), 1.0)
     assert np.all(z >= (1.0 / _analytic_ratio(1.0, 1e-5)) * (1 - 1e-12))
     np.testing.assert_allclose(z, z0, rtol=2.0**-7)
     fold0 = dataclasses.replace(cands[0], n_samples=N - np.array_split(np.arange(N), 5)[0].size)
     s = hdp_noise_scales(fold0)
     assert s["coordinates"] == fold0.epochs * fold0.n_samples
-    assert z[0, 0, 1] == lattice_noise_multiplier(s["sigma_passive"], s["sensitivity_passive"],
-                                                  coordinates=s["coordinates"])
+    assert z[0, 0, 1] == lattice_noise_multiplier(s["sigma_passive"], s["sensitivity_passive"])
     sp = search_privacy(cv, 1e-5)
     assert sp.runs_per_record == 4 * 6 + 1
     # 25 runs at the worst (smallest) multiplier bound the composition; the
@@ -269,7 +268,7 @@ def test_private_select_accounting_and_reproducibility(data):
     # the score noise defaults to the smallest of them.
     from vflsec.dp.gaussian import _analytic_ratio
 
-    z0 = lattice_noise_multiplier(gaussian_sigma(1.0, 1e-5, 1.0), 1.0, coordinates=1)
+    z0 = lattice_noise_multiplier(gaussian_sigma(1.0, 1e-5, 1.0), 1.0)
     p = a.privacy
     z = p.noise_multiplier_by_party["active"]
     assert z >= (1.0 / _analytic_ratio(1.0, 1e-5)) * (1 - 1e-12) and z == pytest.approx(z0, rel=2.0**-7)

@@ -177,7 +177,7 @@ def test_private_selection_scores_are_lattice_releases(monkeypatch):
     counts, sigma, noisy = calls[-1]  # the scores come last, one count per run
     assert counts.shape == (result.n_runs,) and np.array_equal(counts, np.round(counts))
     z_score = min(result.privacy.noise_multiplier_by_party.values())
-    assert sigma == sigma_for_multiplier(z_score, 1.0, coordinates=1)
+    assert sigma == sigma_for_multiplier(z_score, 1.0)
     n_val = int(round(0.2 * len(y)))
     assert result.noisy_accuracy == float(noisy.max()) / n_val
 
@@ -283,7 +283,7 @@ def test_dp_sgd_step_releases_on_the_lattice_and_hides_the_float_grid(torch):
     one, d = _dp_sgd_world(torch, torch.eye(64), steps=20)  # bias sum = 1.0 in every coordinate
     zero, _ = _dp_sgd_world(torch, torch.zeros(64, 64), steps=20)  # the neighbour: all sums 0.0
     assert d.coordinates_ == {"p1": 128}
-    sigma = sigma_for_multiplier(d.noise_multipliers_["p1"], 1.0, coordinates=128)
+    sigma = sigma_for_multiplier(d.noise_multipliers_["p1"], 1.0)
     # on the release's sigma grid: at most 0.39% above the multiplier
     assert sigma >= d.noise_multiplier_ and sigma == pytest.approx(d.noise_multiplier_, rel=2.0**-7)
     assert_on_lattice(one, sigma)

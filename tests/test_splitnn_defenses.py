@@ -184,9 +184,9 @@ def test_privacy_spent_composes_over_epochs():
     d.transform_embedding("p", torch.zeros(5, 8), BATCH)
     spent = d.privacy_spent()
     # The lattice release's effective multiplier, with the 8 draws per release.
-    z = lattice_noise_multiplier(d.release_sigma(8), 2 * d.t, coordinates=8)
+    z = lattice_noise_multiplier(d.release_sigma(8), 2 * d.t)
     assert z == d.noise_multiplier_for(8) and z == pytest.approx(d.noise_multiplier_, rel=1e-4)
-    ref = composed_gaussian(z, 3, 1e-2, coordinates=8)
+    ref = composed_gaussian(z, 3, 1e-2)
     assert spent.releases == 3 and spent.epsilon == pytest.approx(ref.epsilon)
     assert spent.epsilon > spent.epsilon_per_release
 

@@ -132,17 +132,15 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordi
         (Dwork & Roth, Thm A.1), as used by the HDP-VFL paper. It is proved only
         for epsilon < 1; for epsilon >= 1 a :class:`PrivacyWarning` is emitted.
     coordinates : int >= 1
-        How many coordinates of the release can differ between neighbours (the
-        vector length, for a vector release). The release rounds its input to
-        a lattice of spacing ``g <= sigma 2^-20``, which adds up to
-        ``g sqrt(coordinates)`` to the sensitivity, and its sampler carries a
-        per-draw error bound; both are accounted for (:mod:`vflsec.dp.lattice`),
-        so the returned sigma is about ``1 + 2^-20 sqrt(coordinates) sigma /
-        sensitivity`` times the continuous mechanism's. Refused (ValueError)
-        when the rounding would need more than doubling sigma.
+        How many noise draws one release makes (its vector length): the
+        sampler's per-draw error bound is counted over them
+        (:mod:`vflsec.dp.lattice`). The release does not round the query, so
+        no rounding term enters the sensitivity. The returned sigma is on the release's
+        grid (:func:`vflsec.kernels.lattice_sigma`): at most 0.39% above the
+        continuous mechanism's.
     """
     from ..kernels.noise import lattice_sigma
-    from .lattice import ideal_target, lattice_sensitivity, sigma_for_multiplier
+    from .lattice import ideal_target, sigma_for_multiplier
 
     epsilon = _check_epsilon(epsilon)
     delta = _check_delta(delta)
@@ -152,7 +150,7 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordi
     if method not in GAUSSIAN_METHODS:
         raise ValueError(f"method must be one of {GAUSSIAN_METHODS}, got {method!r}")
     coordinates = check_positive_int(coordinates, "coordinates")
-    # Two passes: the shift r = Delta_eff / sigma enters the support term;
+    # Two passes: the shift r = Delta / sigma enters the support term;
     # take it from a first calibration, with a margin for the second's change.
     eps_ideal, delta_ideal = ideal_target(epsilon, delta, draws=coordinates)
     if method == "analytic":
@@ -171,18 +169,16 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordi
         per_unit = math.sqrt(2.0 * math.log(1.25 / delta_ideal)) / eps_ideal
     else:
         per_unit = 1.0 / _analytic_ratio(eps_ideal, delta_ideal)
-    sigma = sigma_for_multiplier(per_unit, sensitivity, coordinates=coordinates)
+    sigma = sigma_for_multiplier(per_unit, sensitivity)
     if method == "classic":
         return sigma
     # sigma is on the release's grid (vflsec.kernels.lattice_sigma). The root
-    # is exact only up to rounding; nudge sigma up until the delta
-    # evaluated from the returned value (as gaussian_delta computes it, with
-    # the lattice sensitivity) does not exceed the ideal target, so the
-    # guarantee holds as stated.
+    # is exact only up to rounding; step up the grid until the delta evaluated
+    # from the returned value (as gaussian_delta computes it) does not exceed
+    # the ideal target, so the guarantee holds as stated.
     for _ in range(100_000):
-        effective = lattice_sensitivity(sensitivity, sigma, coordinates=coordinates)
-        if math.exp(_log_delta(eps_ideal, effective / sigma)) <= delta_ideal:
+        if math.exp(_log_delta(eps_ideal, sensitivity / sigma)) <= delta_ideal:
             return sigma
-        sigma = lattice_sigma(math.nextafter(sigma, math.inf))  # the next sigma on the release's grid
+        sigma = lattice_sigma(math.nextafter(sigma, math.inf))
     raise RuntimeError(  # pragma: no cover - evaluation error is far below this
         f"analytic Gaussian calibration did not converge for epsilon={epsilon}, delta={delta}")

@@ -94,8 +94,8 @@ def hdp_release_coordinates(job: GLMJob) -> int:
     The Lemma 3/4 bound is on the L2 distance of the *whole* IR sequence (one
     Gaussian mechanism for all of training), and once the changed row has been
     seen every later IR entry can differ, so all of them count towards the
-    lattice rounding term ``g sqrt(coordinates)`` and the sampler's per-draw
-    error (:mod:`vflsec.dp.lattice`), not just one batch."""
+    sampler's per-draw error bound (:mod:`vflsec.dp.lattice`), not just one
+    batch."""
     return job.epochs * job.n_samples
 
 

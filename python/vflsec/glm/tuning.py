@@ -132,7 +132,7 @@ def _is_private(job: GLMJob) -> bool:
 
 def _noise_multipliers(job: GLMJob) -> np.ndarray:
     """Per data party noise multiplier of an "hdp" run (NaN: not private): the
-    lattice release's effective ``sigma / (sensitivity + g sqrt(d))``
+    release's ``sigma / sensitivity`` with sigma on the release's grid
     (:func:`vflsec.dp.lattice.lattice_noise_multiplier`), which is what the
     composition must use; ``d = hdp_release_coordinates(job)``."""
     from ..dp.lattice import lattice_noise_multiplier
@@ -142,8 +142,8 @@ def _noise_multipliers(job: GLMJob) -> np.ndarray:
         return np.full(1 + len(job.passives), math.nan)
     s = hdp_noise_scales(job)
     d = s["coordinates"]
-    z_a = lattice_noise_multiplier(s["sigma_active"], s["sensitivity_active"], coordinates=d)
-    z_p = lattice_noise_multiplier(s["sigma_passive"], s["sensitivity_passive"], coordinates=d)
+    z_a = lattice_noise_multiplier(s["sigma_active"], s["sensitivity_active"])
+    z_p = lattice_noise_multiplier(s["sigma_passive"], s["sensitivity_passive"])
     return np.array([z_a] + [z_p] * len(job.passives))
 
 
@@ -515,7 +515,7 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
 
     Privacy: T and V are disjoint, so one run meets a record either as a
     training row (the HDP Gaussian mechanism of its party, the lattice
-    release's multiplier ``z = sigma / (sensitivity + g sqrt(d))``) or as a
+    release's multiplier ``z = sigma / sensitivity``) or as a
     validation row (the noisy count,
     multiplier ``score_noise_multiplier``; default: the smallest training
     multiplier, so scoring never dominates). A run is therefore a Gaussian
@@ -588,7 +588,7 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
     correct = np.sum(np.where(theta > 0, 1.0, -1.0) == y_arr[val][:, None], axis=0)
     # Each run's count (sensitivity 1) is its own one-coordinate release; the
     # lattice release's sigma is raised so its effective multiplier is z_score.
-    noisy = add_gaussian_noise(correct, sigma_for_multiplier(z_score, 1.0, coordinates=1), generator=generator)
+    noisy = add_gaussian_noise(correct, sigma_for_multiplier(z_score, 1.0), generator=generator)
     best = int(np.argmax(noisy))
     return PrivateSelection(drawn[best], jobs[drawn[best]], coefs[best], float(noisy[best]) / n_val, k, drawn,
                             privacy)

@@ -46,13 +46,13 @@ Jin et al., IEEE S&P 2022).
 The DP release. Every DP mechanism in vflsec releases through
 :func:`add_gaussian_noise`, which rounds ``x`` to the lattice
 ``g Z`` (``g = lattice_spacing(sigma) <= sigma 2^-20``, a power of two fixed by
-sigma), adds integer noise with the exact distribution of a continuous
-Gaussian rounded to that lattice (up to a relative error of 2^-58 per draw),
-and converts the integer sum to floating point once. The output is a
-function of ``rint(x / g) + Z`` alone, so the attack above sees identical
-grids for every x; the guarantee is that of the continuous Gaussian
-mechanism on the rounded query (sensitivity ``Delta + g sqrt(d)``), which
-:func:`vflsec.dp.gaussian_sigma` calibrates for. :func:`discrete_gaussian` is
+sigma): it draws the integer ``K`` with the exact law of ``round(x / g + s N)``,
+``s = sigma / g`` (up to a relative error of 2^-58 per draw), in integer
+arithmetic, and converts it to floating point once. The output is a
+function of ``K`` alone, so the attack above sees identical grids for every
+x; and ``K`` is post-processing of the continuous Gaussian mechanism on x
+itself, so the guarantee is the continuous one with the query's own
+sensitivity, which :func:`vflsec.dp.gaussian_sigma` calibrates for. :func:`discrete_gaussian` is
 the exact discrete Gaussian of Canonne, Kamath & Steinke (2020) on the
 integers, for callers who want that distribution itself.
 """
@@ -392,24 +392,24 @@ def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerat
     Mechanism. With ``g = lattice_spacing(sigma)`` (a power of two, at most
     ``sigma * 2^-20``, a function of sigma alone) each value is released as
 
-        y = g * (rint(x / g) + Z),    Z ~ round(s N(0, 1)),  s = sigma' / g,
+        y = g * (rint(x / g) + Z),    Z ~ round(c + s N(0, 1)),  s = sigma' / g,
 
     where ``sigma' = lattice_sigma(sigma)`` is sigma rounded up to one of 256
     steps per octave (at most 0.39% more noise, so that a bounded number of
     sampling tables serves every sigma; :func:`vflsec.dp.gaussian_sigma`
-    returns sigmas already on that grid), in exact integer arithmetic, then converted to float64 / float32 once. The
-    output is a fixed function of the integer ``rint(x / g) + Z``; the
-    floating-point attack of Mironov (CCS 2012) and Jin et al. (IEEE S&P
-    2022), which tells ``x + noise`` from ``x' + noise`` by the grid the
-    floating-point sum lies on, has nothing to read. The noise has the
-    distribution of the continuous Gaussian rounded to the lattice, so the
-    release equals "round the query to the lattice, add N(0, sigma^2), round
-    the result": post-processing of the continuous Gaussian mechanism applied
-    to the rounded query. Every guarantee of the continuous mechanism (the
-    analytic calibration, RDP, PLD) therefore holds with the sensitivity of
-    the rounded query, at most ``Delta + g sqrt(d)`` for ``d`` coordinates;
-    :func:`vflsec.dp.gaussian_sigma` (``coordinates=d``) accounts for that and
-    for the sampler's evaluation error and finite support
+    returns sigmas already on that grid). ``Z`` is drawn centred at the
+    fractional part ``c = x / g - rint(x / g)``: ``Z ~ round(c + s N)``, so
+    ``rint(x / g) + Z`` has exactly the law of ``round(x / g + s N)``. All in
+    exact integer arithmetic, then converted to float64 / float32 once. The
+    output is a fixed function of that integer; the floating-point attack of
+    Mironov (CCS 2012) and Jin et al. (IEEE S&P 2022), which tells
+    ``x + noise`` from ``x' + noise`` by the grid the floating-point sum lies
+    on, has nothing to read. The release is "add N(0, sigma^2) to x, round to
+    the lattice": post-processing of the continuous Gaussian mechanism on x
+    itself, so every guarantee of the continuous mechanism (the analytic
+    calibration, RDP, PLD) holds with the query's own sensitivity;
+    :func:`vflsec.dp.gaussian_sigma` (``coordinates=d``) adds only the
+    sampler's evaluation error and finite support
     (``PER_DRAW_LOG_RATIO``, ``SUPPORT_SIGMAS``; see ``vflsec.dp.lattice``).
 
     The integer noise is drawn in C++ (cpp/lattice_gaussian.hpp) from the

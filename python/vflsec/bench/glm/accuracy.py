@@ -74,7 +74,7 @@ def search_epsilon(epsilon: float, runs: int) -> float:
 
     # The multiplier every run calibrated to (epsilon, DELTA) has at least: the
     # lattice release's effective one, not the (slightly larger) sigma itself.
-    z = lattice_noise_multiplier(gaussian_sigma(epsilon, DELTA, 1.0, method="analytic"), 1.0, coordinates=1)
+    z = lattice_noise_multiplier(gaussian_sigma(epsilon, DELTA, 1.0, method="analytic"), 1.0)
     return float(compose_gaussian_epsilon([z] * runs, DELTA))
 
 

@@ -43,7 +43,7 @@ def per_run_epsilon(epsilon: float, mean_candidates: float) -> Optional[float]:
     def total(log_eps0: float) -> float:
         # A run calibrated to (epsilon_0, DELTA) has at least the lattice release's effective multiplier.
         sigma = gaussian_sigma(math.exp(log_eps0), DELTA, 1.0, method="analytic")
-        return selection_epsilon(lattice_noise_multiplier(sigma, 1.0, coordinates=1), reps, DELTA)[0]
+        return selection_epsilon(lattice_noise_multiplier(sigma, 1.0), reps, DELTA)[0]
 
     lo, hi = math.log(epsilon) - 30.0, math.log(epsilon)
     if total(lo) > epsilon:

@@ -6,9 +6,9 @@ with respect to its own bottom parameters, clips each to L2 norm ``C``, sums
 them, releases the sum with Gaussian noise and divides by the batch size
 before the optimizer step. The release is the lattice Gaussian mechanism
 (:func:`vflsec.kernels.add_gaussian_noise`; a float ``sum + noise`` would leak
-the sum through its rounding) with ``sigma = sigma_for_multiplier(z, C,
-coordinates=P)``, P the owner's number of trainable parameters: its
-effective multiplier ``sigma / (C + g sqrt(P))`` is at least ``z``. The
+the sum through its rounding) with ``sigma = sigma_for_multiplier(z, C)``
+(``z C`` on the release's sigma grid); P, the owner's number of trainable
+parameters, counts the noise draws for the sampler's error bound. The
 active party's head is trained normally (it sees only embeddings).
 
 Per-sample gradients. The owner knows only ``g_i = dL/dh_i`` (what the active
@@ -286,8 +286,8 @@ class DPSGD(Defense):
         if generator is None:
             generator = self._generators[party] = _party_generator(self._noise_seed, party)
         coordinates = int(flat.shape[1])
-        # The release's sigma: its lattice multiplier sigma / (C + g sqrt(P)) is >= z.
-        sigma = sigma_for_multiplier(self._multiplier(party, coordinates), clip, coordinates=coordinates)
+        # The release's sigma: on its grid, with sigma / C >= z.
+        sigma = sigma_for_multiplier(self._multiplier(party, coordinates), clip)
         released = add_gaussian_noise(clipped.sum(dim=0).detach(), sigma, generator=generator)
         noisy_mean = released / batch_size  # post-processing of the release
 

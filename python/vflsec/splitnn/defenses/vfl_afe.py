@@ -194,7 +194,7 @@ class VFLAFE(Defense):
         self.seed = check_seed(seed)
         # sigma per unit of sensitivity (one coordinate): checks the budget and
         # warns here, at construction. The release's own std depends on the
-        # embedding width (the lattice rounding term): release_sigma().
+        # embedding width (the sampler's per-draw error bound): release_sigma().
         self.noise_multiplier_ = gaussian_sigma(self.epsilon, self.delta, 1.0, method=calibration)
         self._sigmas: Dict[int, float] = {}
         self._reset_state()
@@ -223,7 +223,7 @@ class VFLAFE(Defense):
         (:func:`vflsec.dp.lattice.lattice_noise_multiplier`), what the accountant composes."""
         from ...dp.lattice import lattice_noise_multiplier
 
-        return lattice_noise_multiplier(self.release_sigma(width), 2.0 * self.t, coordinates=width)
+        return lattice_noise_multiplier(self.release_sigma(width), 2.0 * self.t)
 
     def _reset_state(self) -> None:
         self._generators: Dict[str, Any] = {}
