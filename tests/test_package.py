@@ -64,9 +64,12 @@ def test_kernel_benchmark_quick_writes_outputs(tmp_path):
     """The benchmark runs end to end and writes consistent JSON, markdown and PNG."""
     from vflsec.bench import kernels as bench
 
-    result = bench.run(quick=True, out=tmp_path)
+    result = bench.run(quick=True, out=tmp_path, seed=5)
     data = json.loads((tmp_path / "kernels.json").read_text())
     assert data["machine"]["cpu"]
+    # the seed and the machine's load around the run are recorded
+    assert data["config"]["seed"] == 5
+    assert len(data["load_average_before"]) == 3 and len(data["load_average_after"]) == 3
     kernels_seen = {r["kernel"] for r in data["results"]}
     assert kernels_seen == {"pairwise_distances", "pairwise_distance_stats", "fuzzy_cmeans", "gaussian_noise",
                             "gaussian_release"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -69,13 +70,13 @@ class _Recorder:
 # pairwise distances
 # ---------------------------------------------------------------------------
 
-def bench_pairwise(rec: _Recorder, sizes: List[int], n: int, repeats: int, accuracy_rows: int) -> None:
+def bench_pairwise(rec: _Recorder, sizes: List[int], n: int, repeats: int, accuracy_rows: int, seed: int = 0) -> None:
     torch = _optional("torch")
     faiss = _optional("faiss")
     from scipy.spatial.distance import cdist
     from sklearn.metrics import pairwise_distances as sk_pairwise
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng([seed, 0])
     for d in sizes:
         # Offset data: where the GEMM expansion loses precision.
         X = (rng.standard_normal((n, d)) + 100.0).astype(np.float32)
@@ -122,7 +123,7 @@ import vflsec
 from vflsec import kernels
 n, d = int(sys.argv[1]), int(sys.argv[2])
 vflsec.set_num_threads(int(sys.argv[3]))
-X = np.random.default_rng(1).standard_normal((n, d))
+X = np.random.default_rng([int(sys.argv[4]), 1]).standard_normal((n, d))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 s = kernels.pairwise_distance_stats(X)
@@ -132,10 +133,10 @@ print(json.dumps({"seconds": secs, "extra_peak_mib": (after - before) / 1024.0, 
 """
 
 
-def bench_stats(rec: _Recorder, n: int, d: int, repeats: int, big_n: Optional[int]) -> None:
+def bench_stats(rec: _Recorder, n: int, d: int, repeats: int, big_n: Optional[int], seed: int = 0) -> None:
     from scipy.spatial.distance import pdist
 
-    X = np.random.default_rng(1).standard_normal((n, d))
+    X = np.random.default_rng([seed, 1]).standard_normal((n, d))
     case = f"float64 n={n} d={d}"
 
     def scipy_stats():
@@ -150,7 +151,7 @@ def bench_stats(rec: _Recorder, n: int, d: int, repeats: int, big_n: Optional[in
     rec.add("pairwise_distance_stats", case, "scipy.pdist+numpy", median_time(scipy_stats, repeats=repeats))
     if big_n:
         # A child process, so the peak-RSS delta belongs to the kernel alone.
-        out = subprocess.run([sys.executable, "-c", _STATS_CHILD, str(big_n), str(d), str(THREADS)],
+        out = subprocess.run([sys.executable, "-c", _STATS_CHILD, str(big_n), str(d), str(THREADS), str(seed)],
                              capture_output=True, text=True, check=True)
         res = json.loads(out.stdout.strip().splitlines()[-1])
         rec.add("pairwise_distance_stats", f"float64 n={big_n} d={d}", "vflsec", res["seconds"],
@@ -161,11 +162,11 @@ def bench_stats(rec: _Recorder, n: int, d: int, repeats: int, big_n: Optional[in
 # fuzzy c-means
 # ---------------------------------------------------------------------------
 
-def bench_fcm(rec: _Recorder, n: int, d: int, c: int, iters: int) -> None:
+def bench_fcm(rec: _Recorder, n: int, d: int, c: int, iters: int, seed: int = 0) -> None:
     skfuzzy = _optional("skfuzzy")
     from ..kernels._reference import numpy_fuzzy_cmeans
 
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng([seed, 2])
     centers = rng.standard_normal((c, d)) * 4
     X = centers[rng.integers(0, c, n)] + rng.standard_normal((n, d))
     u0 = rng.random((n, c))
@@ -199,13 +200,13 @@ def bench_fcm(rec: _Recorder, n: int, d: int, c: int, iters: int) -> None:
 # Gaussian noise
 # ---------------------------------------------------------------------------
 
-def bench_noise(rec: _Recorder, n: int, repeats: int) -> None:
+def bench_noise(rec: _Recorder, n: int, repeats: int, seed: int = 0) -> None:
     torch = _optional("torch")
     from ..kernels import NoiseGenerator
 
     case = f"float64 n={n}"
     secure = NoiseGenerator()
-    seeded = NoiseGenerator(seed=0)
+    seeded = NoiseGenerator(seed=seed)
     for threads in (1, THREADS):
         set_num_threads(threads)
         rec.add("gaussian_noise", case, f"vflsec secure ChaCha20 ({threads} thr)",
@@ -255,7 +256,8 @@ def _release_criteria(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     return out
 
 
-def bench_release(rec: _Recorder, n: int, repeats: int, n_cks: int, n_python: int, n_baseline: int) -> None:
+def bench_release(rec: _Recorder, n: int, repeats: int, n_cks: int, n_python: int, n_baseline: int,
+                  seed: int = 0) -> None:
     """The secure release (vflsec.kernels.add_gaussian_noise) on n float64 values at the
     sigma of (epsilon = 1, delta = 1e-5, sensitivity 1), against plain float x + noise
     (numpy, torch, vflsec's old float path: NOT DP releases) and exact samplers.
@@ -273,7 +275,7 @@ def bench_release(rec: _Recorder, n: int, repeats: int, n_cks: int, n_python: in
     sigma = gaussian_sigma(RELEASE_EPSILON, RELEASE_DELTA, 1.0)
     g = kernels.lattice_spacing(sigma)
     s = sigma / g  # the integer noise's scale, in [2^20, 2^21)
-    x = np.random.default_rng(3).standard_normal(n)
+    x = np.random.default_rng([seed, 3]).standard_normal(n)
     secure = NoiseGenerator()
     rng = np.random.default_rng()
     params = {"sigma": sigma, "lattice_spacing": g}
@@ -494,7 +496,7 @@ def _plot(summary: List[Dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu") -> Dict[str, Any]:
+def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu", seed: int = 0) -> Dict[str, Any]:
     out = Path(out) if out is not None else Path("bench-out") / "kernels"
     if device == "cuda":
         from . import kernels_cuda
@@ -516,16 +518,20 @@ def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu") ->
                       fcm_n=100000, fcm_d=16, fcm_c=10, fcm_iters=10, noise_n=10**7, release_n=10**7, cks_n=10**6,
                       python_n=20000, baseline_n=20000, repeats=7)
     config["threads"] = THREADS
+    config["seed"] = seed
+    load_before = os.getloadavg()
     rec = _Recorder()
     steps = [
         ("pairwise distances", lambda: bench_pairwise(rec, config["pairwise_d"], config["pairwise_n"],
-                                                      config["repeats"], accuracy_rows=min(500, config["pairwise_n"]))),
+                                                      config["repeats"], accuracy_rows=min(500, config["pairwise_n"]),
+                                                      seed=seed)),
         ("distance statistics", lambda: bench_stats(rec, config["stats_n"], config["stats_d"], config["repeats"],
-                                                    config["stats_big_n"])),
-        ("fuzzy c-means", lambda: bench_fcm(rec, config["fcm_n"], config["fcm_d"], config["fcm_c"], config["fcm_iters"])),
-        ("gaussian noise", lambda: bench_noise(rec, config["noise_n"], config["repeats"])),
+                                                    config["stats_big_n"], seed=seed)),
+        ("fuzzy c-means", lambda: bench_fcm(rec, config["fcm_n"], config["fcm_d"], config["fcm_c"], config["fcm_iters"],
+                                                  seed=seed)),
+        ("gaussian noise", lambda: bench_noise(rec, config["noise_n"], config["repeats"], seed=seed)),
         ("gaussian release", lambda: bench_release(rec, config["release_n"], config["repeats"], config["cks_n"],
-                                                   config["python_n"], config["baseline_n"])),
+                                                   config["python_n"], config["baseline_n"], seed=seed)),
     ]
     try:
         for _name, step in tqdm(steps, desc="bench kernels", unit="kernel"):
@@ -541,6 +547,8 @@ def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu") ->
                                       "opendp", "diffprivlib"]),
         "git": git_revision(),
         "config": config,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
         "results": rec.rows,
         "summary": summary,
         "release_criteria": _release_criteria(rec.rows),
@@ -551,24 +559,42 @@ def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu") ->
     (out / "kernels.md").write_text(
         f"# vflsec kernel benchmark\n\nMachine: {result['machine']['cpu']}, {result['machine']['logical_cores']} "
         f"logical cores, {THREADS} threads for every multi-threaded library (1-thread comparisons of the "
-        f"DP release in CPU time).\n\n{report}\n")
+        f"DP release in CPU time). Seed {seed} (the data; DP noise from the OS CSPRNG, as deployed). Load "
+        f"average (1/5/15 min) {_load_text(load_before)} before, {_load_text(result['load_average_after'])} "
+        f"after.\n\n{report}\n")
     _plot(summary, out / "kernels.png")
     print(report)
     print(f"\nwrote {out / 'kernels.json'}, {out / 'kernels.md'}, {out / 'kernels.png'}")
     return result
 
 
+def _load_text(load: Any) -> str:
+    return "/".join(f"{v:.2f}" for v in load)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seed must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--seed must be a non-negative integer, got {value}")
+    return value
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="vflsec bench kernels", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    run(quick=args.quick, out=args.out, device=args.device)
+    run(quick=args.quick, out=args.out, device=args.device, seed=args.seed)
     return 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
     parser.add_argument("--out", type=Path, default=Path("bench-out") / "kernels", help="output directory")
+    parser.add_argument("--seed", type=_non_negative_int, default=0,
+                        help="seed of the benchmark's data (default 0); DP noise stays on the OS CSPRNG")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cpu: the C++ kernels against CPU libraries; cuda: the CUDA kernels against torch on "
                              "the same GPU (writes kernels-cuda.*; exits with a message where there is no GPU)")
