@@ -2,11 +2,10 @@
 // the sampler and the stream layout.
 #include "lattice_gaussian.hpp"
 
-#include <omp.h>
+#include "parallel.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -23,8 +22,6 @@ constexpr int kTotalBits = kThresholdBits + Table::kItemBits;  // all items: 2^1
 constexpr uint64_t kMask20 = (uint64_t{1} << 20) - 1;
 constexpr uint64_t kMask14 = (uint64_t{1} << 14) - 1;
 constexpr uint64_t kMask15 = (uint64_t{1} << 15) - 1;
-// Below this many blocks per thread, starting threads costs more than it saves.
-constexpr uint64_t kMinBlocksPerThread = 256;
 
 // h(z) = integral over u in [-1/2, 1/2] of exp(-(z u) / s^2 - u^2 / (2 s^2)):
 // R(z) is proportional to exp(-z^2 / (2 s^2)) h(z). With A = z / s^2,
@@ -250,7 +247,7 @@ VFLSEC_ALWAYS_INLINE size_t run_blocks(const Job& job, uint64_t b0, uint64_t b1)
             }
         }
     }
-    std::memset(w, 0, sizeof w);
+    secure_zero(w, sizeof w);
     return bad;
 }
 
@@ -279,26 +276,9 @@ size_t execute(ChaCha20Generator& gen, Job job) {
     job.key = r.key;
     job.stream_id = r.stream_id;
     job.first_block = r.first_block;
-    std::memset(&r, 0, sizeof r);
-    uint64_t threads = static_cast<uint64_t>(std::max(1, omp_get_max_threads()));
-    threads = std::min(threads, std::max<uint64_t>(1, nblocks / kMinBlocksPerThread));
-    size_t bad = 0;
-    if (threads <= 1) {
-        bad = run_range(job, 0, nblocks);
-    } else {
-#pragma omp parallel num_threads(static_cast<int>(threads)) reduction(+ : bad)
-        {
-            const uint64_t th = static_cast<uint64_t>(omp_get_thread_num());
-            const uint64_t nt = static_cast<uint64_t>(omp_get_num_threads());
-            auto split = [&](uint64_t i) -> uint64_t {
-                if (i >= nt) return nblocks;
-                return static_cast<uint64_t>((static_cast<u128>(nblocks) * i) / nt) & ~uint64_t{15};
-            };
-            const uint64_t b0 = split(th), b1 = split(th + 1);
-            if (b1 > b0) bad += run_range(job, b0, b1);
-        }
-    }
-    std::memset(&job.key, 0, sizeof job.key);
+    secure_zero(&r, sizeof r);
+    const size_t bad = sum_over_block_ranges(nblocks, [&](uint64_t b0, uint64_t b1) { return run_range(job, b0, b1); });
+    secure_zero(&job.key, sizeof job.key);
     return bad;
 }
 

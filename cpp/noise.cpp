@@ -7,9 +7,10 @@
 // path cannot fuse a multiply-add that the SSE2 path rounds twice.
 #include "noise.hpp"
 
+#include "parallel.hpp"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <omp.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -22,18 +23,14 @@
 
 namespace vflsec::noise {
 
-namespace {
-
-using chacha20::Key;
-
-// ---------------------------------------------------------------------------
-// key material hygiene
-// ---------------------------------------------------------------------------
-
 void secure_zero(void* p, size_t n) {
     volatile unsigned char* q = static_cast<volatile unsigned char*>(p);
     while (n--) *q++ = 0;
 }
+
+namespace {
+
+using chacha20::Key;
 
 void read_dev_urandom(uint8_t* out, size_t n) {
     int fd;
@@ -324,31 +321,10 @@ int path_index() {
     return p;
 }
 
-// Below this many blocks per thread, starting threads costs more than it saves.
-constexpr uint64_t kMinBlocksPerThread = 256;
-
 size_t execute(const Job& job) {
     const uint64_t nblocks = job.n / 8 + (job.n % 8 != 0);
-    if (nblocks == 0) return 0;
     const RunFn fn = kPaths[path_index()].fn;
-    uint64_t threads = static_cast<uint64_t>(std::max(1, omp_get_max_threads()));
-    threads = std::min(threads, std::max<uint64_t>(1, nblocks / kMinBlocksPerThread));
-    if (threads <= 1) return fn(job, 0, nblocks);
-    size_t nonfinite = 0;
-#pragma omp parallel num_threads(static_cast<int>(threads)) reduction(+ : nonfinite)
-    {
-        const uint64_t t = static_cast<uint64_t>(omp_get_thread_num());
-        const uint64_t nt = static_cast<uint64_t>(omp_get_num_threads());
-        // Split points on multiples of 16 blocks keep every thread's groups whole.
-        auto split = [&](uint64_t i) -> uint64_t {
-            if (i >= nt) return nblocks;
-            const uint64_t s = static_cast<uint64_t>((static_cast<unsigned __int128>(nblocks) * i) / nt);
-            return s & ~uint64_t{15};
-        };
-        const uint64_t b0 = split(t), b1 = split(t + 1);
-        if (b1 > b0) nonfinite += fn(job, b0, b1);
-    }
-    return nonfinite;
+    return sum_over_block_ranges(nblocks, [&](uint64_t b0, uint64_t b1) { return fn(job, b0, b1); });
 }
 
 }  // namespace

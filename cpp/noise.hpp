@@ -27,6 +27,9 @@
 
 namespace vflsec::noise {
 
+// Zeroes key material in a way the compiler cannot elide (a dead-store memset can be).
+void secure_zero(void* p, size_t n);
+
 // 32 bytes from the kernel's CSPRNG (getrandom(2), blocking until the pool is
 // initialised; retries on EINTR and short reads). Throws std::system_error if
 // no entropy can be had: a secure generator never falls back to a weak seed.

@@ -152,11 +152,11 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordi
     coordinates = check_positive_int(coordinates, "coordinates")
     # Two passes: the shift r = Delta / sigma enters the support term;
     # take it from a first calibration, with a margin for the second's change.
-    eps_ideal, delta_ideal = ideal_target(epsilon, delta, draws=coordinates)
+    first_target = ideal_target(epsilon, delta, draws=coordinates)
     if method == "analytic":
-        first = _analytic_ratio(eps_ideal, delta_ideal)
+        first = _analytic_ratio(*first_target)
     else:
-        first = eps_ideal / math.sqrt(2.0 * math.log(1.25 / delta_ideal))
+        first = first_target[0] / math.sqrt(2.0 * math.log(1.25 / first_target[1]))
     eps_ideal, delta_ideal = ideal_target(epsilon, delta, draws=coordinates, ratio=1.01 * first)
     if method == "classic":
         if epsilon >= 1.0:
@@ -168,7 +168,10 @@ def gaussian_sigma(epsilon, delta, sensitivity=1.0, *, method="analytic", coordi
             )
         per_unit = math.sqrt(2.0 * math.log(1.25 / delta_ideal)) / eps_ideal
     else:
-        per_unit = 1.0 / _analytic_ratio(eps_ideal, delta_ideal)
+        # The support term is below double precision unless epsilon is in the
+        # thousands: then the targets are unchanged and the root is reused.
+        same = (eps_ideal, delta_ideal) == first_target
+        per_unit = 1.0 / (first if same else _analytic_ratio(eps_ideal, delta_ideal))
     sigma = sigma_for_multiplier(per_unit, sensitivity)
     if method == "classic":
         return sigma
