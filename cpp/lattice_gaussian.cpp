@@ -4,7 +4,10 @@
 
 #include "parallel.hpp"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -134,11 +137,17 @@ __attribute__((noinline)) int64_t slow_sample(const Table& t, uint64_t w, SlowBi
             // The fast path's test first (its bound is conservative), then the exact one.
             const uint64_t bound = chosen == item ? (e >> 35) & kMask14 : (e >> 49) & kMask14;
             if (u14 < bound) return z;
-            // u = (u14 + r / 2^64) / 2^14 against a(z): compare 78-bit integers.
-            const u128 u78 = (static_cast<u128>(u14) << 64) | bits.next();
-            const u128 a78 =
-                static_cast<u128>(ceill(ldexpl(acceptance(t, static_cast<int64_t>(chosen), z, centre), 78)));
-            if (u78 < a78) return z;
+            // u = (u14 + r / 2^64) / 2^14 against a(z). When a(z) 2^14 is not
+            // in [u14, u14 + 1) the 14 bits decide (the same outcome as the
+            // 78-bit comparison, without drawing r); otherwise compare 78-bit
+            // integers.
+            const long double a14 = ldexpl(acceptance(t, static_cast<int64_t>(chosen), z, centre), 14);
+            if (a14 >= static_cast<long double>(u14 + 1)) return z;
+            if (a14 > static_cast<long double>(u14)) {
+                const u128 u78 = (static_cast<u128>(u14) << 64) | bits.next();
+                const u128 a78 = static_cast<u128>(ceill(ldexpl(a14, 64)));
+                if (u78 < a78) return z;
+            }
         }
         w = bits.next();  // rejected (or the reject item): a fresh trial
     }
@@ -182,6 +191,69 @@ long double centre(const Job& job, size_t i, double scale_down) {
     return std::isfinite(c) ? static_cast<long double>(c) : 0.0L;  // out-of-range values are refused anyway
 }
 
+// Writes the releases of values pos .. pos + count - 1 from their integer
+// noise z. Returns how many were out of range.
+VFLSEC_ALWAYS_INLINE size_t write_values(const Job& job, const int64_t* z, size_t pos, size_t count,
+                                         double scale_down, double scale_up) {
+    size_t bad = 0;
+    switch (job.kind) {
+        case 0: {
+            int64_t* o = static_cast<int64_t*>(job.out) + pos;
+            for (size_t k = 0; k < count; ++k) o[k] = z[k];
+            break;
+        }
+        case 1: {
+            const double* x = static_cast<const double*>(job.x) + pos;
+            double* o = static_cast<double*>(job.out) + pos;
+            for (size_t k = 0; k < count; ++k) {
+                const double q = std::rint(x[k] * scale_down);
+                const bool ok = std::fabs(q) < kRangeLimit;
+                const int64_t lattice = ok ? static_cast<int64_t>(q) : 0;
+                const double v = static_cast<double>(lattice + z[k]) * scale_up;
+                o[k] = ok ? v : std::nan("");
+                bad += (!ok || !std::isfinite(v)) ? 1 : 0;
+            }
+            break;
+        }
+        default: {
+            const float* x = static_cast<const float*>(job.x) + pos;
+            float* o = static_cast<float*>(job.out) + pos;
+            for (size_t k = 0; k < count; ++k) {
+                const double q = std::rint(static_cast<double>(x[k]) * scale_down);
+                const bool ok = std::fabs(q) < kRangeLimit;
+                const int64_t lattice = ok ? static_cast<int64_t>(q) : 0;
+                const float v = static_cast<float>(static_cast<double>(lattice + z[k]) * scale_up);
+                o[k] = ok ? v : std::nanf("");
+                bad += (!ok || !std::isfinite(v)) ? 1 : 0;
+            }
+            break;
+        }
+    }
+    return bad;
+}
+
+// The values of one main block: `words` are its 8 trial words, `pos` its first
+// value, `count` (<= 8) the values it holds. Returns how many were out of range.
+VFLSEC_ALWAYS_INLINE size_t finish_block(const Job& job, const Table& t, const uint64_t* entry,
+                                         const uint64_t (&words)[8], size_t pos, size_t count,
+                                         uint64_t main_block, double scale_down, double scale_up) {
+    int64_t z[8];
+    bool all_done = true;
+    bool done[8];
+    for (size_t k = 0; k < count; ++k) {
+        z[k] = fast_sample(t, entry, words[k], done[k]);
+        all_done &= done[k];
+    }
+    if (__builtin_expect(!all_done, 0)) {
+        SlowBits bits(job.key, main_block);
+        for (size_t k = 0; k < count; ++k)
+            if (!done[k]) z[k] = slow_sample(t, words[k], bits, centre(job, pos + k, scale_down));
+    }
+    const size_t bad = write_values(job, z, pos, count, scale_down, scale_up);
+    secure_zero(z, sizeof z);
+    return bad;
+}
+
 template <int L>
 VFLSEC_ALWAYS_INLINE size_t run_blocks(const Job& job, uint64_t b0, uint64_t b1) {
     alignas(64) uint32_t w[16][L];
@@ -190,69 +262,162 @@ VFLSEC_ALWAYS_INLINE size_t run_blocks(const Job& job, uint64_t b0, uint64_t b1)
     const double scale_down = std::ldexp(1.0, -job.e);
     const double scale_up = std::ldexp(1.0, job.e);
     size_t bad = 0;
+    uint64_t words[8];
     for (uint64_t b = b0; b < b1; b += L) {
         chacha20::blocks_lanes<L>(job.key, job.stream_id, job.first_block + b, w);
         const uint64_t nb = std::min<uint64_t>(b1 - b, L);
         for (uint64_t j = 0; j < nb; ++j) {
             const size_t pos = static_cast<size_t>(b + j) * 8;
             const size_t count = std::min<size_t>(8, job.n - pos);
-            int64_t z[8];
-            bool all_done = true;
-            bool done[8];
-            for (size_t k = 0; k < count; ++k) {
-                const uint64_t word = static_cast<uint64_t>(w[2 * k][j]) | (static_cast<uint64_t>(w[2 * k + 1][j]) << 32);
-                z[k] = fast_sample(t, entry, word, done[k]);
-                all_done &= done[k];
-            }
-            if (__builtin_expect(!all_done, 0)) {
-                SlowBits bits(job.key, job.first_block + b + j);
-                for (size_t k = 0; k < count; ++k) {
-                    if (done[k]) continue;
-                    const uint64_t word = static_cast<uint64_t>(w[2 * k][j]) | (static_cast<uint64_t>(w[2 * k + 1][j]) << 32);
-                    z[k] = slow_sample(t, word, bits, centre(job, pos + k, scale_down));
-                }
-            }
-            switch (job.kind) {
-                case 0: {
-                    int64_t* o = static_cast<int64_t*>(job.out) + pos;
-                    for (size_t k = 0; k < count; ++k) o[k] = z[k];
-                    break;
-                }
-                case 1: {
-                    const double* x = static_cast<const double*>(job.x) + pos;
-                    double* o = static_cast<double*>(job.out) + pos;
-                    for (size_t k = 0; k < count; ++k) {
-                        const double q = std::rint(x[k] * scale_down);
-                        const bool ok = std::fabs(q) < kRangeLimit;
-                        const int64_t lattice = ok ? static_cast<int64_t>(q) : 0;
-                        const double v = static_cast<double>(lattice + z[k]) * scale_up;
-                        o[k] = ok ? v : std::nan("");
-                        bad += (!ok || !std::isfinite(v)) ? 1 : 0;
-                    }
-                    break;
-                }
-                default: {
-                    const float* x = static_cast<const float*>(job.x) + pos;
-                    float* o = static_cast<float*>(job.out) + pos;
-                    for (size_t k = 0; k < count; ++k) {
-                        const double q = std::rint(static_cast<double>(x[k]) * scale_down);
-                        const bool ok = std::fabs(q) < kRangeLimit;
-                        const int64_t lattice = ok ? static_cast<int64_t>(q) : 0;
-                        const float v = static_cast<float>(static_cast<double>(lattice + z[k]) * scale_up);
-                        o[k] = ok ? v : std::nanf("");
-                        bad += (!ok || !std::isfinite(v)) ? 1 : 0;
-                    }
-                    break;
-                }
-            }
+            for (size_t k = 0; k < 8; ++k)
+                words[k] = static_cast<uint64_t>(w[2 * k][j]) | (static_cast<uint64_t>(w[2 * k + 1][j]) << 32);
+            bad += finish_block(job, t, entry, words, pos, count, job.first_block + b + j, scale_down, scale_up);
         }
     }
     secure_zero(w, sizeof w);
+    secure_zero(words, sizeof words);
     return bad;
 }
 
+// AVX-512 (F, DQ, VL): the fast path of 8 values at once, one 512-bit vector
+// per main block, bit-identical to finish_block (which takes any block with
+// a slow-path value or fewer than 8 values). The 16 blocks of one ChaCha20
+// call arrive lane-major (word i of block j in w[i][j]); a 16 x 16 transpose
+// of 32-bit words gives block j's 8 trial words in one register.
+#define VFLSEC_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl")))
+// GCC 12 reports the _mm512_undefined_* sources inside its own gather and
+// conversion intrinsics as "may be used uninitialized": a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+VFLSEC_AVX512 VFLSEC_ALWAYS_INLINE void transpose16(__m512i (&r)[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    // r[4g + e], 128-bit lane l: rows 4g..4g+3 of column 4l + e
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int e = 0; e < 4; ++e) {
+        const __m512i u0 = _mm512_shuffle_i32x4(r[e], r[4 + e], 0x88);
+        const __m512i u1 = _mm512_shuffle_i32x4(r[e], r[4 + e], 0xdd);
+        const __m512i u2 = _mm512_shuffle_i32x4(r[8 + e], r[12 + e], 0x88);
+        const __m512i u3 = _mm512_shuffle_i32x4(r[8 + e], r[12 + e], 0xdd);
+        t[e] = _mm512_shuffle_i32x4(u0, u2, 0x88);      // column e
+        t[8 + e] = _mm512_shuffle_i32x4(u0, u2, 0xdd);  // column 8 + e
+        t[4 + e] = _mm512_shuffle_i32x4(u1, u3, 0x88);  // column 4 + e
+        t[12 + e] = _mm512_shuffle_i32x4(u1, u3, 0xdd); // column 12 + e
+    }
+    for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+VFLSEC_AVX512 size_t run_avx512_vector(const Job& job, uint64_t b0, uint64_t b1) {
+    alignas(64) uint32_t w[16][16];
+    const Table& t = *job.table;
+    const uint64_t* entry = t.entry_.data();
+    const double scale_down = std::ldexp(1.0, -job.e);
+    const double scale_up = std::ldexp(1.0, job.e);
+    const __m512i m14 = _mm512_set1_epi64(static_cast<int64_t>(kMask14));
+    const __m512i m15 = _mm512_set1_epi64(static_cast<int64_t>(kMask15));
+    const __m512i m20 = _mm512_set1_epi64(static_cast<int64_t>(kMask20));
+    const __m512i m_offset = _mm512_set1_epi64(Table::kWidth - 1);
+    const __m512i half_blocks = _mm512_set1_epi64(t.half_blocks_);
+    const __m512d down = _mm512_set1_pd(scale_down), up = _mm512_set1_pd(scale_up);
+    const __m512d range = _mm512_set1_pd(kRangeLimit), dbl_max = _mm512_set1_pd(DBL_MAX);
+    const __m512d nan64 = _mm512_set1_pd(std::nan(""));
+    const __m256 nan32 = _mm256_set1_ps(std::nanf("")), flt_max = _mm256_set1_ps(FLT_MAX);
+    size_t bad = 0;
+    __m512i r[16];
+    alignas(64) uint64_t words[8];
+    for (uint64_t b = b0; b < b1; b += 16) {
+        chacha20::blocks_lanes<16>(job.key, job.stream_id, job.first_block + b, w);
+        for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(w[i]);
+        transpose16(r);
+        const uint64_t nb = std::min<uint64_t>(b1 - b, 16);
+        for (uint64_t j = 0; j < nb; ++j) {
+            const size_t pos = static_cast<size_t>(b + j) * 8;
+            const __m512i word = r[j];
+            const __m512i item = _mm512_and_si512(word, m15);
+            // Eight scalar loads: faster than vpgatherqq on the CPU measured
+            // (AMD Zen 4: 2.8 vs 3.6 ns per value). GCC keeps both arrays in
+            // registers (extract / insert), so no stack copy needs wiping.
+            alignas(64) uint64_t index[8], looked_up[8];
+            _mm512_store_si512(index, item);
+            for (int k = 0; k < 8; ++k) looked_up[k] = entry[index[k]];
+            const __m512i e = _mm512_load_si512(looked_up);
+            const __m512i coin = _mm512_and_si512(_mm512_srli_epi64(word, 15), m20);
+            const __m512i top = _mm512_and_si512(e, m20);
+            const __mmask8 alias = _mm512_cmpgt_epu64_mask(coin, top);
+            const __m512i chosen = _mm512_mask_blend_epi64(alias, item, _mm512_and_si512(_mm512_srli_epi64(e, 20), m15));
+            const __m512i bound = _mm512_mask_blend_epi64(alias, _mm512_and_si512(_mm512_srli_epi64(e, 35), m14),
+                                                          _mm512_and_si512(_mm512_srli_epi64(e, 49), m14));
+            const __mmask8 done = _mm512_cmpneq_epu64_mask(coin, top) &
+                                  _mm512_cmplt_epu64_mask(_mm512_srli_epi64(word, 50), bound);
+            __m512i z = _mm512_add_epi64(_mm512_slli_epi64(_mm512_sub_epi64(chosen, half_blocks), 11),
+                                         _mm512_and_si512(_mm512_srli_epi64(word, 35), m_offset));
+            if (__builtin_expect(done != 0xff, 0)) {  // finish those trials, in value order (as finish_block)
+                alignas(64) int64_t zs[8];
+                _mm512_store_si512(words, word);
+                _mm512_store_si512(zs, z);
+                SlowBits bits(job.key, job.first_block + b + j);
+                const size_t count = std::min<size_t>(8, job.n - pos);
+                for (size_t k = 0; k < count; ++k)
+                    if (!((done >> k) & 1)) zs[k] = slow_sample(t, words[k], bits, centre(job, pos + k, scale_down));
+                z = _mm512_load_si512(zs);
+                secure_zero(zs, sizeof zs);
+            }
+            if (__builtin_expect(job.n - pos < 8, 0)) {  // the last, partial block
+                alignas(64) int64_t zs[8];
+                _mm512_store_si512(zs, z);
+                bad += write_values(job, zs, pos, job.n - pos, scale_down, scale_up);
+                secure_zero(zs, sizeof zs);
+                continue;
+            }
+            if (job.kind == 0) {
+                _mm512_storeu_si512(static_cast<int64_t*>(job.out) + pos, z);
+                continue;
+            }
+            const __m512d xv = job.kind == 1 ? _mm512_loadu_pd(static_cast<const double*>(job.x) + pos)
+                                             : _mm512_cvtps_pd(_mm256_loadu_ps(static_cast<const float*>(job.x) + pos));
+            const __m512d q = _mm512_roundscale_pd(_mm512_mul_pd(xv, down), _MM_FROUND_CUR_DIRECTION);
+            const __mmask8 ok = _mm512_cmp_pd_mask(_mm512_abs_pd(q), range, _CMP_LT_OQ);
+            const __m512i lattice = _mm512_maskz_cvttpd_epi64(ok, q);
+            const __m512d v = _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_add_epi64(lattice, z)), up);
+            __mmask8 finite;
+            if (job.kind == 1) {
+                _mm512_storeu_pd(static_cast<double*>(job.out) + pos, _mm512_mask_blend_pd(ok, nan64, v));
+                finite = _mm512_cmp_pd_mask(_mm512_abs_pd(v), dbl_max, _CMP_LE_OQ);
+            } else {
+                const __m256 f = _mm512_cvtpd_ps(v);
+                _mm256_storeu_ps(static_cast<float*>(job.out) + pos, _mm256_mask_blend_ps(ok, nan32, f));
+                finite = _mm256_cmp_ps_mask(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), f), flt_max, _CMP_LE_OQ);
+            }
+            bad += static_cast<size_t>(__builtin_popcount(static_cast<unsigned>(static_cast<__mmask8>(~(ok & finite)))));
+        }
+    }
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_setzero_si512();
+    secure_zero(w, sizeof w);
+    secure_zero(words, sizeof words);
+    return bad;
+}
+
+#pragma GCC diagnostic pop
+#undef VFLSEC_AVX512
+
+bool cpu_has_avx512_vector() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+}
+
 __attribute__((target("avx512f"))) size_t run_avx512(const Job& job, uint64_t b0, uint64_t b1) {
-    return run_blocks<16>(job, b0, b1);
+    static const bool vector = cpu_has_avx512_vector();
+    return vector ? run_avx512_vector(job, b0, b1) : run_blocks<16>(job, b0, b1);
 }
 __attribute__((target("avx2"))) size_t run_avx2(const Job& job, uint64_t b0, uint64_t b1) {
     return run_blocks<8>(job, b0, b1);

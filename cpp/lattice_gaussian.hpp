@@ -46,9 +46,16 @@
 // a 14-bit lower bound on a(z) in each candidate block); when the coarse bits
 // cannot decide (an alias tie, probability 2^-20; the acceptance coin above
 // the block's lower bound, about 0.1-0.4%) the trial finishes on the slow
-// path, which draws further bits from a per-block overflow stream. Tail
-// blocks (about 2^-116 of the proposals) always take the slow path and draw
-// their 18-bit offset there.
+// path: it evaluates a(z) and draws 64 further bits of the acceptance coin
+// from a per-block overflow stream only when a(z) 2^14 falls in the coin's
+// own interval [u14, u14 + 1) (the 14 bits decide otherwise); a rejected
+// trial takes its next word from that stream. Tail blocks (about 2^-116 of
+// the proposals) always take the slow path and draw their 18-bit offset there.
+//
+// Kernels. With AVX-512 (F, DQ, VL) the fast path runs 8 values (one main
+// block) per 512-bit vector; any block with a slow-path value finishes those
+// values in scalar code. Other CPUs run the same steps in scalar code. The
+// paths give bit-identical results (tested).
 //
 // Stream layout. A request for n values reserves ceil(n / 8) blocks of the
 // generator's main stream; value i takes word i % 8 of block first + i / 8.

@@ -501,6 +501,40 @@ def test_seeded_release_identical_on_every_isa_path():
             np.testing.assert_array_equal(a, b)
 
 
+def _refusals():
+    """The error of each out-of-range case: (message,) per case, on the current ISA path."""
+    rng = np.random.default_rng(13)
+    cases = []
+    for dtype, sigma, bad_value in [(np.float64, 1.0, 2.0**43), (np.float64, 1e300, np.finfo(np.float64).max),
+                                    (np.float32, 1e37, np.finfo(np.float32).max), (np.float64, 1.0, np.nan),
+                                    (np.float32, 1.0, -np.inf)]:
+        x = rng.standard_normal(1003).astype(dtype)
+        x[rng.choice(x.size, 17, replace=False)] = bad_value  # in full blocks and the partial last one
+        x[-1] = bad_value
+        with pytest.raises(ValueError) as info:
+            kernels.add_gaussian_noise(x, sigma, generator=NoiseGenerator(seed=4))
+        cases.append(str(info.value))
+    return cases
+
+
+def test_refusals_identical_on_every_isa_path():
+    # the vector path counts out-of-range and non-finite values like the scalar one
+    features = vflsec.cpu_features()
+    paths = ["default"] + [p for p in ("avx2", "avx512f") if features.get(p)]
+    seen = {}
+    try:
+        for path in paths:
+            _core._noise_select_isa(path)
+            seen[path] = _refusals()
+    finally:
+        _core._noise_select_isa("auto")
+    assert seen["default"][0].startswith("18 values of x are too large")
+    assert "finite in float64" in seen["default"][1] and "finite in float32" in seen["default"][2]
+    assert seen["default"][3] == seen["default"][4] == "x contains NaN or infinite values"
+    for path in paths[1:]:
+        assert seen[path] == seen["default"]
+
+
 @pytest.mark.parametrize("sigma", [1e-200, 0.7, SIGMA_ATTACK, 1e6, 1e200], ids=str)
 def test_release_lies_on_the_lattice(sigma):
     g = kernels.lattice_spacing(sigma)

@@ -43,6 +43,7 @@ def as_float_array(
     ndim: Optional[int] = None,
     allow_empty: bool = False,
     dtype: Optional[np.dtype] = None,
+    check_finite: bool = True,
 ) -> Tuple[np.ndarray, Callable[[np.ndarray], Any]]:
     """Convert ``x`` to a C-contiguous float32/float64 array, validating it.
 
@@ -51,7 +52,9 @@ def as_float_array(
     converted to float64; float16 to float32; bool, complex, object and
     string data raise ``TypeError``. NaN/inf, the wrong number of
     dimensions or an empty array raise ``ValueError``. ``dtype`` forces the
-    output dtype (used to match a second operand).
+    output dtype (used to match a second operand). ``check_finite=False``
+    leaves the NaN/inf check to the caller (the DP release's kernel flags
+    non-finite values in the same pass as the release, saving a pass over x).
     """
     if x is None:
         raise TypeError(f"{name} must be an array, got None")
@@ -83,7 +86,7 @@ def as_float_array(
     if arr.size == 0 and not allow_empty:
         raise ValueError(f"{name} is empty (shape {arr.shape}); at least one element is required")
     arr = np.ascontiguousarray(arr, dtype=target)
-    if kind == "f" and not np.isfinite(arr).all():
+    if check_finite and kind == "f" and not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or infinite values")
 
     if torch_in:

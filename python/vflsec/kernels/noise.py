@@ -431,13 +431,15 @@ def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerat
     if _cuda.is_cuda_tensor(x):
         device = x.device
         return add_gaussian_noise(x.detach().cpu(), sigma, generator=generator).to(device)
-    arr, wrap = as_float_array(x, "x", allow_empty=True)
+    # NaN/inf: the kernel counts them with the out-of-range values (one pass over x).
+    arr, wrap = as_float_array(x, "x", allow_empty=True, check_finite=False)
     sigma = _check_sigma(sigma, arr.dtype)
     gen = _resolve_generator(generator)
     out = np.empty_like(arr, order="C")
     if arr.size == 0:
         return wrap(out)
     if sigma == 0.0:
+        _require_finite(arr)
         out[...] = arr
         return wrap(out)
     if sigma < _MIN_SIGMA:
@@ -446,11 +448,17 @@ def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerat
     table = _lattice_table(scale)
     bad = gen._core_gen.add_lattice_gaussian(table, arr.reshape(-1), out.reshape(-1), e)
     if bad:
+        _require_finite(arr)
         raise ValueError(
             f"{bad} values of x are too large to release with sigma={sigma:g} (|x| must stay below "
             f"2^62 lattice steps, 2^{_RANGE_BITS + e} = {_power_of_two_text(_RANGE_BITS + e)}, and x + noise "
             f"must stay finite in {arr.dtype}); rescale x or clip it to a bounded range first")
     return wrap(out)
+
+
+def _require_finite(arr: np.ndarray) -> None:
+    if not np.isfinite(arr).all():
+        raise ValueError("x contains NaN or infinite values")
 
 
 def lattice_gaussian(shape: Any, sigma: float, *, generator: Optional[NoiseGenerator] = None) -> np.ndarray:
