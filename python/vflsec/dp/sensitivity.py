@@ -89,12 +89,59 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Union
 
+import numpy as np
+
 from .._arrays import check_positive_int, check_real
 from .losses import LossConstants, loss_constants
 
-__all__ = ["HDPSensitivities", "PENALTIES", "hdp_max_lr", "hdp_sensitivities"]
+__all__ = [
+    "HDPSensitivities",
+    "PENALTIES",
+    "ROW_NORM_TOLERANCE",
+    "check_row_norms",
+    "clip_row_norms",
+    "hdp_max_lr",
+    "hdp_sensitivities",
+]
 
 PENALTIES = ("l2", "l1", "elasticnet")
+
+# Rows scaled to unit norm in floating point may exceed 1 by a few ulps.
+ROW_NORM_TOLERANCE = 1e-9
+
+# Float rounding in the projection could leave a norm at radius + 1 ulp.
+_NORM_SAFETY = 1.0 + 8.0 * np.finfo(np.float64).eps
+
+
+def _row_norms(X: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.einsum("ij,ij->i", X, X))
+
+
+def clip_row_norms(X: np.ndarray, radius: float = 1.0) -> np.ndarray:
+    """Project every row onto the L2 ball of ``radius``: ``x / max(1, ||x|| / radius)``
+    (the bound ``||x_i|| <= 1`` the sensitivities above assume, and the
+    encrypted schemes' value range)."""
+    norms = _row_norms(X)
+    if radius != 1.0:
+        norms = norms * (_NORM_SAFETY / radius)
+    return X / np.maximum(1.0, norms)[:, None]
+
+
+def check_row_norms(X: np.ndarray, *, radius: float = 1.0, what: str = "this protocol",
+                    party: Optional[str] = None, reason: str = "",
+                    remedy: str = "Scale rows first") -> None:
+    """ValueError unless every row of ``X`` has L2 norm <= ``radius`` (up to
+    :data:`ROW_NORM_TOLERANCE`). The message names ``what`` needs the bound,
+    ``reason`` (appended after "for every row"), the offending ``party`` and
+    the ``remedy``."""
+    norms = _row_norms(X)
+    worst = float(norms.max()) if norms.size else 0.0
+    if worst > radius + ROW_NORM_TOLERANCE:
+        where = f"party {party!r} has a row of norm" if party is not None else "a row has norm"
+        raise ValueError(
+            f"{what} needs ||x_i||_2 <= {radius:g} for every row{reason}; {where} "
+            f"{worst:.6g}. {remedy} (e.g. VerticalLogisticRegression(row_norm='clip'))"
+        )
 
 
 @dataclass(frozen=True)

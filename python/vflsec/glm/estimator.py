@@ -51,6 +51,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
+from ..dp.sensitivity import clip_row_norms
 from .._arrays import as_float_array, check_positive_int, check_real
 from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, PartyData
 from .registry import get_protocol
@@ -63,26 +64,14 @@ ROW_NORMS = ("clip", None)
 LSQ_TARGET_CLIP = 3.0
 
 
-# Float rounding in the projection could leave a norm at radius + 1 ulp.
-_NORM_SAFETY = 1.0 + 8.0 * np.finfo(np.float64).eps
-
-
-def _clip_rows(X: np.ndarray, radius: float = 1.0) -> np.ndarray:
-    """Project every row onto the L2 ball of ``radius``: ``x / max(1, ||x|| / radius)``."""
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    if radius != 1.0:
-        norms = norms * (_NORM_SAFETY / radius)
-    return X / np.maximum(1.0, norms)[:, None]
-
-
 def _project_blocks(blocks: Sequence[np.ndarray], row_norm: Optional[str], radius: float) -> List[np.ndarray]:
     """With ``row_norm="clip"``: every party's rows onto the unit ball, the
     active party's (block 0) onto ``radius`` (room for the intercept column)."""
     if row_norm != "clip":
         return list(blocks)
-    projected = [_clip_rows(X) for X in blocks]
+    projected = [clip_row_norms(X) for X in blocks]
     if radius < 1.0:
-        projected[0] = _clip_rows(projected[0], radius)
+        projected[0] = clip_row_norms(projected[0], radius)
     return projected
 
 

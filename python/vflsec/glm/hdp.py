@@ -37,6 +37,8 @@ from typing import Dict
 
 import numpy as np
 
+from ..dp.sensitivity import ROW_NORM_TOLERANCE  # re-exported (older imports)
+from ..dp.sensitivity import check_row_norms as check_unit_rows
 from .ir_exchange import active_program, passive_program
 from .job import GLMJob, PhaseClock
 from .registry import register_protocol
@@ -52,8 +54,6 @@ __all__ = [
     "noise_generator",
 ]
 
-# Rows scaled to unit norm in floating point may exceed 1 by a few ulps.
-ROW_NORM_TOLERANCE = 1e-9
 
 
 def hdp_sensitivities_for(job: GLMJob):
@@ -133,14 +133,7 @@ def check_labels(job: GLMJob, y: np.ndarray, constants) -> None:
 
 def check_row_norms(X: np.ndarray, party: str) -> None:
     """ValueError unless every row of ``X`` has L2 norm <= 1."""
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
-    worst = float(norms.max()) if norms.size else 0.0
-    if worst > 1.0 + ROW_NORM_TOLERANCE:
-        raise ValueError(
-            f"HDP-VFL needs ||x_i||_2 <= 1 for every row; party {party!r} has a row of norm "
-            f"{worst:.6g}. Scale each party's rows first (e.g. VerticalLogisticRegression("
-            "row_norm='clip'))"
-        )
+    check_unit_rows(X, what="HDP-VFL", party=party, remedy="Scale each party's rows first")
 
 
 def noise_generator(job: GLMJob, party: str):

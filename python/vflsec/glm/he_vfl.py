@@ -40,6 +40,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..dp.sensitivity import check_row_norms
 from ..federation.channel import Channel
 from .job import GLMJob, PartyData, PartyResult, PhaseClock
 from .penalties import clip_norm, penalized_step
@@ -176,20 +177,11 @@ SchemeFactory = Callable[[Any, GLMJob], PartyScheme]
 KeyHolderFactory = Callable[[GLMJob], KeyHolder]
 
 
-# Rows scaled to unit norm in floating point may exceed 1 by a few ulps.
-_ROW_NORM_TOLERANCE = 1e-9
-
-
 def _check_rows(make_scheme: SchemeFactory, X: np.ndarray, party: str) -> None:
     if not getattr(make_scheme, "requires_unit_rows", False):
         return
-    worst = float(np.sqrt(np.einsum("ij,ij->i", X, X)).max()) if X.size else 0.0
-    if worst > 1.0 + _ROW_NORM_TOLERANCE:
-        raise ValueError(
-            f"scheme {make_scheme.name!r} needs ||x_i||_2 <= 1 for every row (its encrypted values must stay "
-            f"in range); party {party!r} has a row of norm {worst:.6g}. Scale rows first "
-            "(e.g. VerticalLogisticRegression(row_norm='clip'))"
-        )
+    check_row_norms(X, what=f"scheme {make_scheme.name!r}", party=party,
+                    reason=" (its encrypted values must stay in range)")
 
 
 def _receive_scheme(endpoint: Channel, job: GLMJob, make_scheme: SchemeFactory, clock: PhaseClock) -> PartyScheme:
