@@ -1,5 +1,6 @@
 """The ``vflsec`` command line: ``vflsec bench <name> [options]``, ``vflsec
-party --config party.toml``, ``vflsec certs init`` and ``vflsec party-data``."""
+party --config party.toml``, ``vflsec certs init``, ``vflsec party-data`` and ``vflsec
+link-relay``."""
 from __future__ import annotations
 
 import argparse
@@ -48,6 +49,10 @@ def _add_network_commands(sub) -> None:
     init.add_argument("--parties", required=True, help="comma-separated party names")
     init.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     init.add_argument("--force", action="store_true", help="replace existing CA and certificates")
+    relay = sub.add_parser("link-relay", help="relay TCP connections over an emulated link (bandwidth, RTT)")
+    from .federation.link_relay import add_arguments as add_link_relay_arguments
+
+    add_link_relay_arguments(relay)
     data = sub.add_parser("party-data", help="write per-party CSVs (ID column, shuffled, partly "
                                              "overlapping rows) from a dataset")
     from .federation.party_data import add_arguments as add_party_data_arguments
@@ -85,6 +90,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         print(__version__)
         return 0
+    if args.command == "link-relay":
+        from .federation.link_relay import run as link_relay_run
+
+        return link_relay_run(args)
     if args.command in ("party", "certs", "party-data"):
         return _run_network_command(args)
     if args.command != "bench":
