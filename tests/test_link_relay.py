@@ -66,13 +66,13 @@ def _exchange(sock: socket.socket, send: int, answer: int) -> None:
 
 
 def _timed(profile: LinkProfile, rounds: int, send: int, answer: int) -> float:
-    """Best of three: seconds for `rounds` request/answer exchanges through a relay."""
+    """Best of five (the machine may be shared): seconds for `rounds` request/answer exchanges through a relay."""
     responder = _Responder()
     relay = LinkRelay(("127.0.0.1", 0), ("127.0.0.1", responder.port), profile)
     port = relay.start()
     best = float("inf")
     try:
-        for _ in range(3):
+        for _ in range(5):
             with socket.create_connection(("127.0.0.1", port)) as sock:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 _exchange(sock, 1, 1)  # connection set up end to end
@@ -91,7 +91,7 @@ def _timed(profile: LinkProfile, rounds: int, send: int, answer: int) -> float:
     (LinkProfile("bulk-back", parse_bandwidth("50mbit"), parse_rtt("5ms")), 1, 1000, 1_000_000),
     (LinkProfile("chatty", parse_bandwidth("1gbit"), parse_rtt("10ms")), 20, 100, 100),
     (LinkProfile("mixed", parse_bandwidth("20mbit"), parse_rtt("50ms")), 4, 250_000, 10_000),
-    (PROFILES["datacenter"], 50, 20_000, 20_000),
+    (PROFILES["datacenter"], 20, 20_000, 20_000),
 ], ids=lambda v: v.name if isinstance(v, LinkProfile) else None)
 def test_transfer_takes_bytes_over_bandwidth_plus_round_trips(profile, rounds, send, answer):
     # each exchange moves send + 8 bytes out and answer + 4 back, and waits one RTT
