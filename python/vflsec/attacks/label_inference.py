@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .._arrays import as_float_array, check_positive_int, check_real
+from .._torch import require_torch
 
 __all__ = [
     "LabelInference",
@@ -160,14 +161,6 @@ def choose_auxiliary(y: Any, n_aux: int = 40, *, seed: int = 0) -> np.ndarray:
     return np.sort(np.concatenate([np.asarray(first, dtype=np.int64), extra.astype(np.int64)]))
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - torch is an optional extra
-        raise ImportError("this attack needs torch (pip install 'vflsec[torch]')") from exc
-    return torch
-
-
 def model_completion(
     bottom_model: Any,
     X_aux: Any,
@@ -192,7 +185,7 @@ def model_completion(
     ``fine_tune_bottom`` the copied bottom layers are trained too (Fu et al.'s
     fine-tuning variant); by default only the head learns. Scores are the
     head's class probabilities (n, C)."""
-    torch = _torch()
+    torch = require_torch("this attack")
     import copy
 
     Xa, _ = as_float_array(X_aux, "X_aux", dtype=np.float32)

@@ -28,16 +28,9 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from .._arrays import as_float_array, check_positive_int, check_real
+from .._torch import require_torch
 
 __all__ = ["blackbox_model_inversion", "query_embeddings", "total_variation", "whitebox_model_inversion"]
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - torch is an optional extra
-        raise ImportError("this attack needs torch (pip install 'vflsec[torch]')") from exc
-    return torch
 
 
 def _check_bounds(bounds: Optional[Tuple[float, float]]) -> Optional[Tuple[float, float]]:
@@ -55,7 +48,7 @@ def _check_bounds(bounds: Optional[Tuple[float, float]]) -> Optional[Tuple[float
 def query_embeddings(bottom_model: Any, X: Any, *, batch_size: int = 512) -> np.ndarray:
     """``f(X)`` from a bottom model in eval mode, without gradients (float32).
     What an attacker with query access to ``f`` obtains for its own rows."""
-    torch = _torch()
+    torch = require_torch("this attack")
     if not isinstance(bottom_model, torch.nn.Module):
         raise TypeError(f"bottom_model must be a torch.nn.Module, got {type(bottom_model).__name__}")
     arr, _ = as_float_array(X, "X", dtype=np.float32)
@@ -89,7 +82,7 @@ def blackbox_model_inversion(
 
     ``bounds`` (e.g. ``(0, 1)`` for images) squashes the decoder output into
     that box with a sigmoid; None leaves it linear."""
-    torch = _torch()
+    torch = require_torch("this attack")
     Xa, _ = as_float_array(aux_inputs, "aux_inputs", dtype=np.float32)
     Ha, _ = as_float_array(aux_embeddings, "aux_embeddings", dtype=np.float32)
     Ht, _ = as_float_array(target_embeddings, "target_embeddings", dtype=np.float32)
@@ -177,7 +170,7 @@ def whitebox_model_inversion(
     pixels, so ``tv_weight`` is on the scale of the per-element MSE. The
     bottom model is used in eval mode and never updated. Returns
     float64 reconstructions of shape ``(n_targets, *input_shape)``."""
-    torch = _torch()
+    torch = require_torch("this attack")
     if not isinstance(bottom_model, torch.nn.Module):
         raise TypeError(f"bottom_model must be a torch.nn.Module, got {type(bottom_model).__name__}")
     Ht, _ = as_float_array(target_embeddings, "target_embeddings", dtype=np.float32)

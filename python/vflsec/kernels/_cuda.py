@@ -30,6 +30,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .._arrays import as_float_array, is_torch_tensor
+from .._torch import require_torch
 
 _NOT_LOADED = object()
 _module: Any = _NOT_LOADED
@@ -73,20 +74,14 @@ def _require() -> Any:
     return module
 
 
-def _torch() -> Any:
-    import torch
-
-    return torch
-
-
 def _np_dtype(dtype: Any) -> np.dtype:
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     return np.dtype(np.float32) if dtype == torch.float32 else np.dtype(np.float64)
 
 
 def _launch(t: Any) -> Tuple[int, int]:
     """(device index, current stream handle) for a kernel reading or writing ``t``."""
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     return int(t.device.index), int(torch.cuda.current_stream(t.device).cuda_stream)
 
 
@@ -99,7 +94,7 @@ def as_cuda_float(x: Any, name: str, *, ndim: Optional[int] = None, allow_empty:
     ``dtype`` forces the result's dtype. ``device``: the device ``x`` must be on.
     Finiteness is checked separately (:func:`finite_absmax`), batched.
     """
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     if not is_cuda_tensor(x):
         where = f"a torch tensor on '{x.device}'" if is_torch_tensor(x) else type(x).__name__
         want = "a CUDA tensor" if device is None else f"a CUDA tensor on {device} like the other operands"
@@ -133,7 +128,7 @@ def finite_absmax(*named: Tuple[Any, str]) -> List[float]:
 
     One host synchronisation for all of them.
     """
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     rows = []
     for t, _ in named:
         if t.numel() == 0:
@@ -165,7 +160,7 @@ def _operand_device(X: Any, Y: Any) -> Any:
 def pairwise_distances(X: Any, Y: Any, squared: bool) -> Any:
     from ._checks import _exponent_for
 
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     module = _require()
     device = _operand_device(X, Y)
     x = as_cuda_float(X, "X", ndim=2)
@@ -193,7 +188,7 @@ def pairwise_distances(X: Any, Y: Any, squared: bool) -> Any:
 def pairwise_distance_stats(X: Any) -> Any:
     from ._checks import DistanceStats, _exponent_for
 
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     module = _require()
     x = as_cuda_float(X, "X", ndim=2)
     n, d = x.shape
@@ -216,7 +211,7 @@ def pairwise_distance_stats(X: Any) -> Any:
 
 def _kmeans_plus_plus(x: Any, c: int, rng: np.random.Generator) -> Any:
     """The CPU's k-means++ (same generator calls) with the distances on the device."""
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     n = x.shape[0]
     x64 = x.to(torch.float64)
     chosen = [int(rng.integers(n))]
@@ -235,7 +230,7 @@ def _kmeans_plus_plus(x: Any, c: int, rng: np.random.Generator) -> Any:
 
 
 def _check_membership(u: Any) -> None:
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     slack = 1e-6 + u.shape[1] * float(torch.finfo(u.dtype).eps)
     lowest, worst = torch.stack([u.min().to(torch.float64),
                                  (u.to(torch.float64).sum(dim=1) - 1.0).abs().max()]).tolist()
@@ -247,7 +242,7 @@ def _check_membership(u: Any) -> None:
 
 def _device_init(init: Any, name: str, x: Any) -> Any:
     """An init array on x's device in x's dtype, validated (finite)."""
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     if is_cuda_tensor(init):
         start = as_cuda_float(init, name, ndim=2, device=x.device, dtype=x.dtype)
         finite_absmax((start, name))
@@ -259,7 +254,7 @@ def _device_init(init: Any, name: str, x: Any) -> Any:
 def fuzzy_cmeans(X: Any, n_clusters: Any, *, m: Any, max_iter: Any, tol: Any, init: Any, seed: Any) -> Any:
     from . import _checks
 
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     module = _require()
     x = as_cuda_float(X, "X", ndim=2)
     n, d = x.shape
@@ -330,7 +325,7 @@ def fuzzy_cmeans(X: Any, n_clusters: Any, *, m: Any, max_iter: Any, tol: Any, in
 
 def cuda_device(device: Any) -> Any:
     """``device`` as a torch.device, or None when it names the CPU."""
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     try:
         dev = torch.device(device)
     except (TypeError, RuntimeError) as exc:
@@ -343,7 +338,7 @@ def cuda_device(device: Any) -> Any:
 
 
 def gaussian_noise(shape: Sequence[int], sigma: float, dtype: np.dtype, generator: Any, device: Any) -> Any:
-    torch = _torch()
+    torch = require_torch("the CUDA kernels")
     module = _require()
     if not torch.cuda.is_available():
         raise RuntimeError(f"device={str(device)!r} requested, but torch sees no CUDA device "

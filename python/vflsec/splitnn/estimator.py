@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
 from .._arrays import as_float_array, check_positive_int, check_real, is_torch_tensor
+from .._torch import require_torch
 from .defenses.base import BatchInfo, Defense, DefenseContext, NoDefense
 from .job import OPTIMIZERS, SplitJob, SplitPartyData
 from .models import linear_head, mlp_bottom
@@ -39,17 +40,9 @@ __all__ = ["SplitNNClassifier", "SplitNNRegressor", "resolve_device"]
 INFERENCE_MODES = ("defended", "raw")
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover
-        raise ImportError("split learning needs torch (pip install 'vflsec[torch]')") from exc
-    return torch
-
-
 def resolve_device(device: Any) -> str:
     """``None``/"auto": CUDA when available, else CPU; otherwise the string given."""
-    torch = _torch()
+    torch = require_torch("split learning")
     if device is None or device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if not isinstance(device, str):
@@ -64,7 +57,7 @@ def resolve_device(device: Any) -> str:
 
 
 def _is_module(obj: Any) -> bool:
-    torch = _torch()
+    torch = require_torch("split learning")
     return isinstance(obj, torch.nn.Module)
 
 
@@ -162,7 +155,7 @@ class _SplitNNBase(BaseEstimator):
 
     @staticmethod
     def _out_width(module, in_features: int) -> int:
-        torch = _torch()
+        torch = require_torch("split learning")
         was_training = module.training
         module.eval()
         with torch.no_grad():
@@ -186,7 +179,7 @@ class _SplitNNBase(BaseEstimator):
         n = parts[0].shape[0]
         if self.batch_size > n:
             raise ValueError(f"batch_size ({self.batch_size}) must not exceed the number of rows ({n})")
-        torch = _torch()
+        torch = require_torch("split learning")
         device = resolve_device(self.device)
         self.n_parts_ = len(parts)
         n_passive = self.n_parts_ - (1 if self.active_features else 0)
@@ -260,7 +253,7 @@ class _SplitNNBase(BaseEstimator):
         return {p: h.cpu().numpy() for p, h in self._embeddings(parts, defended=bool(defended)).items()}
 
     def _embeddings(self, parts: List[np.ndarray], *, defended: bool) -> Dict[str, Any]:
-        torch = _torch()
+        torch = require_torch("split learning")
         device = torch.device(self.device_)
         names = list(self.passive_parties_) + (["active"] if self.active_features else [])
         out: Dict[str, List[Any]] = {p: [] for p in names}
@@ -283,7 +276,7 @@ class _SplitNNBase(BaseEstimator):
         return {p: torch.cat(v, dim=0) for p, v in out.items()}
 
     def _outputs(self, X_parts: Sequence[Any]):
-        torch = _torch()
+        torch = require_torch("split learning")
         self._check_fitted()
         parts = self._parts(X_parts)
         embeddings = self._embeddings(parts, defended=self.inference == "defended")
@@ -340,7 +333,7 @@ class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
         return encoded.astype(np.int64)
 
     def predict_proba(self, X_parts: Sequence[Any]) -> np.ndarray:
-        torch = _torch()
+        torch = require_torch("split learning")
         return torch.softmax(self._outputs(X_parts).double(), dim=1).numpy()
 
     def predict(self, X_parts: Sequence[Any]) -> np.ndarray:

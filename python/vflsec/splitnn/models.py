@@ -20,16 +20,9 @@ from __future__ import annotations
 from typing import Any, Sequence, Tuple
 
 from .._arrays import check_positive_int
+from .._torch import require_torch
 
 __all__ = ["cnn_bottom", "dp_vfl_bottom", "dp_vfl_head", "linear_head", "mlp_bottom", "mlp_head"]
-
-
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - torch is an optional extra
-        raise ImportError("split learning needs torch (pip install 'vflsec[torch]')") from exc
-    return torch
 
 
 def _check_widths(widths: Any, name: str) -> Tuple[int, ...]:
@@ -39,7 +32,7 @@ def _check_widths(widths: Any, name: str) -> Tuple[int, ...]:
 
 
 def _mlp(in_features: int, hidden: Sequence[int], out_features: int, *, final_activation: bool):
-    nn = _torch().nn
+    nn = require_torch("split learning").nn
     layers = []
     width = in_features
     for h in hidden:
@@ -76,7 +69,7 @@ def linear_head(in_features: int, n_outputs: int):
     """One linear layer (logits for classification, the value for regression)."""
     in_features = check_positive_int(in_features, "in_features")
     n_outputs = check_positive_int(n_outputs, "n_outputs")
-    return _torch().nn.Linear(in_features, n_outputs)
+    return require_torch("split learning").nn.Linear(in_features, n_outputs)
 
 
 def mlp_head(in_features: int, n_outputs: int, hidden: Sequence[int] = (64,)):
@@ -94,7 +87,7 @@ def cnn_bottom(image_shape: Tuple[int, int] = (28, 14), out_features: int = 64, 
     Input: ``(n, in_channels * H * W)`` rows (row-major pixels), reshaped to
     ``(n, in_channels, H, W)`` inside the module.
     """
-    nn = _torch().nn
+    nn = require_torch("split learning").nn
     if not (isinstance(image_shape, (tuple, list)) and len(image_shape) == 2):
         raise TypeError(f"image_shape must be a (height, width) pair, got {image_shape!r}")
     h, w = (check_positive_int(v, "image_shape") for v in image_shape)

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
+from .._torch import require_torch
 from ..federation.channel import InMemoryHub, MessageRecord, payload_nbytes
 from ..glm.job import batch_indices
 from ..federation.local import run_party_threads
@@ -31,15 +32,9 @@ from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPar
 __all__ = ["SplitJobResult", "active_program", "make_optimizer", "passive_program", "run_split_job"]
 
 
-def _torch():
-    import torch
-
-    return torch
-
-
 def make_optimizer(job: SplitJob, params: Any):
     """The job's optimizer over ``params`` (Adam with torch defaults, or plain SGD)."""
-    torch = _torch()
+    torch = require_torch("split learning")
     params = list(params)
     if not params:
         return None
@@ -57,11 +52,11 @@ def _batches(job: SplitJob):
 
 
 def _to_wire(t: Any) -> np.ndarray:
-    return np.ascontiguousarray(t.detach().to("cpu", dtype=_torch().float32).numpy())
+    return np.ascontiguousarray(t.detach().to("cpu", dtype=require_torch("split learning").float32).numpy())
 
 
 def _from_wire(arr: Any, shape: tuple, device: Any, what: str):
-    torch = _torch()
+    torch = require_torch("split learning")
     if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.shape != shape:
         got = f"{type(arr).__name__} {getattr(arr, 'dtype', '')} {getattr(arr, 'shape', '')}"
         raise ValueError(f"{what}: expected a float32 array of shape {shape}, got {got}")
@@ -86,7 +81,7 @@ class _ByteCounter:
 
 def passive_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyResult:
     """Per batch: embed, defend, send; receive ``dL/dh``; update the bottom."""
-    torch = _torch()
+    torch = require_torch("split learning")
     start = time.perf_counter()
     name = endpoint.name
     device = torch.device(job.device)
@@ -130,7 +125,7 @@ def passive_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitParty
 
 def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyResult:
     """Per batch: receive embeddings, train the head (and own bottom), return ``dL/dh``."""
-    torch = _torch()
+    torch = require_torch("split learning")
     start = time.perf_counter()
     name = endpoint.name
     device = torch.device(job.device)
