@@ -36,6 +36,10 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .._arrays import as_float_array, check_positive_int, check_real
+# LOSSES, PENALTIES and CALIBRATIONS (the Gaussian mechanism's methods) are defined once, in vflsec.dp.
+from ..dp.gaussian import GAUSSIAN_METHODS as CALIBRATIONS
+from ..dp.losses import LOSSES
+from ..dp.sensitivity import PENALTIES
 
 __all__ = [
     "CALIBRATIONS",
@@ -48,9 +52,6 @@ __all__ = [
     "batch_indices",
 ]
 
-LOSSES = ("logistic", "least_squares", "svm", "poisson")
-PENALTIES = ("l2", "l1", "elasticnet")
-CALIBRATIONS = ("analytic", "classic")
 # Losses whose labels are y in {-1, +1}.
 SIGNED_LABEL_LOSSES = ("logistic", "svm")
 
