@@ -114,7 +114,7 @@ def test_hdp_party_programs_send_lattice_releases():
 def test_hdp_release_hides_the_float_grid(role):
     # The release function the party programs call, on neighbouring IR values.
     from vflsec.glm.hdp import _release, hdp_noise_scales
-    from vflsec.glm.job import PhaseClock
+    from vflsec.vfl import PhaseClock
 
     job = _hdp_job()
     party = job.active if role == "active" else "p1"
@@ -130,7 +130,7 @@ def test_hdp_release_hides_the_float_grid(role):
 def test_fast_grid_releases_match_the_protocol_and_lie_on_the_lattice():
     from vflsec.glm.fast import _release, _Settings
     from vflsec.glm.hdp import _release as protocol_release
-    from vflsec.glm.job import PhaseClock
+    from vflsec.vfl import PhaseClock
 
     parts, y = _glm_data()
     seeded = _hdp_job(noise_seed=5)

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 from vflsec.federation.channel import payload_nbytes  # noqa: E402
-from vflsec.glm.job import batch_indices  # noqa: E402
+from vflsec.vfl import batch_indices  # noqa: E402
 from vflsec.splitnn import (  # noqa: E402
     TAG_EMBEDDING,
     TAG_GRADIENT,

@@ -16,15 +16,13 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["active_party_embeddings", "last_epoch", "passive_party_gradients"]
+from ..splitnn.job import TAG_EMBEDDING, TAG_GRADIENT
+from ..vfl.schedule import batch_indices
 
-TAG_EMBEDDING = "sl_embedding"  # vflsec.splitnn.job
-TAG_GRADIENT = "sl_gradient"
+__all__ = ["active_party_embeddings", "last_epoch", "passive_party_gradients"]
 
 
 def _schedule(job: Any) -> List[Tuple[int, np.ndarray]]:
-    from ..glm.job import batch_indices
-
     return [(epoch, idx.astype(np.int64)) for epoch in range(job.epochs)
             for idx in batch_indices(job.n_samples, job.batch_size, job.seed, epoch)]
 

@@ -126,7 +126,7 @@ def _centralized_accuracy(data: SplitData, *, epochs: int, batch_size: int, lr: 
     """One bottom on all features + the same head, plain torch, same batch order."""
     import torch
 
-    from ..glm.job import batch_indices
+    from ..vfl.schedule import batch_indices
     from ..splitnn.models import cnn_bottom, linear_head, mlp_bottom
 
     Xtr = torch.from_numpy(np.hstack(data.train_parts) if data.kind == "tabular" else

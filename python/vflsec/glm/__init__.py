@@ -1,8 +1,11 @@
 """Vertical generalized linear models: party programs, protocols, estimator.
 
-Framework: :mod:`.job` (the job / party-program contract),
-:mod:`.registry` (protocol name -> role programs), :mod:`.runner`
-(``run_job``: one thread per party over an in-memory hub).
+Framework: :mod:`.job` (the job / party-program contract, on the shared
+:mod:`vflsec.vfl` job base, result and phase clock), :mod:`.registry`
+(protocol name -> role programs and properties such as ``resume_refusal``),
+:mod:`.runner` (``run_job``: one thread per party over an in-memory hub, the
+shared :func:`vflsec.vfl.run_programs`). Separate processes:
+``vflsec party`` (:mod:`vflsec.runtime`, job kind "glm").
 
 Protocols: ``"plain"`` (:mod:`.plain`, IRs in the clear) and ``"hdp"``
 (:mod:`.hdp`, HDP-VFL), both on the IR-exchange loop of :mod:`.ir_exchange`;
@@ -22,13 +25,14 @@ of jobs at once, equal to the party programs) and :mod:`.tuning`
 (cross-validation, the composed epsilon of a search, Papernot-Steinke
 private selection).
 """
-from .job import GLMJob, PartyData, PartyResult, PhaseClock, batch_indices
+from .job import GLMJob, GLMPartyResult, PartyData, PartyResult, PhaseClock
 from .registry import Protocol, available_protocols, get_protocol, register_protocol
 from .runner import JobResult, PartyError, run_job
 from . import hdp, plain  # noqa: F401  (registers the built-in protocols)
 
 __all__ = [
     "GLMJob",
+    "GLMPartyResult",
     "JobResult",
     "PartyData",
     "PartyError",
@@ -37,7 +41,6 @@ __all__ = [
     "Protocol",
     "VerticalLogisticRegression",
     "available_protocols",
-    "batch_indices",
     "get_protocol",
     "register_protocol",
     "run_job",

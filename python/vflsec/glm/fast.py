@@ -50,7 +50,8 @@ import numpy as np
 
 from .._arrays import as_float_array, check_positive_int
 from ..dp import loss_gradient
-from .job import GLMJob, PartyData, batch_indices
+from ..vfl.schedule import batch_indices
+from .job import GLMJob, PartyData
 from .penalties import penalized_step
 
 __all__ = ["FAST_PROTOCOLS", "GRID_SHARED_FIELDS", "GridFit", "fit_grid"]

@@ -189,4 +189,8 @@ def hdp_passive(endpoint, job, data):
 
 
 PROTOCOL = {"active": hdp_active, "passive": hdp_passive}
-register_protocol("hdp", PROTOCOL, replace=True)
+# Resuming would re-run the interrupted epoch: its IRs were (partly) released
+# already, so a second release of them is beyond the calibrated budget.
+register_protocol("hdp", PROTOCOL, replace=True,
+                  resume_refusal="repeating the interrupted epoch would release more noisy values than the "
+                                 "privacy budget covers; start the job again")

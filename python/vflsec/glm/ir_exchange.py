@@ -23,7 +23,8 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 from ..federation.channel import Channel
-from .job import SIGNED_LABEL_LOSSES, GLMJob, PartyData, PartyResult, PhaseClock
+from ..vfl.clock import PhaseClock
+from .job import SIGNED_LABEL_LOSSES, GLMJob, PartyData, PartyResult
 from .penalties import clip_norm, penalized_step
 
 __all__ = ["TAG_IR_ACTIVE", "TAG_IR_PASSIVE", "active_program", "passive_program"]

@@ -13,25 +13,24 @@ the start (it holds only public parameters). Each party then runs its
   party); the coordinator gets ``None``. Rows are already aligned across
   parties (entity resolution happened before).
 * The mini-batch schedule is a pure function of public job fields
-  (:meth:`GLMJob.batches`), so every party computes the same indices without
-  talking.
-* The result carries this party's own weight block (``coef``), its
-  per-epoch history, and wall time split into compute / crypto / messaging
-  (:class:`PhaseClock`).
+  (:meth:`GLMJob.batches`, from :mod:`vflsec.vfl.schedule`), so every party
+  computes the same indices without talking.
+* The result (:class:`GLMPartyResult`) carries this party's own weight
+  block (``coef``), its per-epoch history, and wall time split into
+  compute / crypto / messaging (:class:`vflsec.vfl.PhaseClock`).
 
 Role names are ``"active"`` (labels + features), ``"passive"`` (features
 only; one or more) and ``"coordinator"`` (no data; key holder for HE
 protocols). Protocols register their role programs by name in
-:mod:`vflsec.glm.registry`.
+:mod:`vflsec.glm.registry`. Party names, roles and the schedule are the
+shared :class:`vflsec.vfl.VFLJob`'s.
 """
 from __future__ import annotations
 
 import math
 import numbers
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -40,39 +39,27 @@ from .._arrays import as_float_array, check_positive_int, check_real
 from ..dp.gaussian import GAUSSIAN_METHODS as CALIBRATIONS
 from ..dp.losses import LOSSES
 from ..dp.sensitivity import PENALTIES
+from ..vfl.clock import PhaseClock
+from ..vfl.job import VFLJob, check_name
+from ..vfl.result import PartyResult as _PartyResultBase
 
 __all__ = [
     "CALIBRATIONS",
     "LOSSES",
     "PENALTIES",
     "GLMJob",
+    "GLMPartyResult",
     "PartyData",
     "PartyResult",
     "PhaseClock",
-    "batch_indices",
 ]
 
 # Losses whose labels are y in {-1, +1}.
 SIGNED_LABEL_LOSSES = ("logistic", "svm")
 
 
-def batch_indices(n_samples: int, batch_size: int, seed: int, epoch: int) -> List[np.ndarray]:
-    """Mini-batches of one epoch: a permutation of ``range(n_samples)`` drawn
-    from ``(seed, epoch)``, cut into ``ceil(n / batch_size)`` consecutive
-    chunks (the last one may be smaller)."""
-    rng = np.random.default_rng([int(seed), int(epoch)])
-    order = rng.permutation(n_samples)
-    return [order[start:start + batch_size] for start in range(0, n_samples, batch_size)]
-
-
-def _check_name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise TypeError(f"{what} must be a non-empty str, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
-class GLMJob:
+class GLMJob(VFLJob):
     """Public parameters of one vertical GLM training run.
 
     Parameters
@@ -137,8 +124,8 @@ class GLMJob:
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        _check_name(self.protocol, "protocol")
-        set_("n_samples", check_positive_int(self.n_samples, "n_samples"))
+        check_name(self.protocol, "protocol")
+        self._check_common()
         if self.loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if self.penalty not in PENALTIES:
@@ -146,12 +133,6 @@ class GLMJob:
         set_("lam", check_real(self.lam, "lam", low=0.0))
         set_("mu", check_real(self.mu, "mu", low=0.0))
         set_("lr", check_real(self.lr, "lr", low=0.0, low_inclusive=False))
-        set_("epochs", check_positive_int(self.epochs, "epochs"))
-        set_("batch_size", check_positive_int(self.batch_size, "batch_size"))
-        if self.batch_size > self.n_samples:
-            raise ValueError(
-                f"batch_size ({self.batch_size}) must not exceed n_samples ({self.n_samples})"
-            )
         if self.k is not None:
             if isinstance(self.k, bool) or not isinstance(self.k, numbers.Real):
                 raise TypeError(f"k must be a real number or None, got {type(self.k).__name__}")
@@ -159,21 +140,6 @@ class GLMJob:
             if math.isnan(k) or k <= 0:
                 raise ValueError(f"k must be > 0 (or None / inf for no clipping), got {self.k}")
             set_("k", None if math.isinf(k) else k)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
-            raise TypeError(f"seed must be a non-negative int, got {self.seed!r}")
-        _check_name(self.active, "active")
-        passives = self.passives
-        if isinstance(passives, str):
-            raise TypeError("passives must be a sequence of party names, not a str")
-        passives = tuple(_check_name(p, "passive party name") for p in passives)
-        if not passives:
-            raise ValueError("at least one passive party is required")
-        set_("passives", passives)
-        if self.coordinator is not None:
-            _check_name(self.coordinator, "coordinator")
-        names = self.parties
-        if len(set(names)) != len(names):
-            raise ValueError(f"party names must be distinct, got {names}")
         set_("epsilon", check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False))
         set_("delta", check_real(self.delta, "delta", low=0.0, low_inclusive=False,
                                  high=1.0, high_inclusive=False))
@@ -207,38 +173,6 @@ class GLMJob:
                 raise TypeError(f"options keys must be str, got {key!r}")
             options[key] = value
         set_("options", options)
-
-    @property
-    def parties(self) -> Tuple[str, ...]:
-        """All party names: active, passives, then the coordinator if any."""
-        extra = (self.coordinator,) if self.coordinator is not None else ()
-        return (self.active, *self.passives, *extra)
-
-    def role_of(self, party: str) -> str:
-        if party == self.active:
-            return "active"
-        if party in self.passives:
-            return "passive"
-        if party == self.coordinator:
-            return "coordinator"
-        raise ValueError(f"{party!r} is not a party of this job {self.parties}")
-
-    @property
-    def steps_per_epoch(self) -> int:
-        """``r = ceil(n / b)``."""
-        return -(-self.n_samples // self.batch_size)
-
-    @property
-    def total_steps(self) -> int:
-        """``T = epochs * ceil(n / b)``."""
-        return self.epochs * self.steps_per_epoch
-
-    def batches(self) -> Iterator[Tuple[int, int, np.ndarray]]:
-        """``(epoch, step_in_epoch, row_indices)`` for the whole run (from
-        ``start_epoch`` on)."""
-        for epoch in range(self.start_epoch, self.epochs):
-            for step, idx in enumerate(batch_indices(self.n_samples, self.batch_size, self.seed, epoch)):
-                yield epoch, step, idx
 
 
 @dataclass
@@ -302,8 +236,8 @@ class PartyData:
 
 
 @dataclass
-class PartyResult:
-    """What one party program returns.
+class GLMPartyResult(_PartyResultBase):
+    """What one GLM party program returns (a :class:`vflsec.vfl.PartyResult`).
 
     ``coef`` is this party's own weight block (None for a coordinator);
     ``history`` maps a metric name to one value per epoch (the active party
@@ -312,36 +246,11 @@ class PartyResult:
     seconds; ``info`` holds public protocol facts (e.g. noise sigmas).
     """
 
-    party: str
-    role: str
     coef: Optional[np.ndarray]
     history: Dict[str, List[float]] = field(default_factory=dict)
     timings: Dict[str, float] = field(default_factory=dict)
     info: Dict[str, Any] = field(default_factory=dict)
 
 
-class PhaseClock:
-    """Splits a party program's wall time into compute / crypto / messaging.
-
-    Messaging is the endpoint's time inside send/recv (including waiting for
-    peers); crypto is time inside ``with clock.crypto():`` blocks, which must
-    not contain channel calls; compute is the rest.
-    """
-
-    def __init__(self) -> None:
-        self._start = time.perf_counter()
-        self._crypto = 0.0
-
-    @contextmanager
-    def crypto(self):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._crypto += time.perf_counter() - start
-
-    def timings(self, endpoint) -> Dict[str, float]:
-        total = time.perf_counter() - self._start
-        messaging = float(endpoint.messaging_seconds)
-        compute = max(0.0, total - messaging - self._crypto)
-        return {"compute": compute, "crypto": self._crypto, "messaging": messaging, "total": total}
+# The name protocol modules and users import (``vflsec.glm.PartyResult``).
+PartyResult = GLMPartyResult

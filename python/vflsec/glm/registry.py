@@ -4,6 +4,11 @@ A protocol module registers itself at import::
 
     register_protocol("plain", {"active": active_program, "passive": passive_program})
 
+A protocol whose runs must not continue from a checkpoint says why with
+``resume_refusal`` (e.g. a DP protocol: re-running the interrupted epoch
+would release more noisy values than its budget covers); the party runtime
+(:mod:`vflsec.runtime`) refuses ``--resume`` with that reason.
+
 Roles are "active", "passive" and optionally "coordinator"; each program
 follows the contract of :mod:`vflsec.glm.job`. A protocol with a
 "coordinator" role needs ``job.coordinator`` set; one without refuses it.
@@ -19,9 +24,10 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Optional, Tuple
 
+from ..vfl.job import ROLES
+
 __all__ = ["ROLES", "Protocol", "available_protocols", "get_protocol", "register_protocol"]
 
-ROLES = ("active", "passive", "coordinator")
 # Modules of this package that define protocols (imported lazily by name).
 _BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks")
 
@@ -30,8 +36,17 @@ PartyProgram = Callable[..., object]
 
 @dataclass(frozen=True)
 class Protocol:
+    """A registered protocol: its role programs and the properties the
+    runtime needs. ``resume_refusal``: why a run cannot continue from a
+    checkpoint (None: it can)."""
+
     name: str
     roles: Mapping[str, PartyProgram]
+    resume_refusal: Optional[str] = None
+
+    @property
+    def resumable(self) -> bool:
+        return self.resume_refusal is None
 
     @property
     def needs_coordinator(self) -> bool:
@@ -42,9 +57,11 @@ _REGISTRY: Dict[str, Protocol] = {}
 _LOCK = threading.Lock()
 
 
-def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: bool = False) -> Protocol:
+def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: bool = False,
+                      resume_refusal: Optional[str] = None) -> Protocol:
     """Register role programs under ``name``; ``replace=True`` overrides an
-    existing registration (otherwise that is a ValueError)."""
+    existing registration (otherwise that is a ValueError).
+    ``resume_refusal``: why runs of this protocol cannot resume (None: they can)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"protocol name must be a non-empty str, got {name!r}")
     if not isinstance(roles, Mapping):
@@ -57,7 +74,9 @@ def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: 
             raise ValueError(f"unknown role {role!r} in protocol {name!r}; roles are {ROLES}")
         if not callable(program):
             raise TypeError(f"program for role {role!r} of protocol {name!r} is not callable")
-    protocol = Protocol(name, dict(roles))
+    if resume_refusal is not None and (not isinstance(resume_refusal, str) or not resume_refusal):
+        raise TypeError(f"resume_refusal must be a non-empty str or None, got {resume_refusal!r}")
+    protocol = Protocol(name, dict(roles), resume_refusal)
     with _LOCK:
         if name in _REGISTRY and not replace:
             raise ValueError(f"protocol {name!r} is already registered")

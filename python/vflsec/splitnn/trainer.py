@@ -1,10 +1,11 @@
-"""Party programs of split learning and an in-process runner.
+"""Party programs of split learning and the in-process ``run_split_job``.
 
 :func:`passive_program` and :func:`active_program` follow the hook sequence
 of :mod:`vflsec.splitnn.defenses.base` exactly; :func:`run_split_job` runs
 each party in its own thread over an :class:`~vflsec.federation.InMemoryHub`
-(the same programs run unchanged in separate processes over a network
-channel).
+through the shared runner :func:`vflsec.vfl.runner.run_programs` (the same
+programs run unchanged in separate processes through ``vflsec party``, see
+:mod:`vflsec.runtime.splitnn_kind`).
 
 Each party calls the hooks on its *own* copy of the defense (the estimator
 makes one ``copy.deepcopy`` per party after ``setup()``), as it would when
@@ -17,19 +18,18 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
 from .._torch import require_torch
-from ..federation.channel import InMemoryHub, MessageRecord, payload_nbytes
-from ..glm.job import batch_indices
-from ..federation.local import run_party_threads
+from ..federation.channel import InMemoryHub, payload_nbytes
+from ..vfl.clock import PhaseClock
+from ..vfl.runner import JobResult, run_programs
 from .defenses.base import BatchInfo
 from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
 
-__all__ = ["SplitJobResult", "active_program", "make_optimizer", "passive_program", "run_split_job"]
+__all__ = ["PROGRAMS", "active_program", "make_optimizer", "passive_program", "run_split_job"]
 
 
 def make_optimizer(job: SplitJob, params: Any):
@@ -44,11 +44,9 @@ def make_optimizer(job: SplitJob, params: Any):
 
 
 def _batches(job: SplitJob):
-    step_global = 0
-    for epoch in range(job.epochs):
-        for step, idx in enumerate(batch_indices(job.n_samples, job.batch_size, job.seed, epoch)):
-            yield BatchInfo(epoch=epoch, step=step, global_step=step_global, indices=idx.astype(np.int64))
-            step_global += 1
+    for epoch, step, idx in job.batches():
+        yield BatchInfo(epoch=epoch, step=step, global_step=epoch * job.steps_per_epoch + step,
+                        indices=idx.astype(np.int64))
 
 
 def _to_wire(t: Any) -> np.ndarray:
@@ -82,7 +80,7 @@ class _ByteCounter:
 def passive_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyResult:
     """Per batch: embed, defend, send; receive ``dL/dh``; update the bottom."""
     torch = require_torch("split learning")
-    start = time.perf_counter()
+    clock = PhaseClock()
     name = endpoint.name
     device = torch.device(job.device)
     defense = data.defense
@@ -115,18 +113,16 @@ def passive_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitParty
             loss.backward()
             if optimizer is not None:
                 optimizer.step()
-    total = time.perf_counter() - start
     return SplitPartyResult(
         party=name, role="passive", bottom=bottom, defense=defense, bytes_sent=counter.result(),
-        timings={"messaging": endpoint.messaging_seconds, "total": total,
-                 "compute": max(0.0, total - endpoint.messaging_seconds)},
+        timings=clock.timings(endpoint),
     )
 
 
 def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyResult:
     """Per batch: receive embeddings, train the head (and own bottom), return ``dL/dh``."""
     torch = require_torch("split learning")
-    start = time.perf_counter()
+    clock = PhaseClock()
     name = endpoint.name
     device = torch.device(job.device)
     defense = data.defense
@@ -188,30 +184,17 @@ def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyR
             history["seconds"].append(now - epoch_start)
             epoch_start = now
             loss_sum = correct = seen = 0.0
-    total = time.perf_counter() - start
     return SplitPartyResult(
         party=name, role="active", bottom=own_bottom, head=head, defense=defense, history=history,
-        bytes_sent=counter.result(),
-        timings={"messaging": endpoint.messaging_seconds, "total": total,
-                 "compute": max(0.0, total - endpoint.messaging_seconds)},
+        bytes_sent=counter.result(), timings=clock.timings(endpoint),
     )
 
 
 PROGRAMS = {"active": active_program, "passive": passive_program}
 
 
-@dataclass
-class SplitJobResult:
-    results: Dict[str, SplitPartyResult]
-    records: List[MessageRecord]
-    hub: InMemoryHub
-
-    def bytes_by_tag(self) -> Dict[str, int]:
-        return self.hub.bytes_by_tag()
-
-
 def run_split_job(job: SplitJob, party_data: Mapping[str, SplitPartyData], hub: Optional[InMemoryHub] = None, *,
-                  timeout: Optional[float] = None) -> SplitJobResult:
+                  timeout: Optional[float] = None) -> JobResult:
     """Run every party program of ``job`` in its own thread over ``hub``.
 
     If a party raises, the hub is aborted so the others stop, and the first
@@ -222,8 +205,4 @@ def run_split_job(job: SplitJob, party_data: Mapping[str, SplitPartyData], hub: 
     for party in job.parties:
         if not isinstance(party_data.get(party), SplitPartyData):
             raise TypeError(f"party_data[{party!r}] must be a SplitPartyData")
-    hub = InMemoryHub() if hub is None else hub
-    results = run_party_threads(
-        hub, job.parties, lambda party, endpoint: PROGRAMS[job.role_of(party)](endpoint, job, party_data[party]),
-        timeout=timeout, label="run_split_job")
-    return SplitJobResult(results=results, records=hub.records, hub=hub)
+    return run_programs(job, PROGRAMS, party_data, hub, timeout=timeout, label="run_split_job")

@@ -1,19 +1,26 @@
-"""Run every party of a job in its own thread over an in-memory hub.
+"""The in-process runner: every party program of a job, one thread each,
+over an in-memory hub.
 
-The in-process way to exercise a protocol: each party program blocks on
-``recv`` exactly as it would in its own process. Shared by the vertical-GLM
-runner (:func:`vflsec.glm.run_job`) and the split-learning runner
-(:func:`vflsec.splitnn.run_split_job`).
+How protocols are exercised, tested and benchmarked without a network: each
+role program runs in its own thread and blocks on ``recv`` exactly as it
+would in its own process (where :mod:`vflsec.runtime` runs it over gRPC).
+:func:`vflsec.glm.run_job` and :func:`vflsec.splitnn.run_split_job` are thin
+uses of :func:`run_programs` that first check their own job and data.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .channel import Channel, ChannelClosed, InMemoryHub
+from ..federation.channel import Channel, ChannelClosed, InMemoryHub, MessageRecord
+from .job import VFLJob
+from .result import PartyResult
 
-__all__ = ["PartyError", "run_party_threads"]
+__all__ = ["JobResult", "PartyError", "PartyProgram", "run_party_threads", "run_programs"]
+
+PartyProgram = Callable[[Channel, Any, Any], PartyResult]
 
 
 class PartyError(RuntimeError):
@@ -23,6 +30,21 @@ class PartyError(RuntimeError):
     def __init__(self, party: str, exc: BaseException):
         self.party = party
         super().__init__(f"party {party!r} failed: {type(exc).__name__}: {exc}")
+
+
+@dataclass
+class JobResult:
+    """Per-party results plus the message log of the run."""
+
+    results: Dict[str, PartyResult]
+    records: List[MessageRecord]
+    hub: InMemoryHub
+
+    def bytes_by_tag(self) -> Dict[str, int]:
+        return self.hub.bytes_by_tag()
+
+    def total_bytes(self) -> int:
+        return self.hub.total_bytes()
 
 
 def _with_party(party: str, exc: BaseException) -> BaseException:
@@ -72,3 +94,27 @@ def run_party_threads(hub: InMemoryHub, parties: Sequence[str], run_party: Calla
         party, exc = next(((p, e) for p, e in failures if not isinstance(e, ChannelClosed)), failures[0])
         raise _with_party(party, exc) from exc
     return results
+
+
+def run_programs(job: VFLJob, programs: Mapping[str, PartyProgram], party_data: Mapping[str, Any],
+                 hub: Optional[InMemoryHub] = None, *, timeout: Optional[float] = None,
+                 label: str = "job") -> JobResult:
+    """Run ``programs[job.role_of(party)](endpoint, job, party_data.get(party))``
+    for every party of ``job``, each in its own thread over ``hub`` (a fresh
+    :class:`InMemoryHub` by default).
+
+    Every program must return a :class:`PartyResult`. If any party raises,
+    the hub is aborted so the others stop, and the first failure is re-raised
+    naming its party (ValueError/TypeError keep their type, anything else
+    becomes :class:`PartyError`). ``timeout`` bounds the whole run (seconds).
+    """
+    hub = InMemoryHub() if hub is None else hub
+
+    def run_party(party: str, endpoint: Channel) -> PartyResult:
+        result = programs[job.role_of(party)](endpoint, job, party_data.get(party))
+        if not isinstance(result, PartyResult):
+            raise TypeError(f"program returned {type(result).__name__}, expected PartyResult")
+        return result
+
+    results = run_party_threads(hub, job.parties, run_party, timeout=timeout, label=label)
+    return JobResult(results=results, records=hub.records, hub=hub)
