@@ -48,6 +48,7 @@ __all__ = [
     "InMemoryEndpoint",
     "InMemoryHub",
     "MessageRecord",
+    "ReceiptRecord",
     "payload_nbytes",
     "check_payload",
 ]
@@ -93,6 +94,21 @@ class MessageRecord:
     nbytes: int
     seq: int
     time: float
+
+
+@dataclass(frozen=True)
+class ReceiptRecord:
+    """One completed ``recv``: ``receiver`` took the next ``sender``/``tag``
+    message; it called at ``called`` and got the message at ``returned``
+    (seconds since the hub was created). The k-th receipt of a (sender,
+    receiver, tag) is the k-th :class:`MessageRecord` of it (FIFO)."""
+
+    receiver: str
+    sender: str
+    tag: str
+    called: float
+    returned: float
+    sent_before: int = 0  # messages the hub had delivered when it returned (orders it among seq numbers)
 
 
 def _array_nbytes(arr: np.ndarray) -> int:
@@ -298,6 +314,7 @@ class InMemoryHub:
         self._abort_reason: Optional[str] = None
         self._keep_payloads = bool(keep_payloads)
         self._transcript: List[Tuple[MessageRecord, Any]] = []
+        self._receipts: List[ReceiptRecord] = []
 
     def endpoint(self, name: str) -> "InMemoryEndpoint":
         """The endpoint of party ``name`` (created on first use)."""
@@ -327,6 +344,13 @@ class InMemoryHub:
         (empty unless the hub was created with ``keep_payloads=True``)."""
         with self._cond:
             return list(self._transcript)
+
+    @property
+    def receipts(self) -> List[ReceiptRecord]:
+        """Copy of every completed ``recv``, in completion order (with
+        :attr:`records`, what :mod:`.cost_model` replays over a link)."""
+        with self._cond:
+            return list(self._receipts)
 
     def total_bytes(self) -> int:
         with self._cond:
@@ -376,10 +400,13 @@ class InMemoryHub:
             timeout = self.default_timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         key = (sender, receiver, tag)
+        called = time.perf_counter() - self._t0
         with self._cond:
             while True:
                 queue = self._queues.get(key)
                 if queue:
+                    self._receipts.append(
+                        ReceiptRecord(receiver, sender, tag, called, time.perf_counter() - self._t0, self._seq))
                     return queue.popleft()
                 if self._abort_reason is not None:
                     raise ChannelClosed(f"channel closed: {self._abort_reason}")
