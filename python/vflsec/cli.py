@@ -20,6 +20,8 @@ BENCHMARKS = {
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from .bench.command import add_config_arguments
+
     parser = argparse.ArgumentParser(prog="vflsec", description="Secure compute for vertical federated learning.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command")
@@ -30,6 +32,7 @@ def _build_parser() -> argparse.ArgumentParser:
         # allow_abbrev=False: "--seed" must never be taken as a prefix of another option.
         p = bench_sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0], allow_abbrev=False)
         module.add_arguments(p)
+        add_config_arguments(p, name)
         p.set_defaults(_module=module)
     _add_network_commands(sub)
     return parser
@@ -55,14 +58,14 @@ def _add_network_commands(sub) -> None:
     add_link_relay_arguments(relay)
     data = sub.add_parser("party-data", help="write per-party CSVs (ID column, shuffled, partly "
                                              "overlapping rows) from a dataset")
-    from .federation.party_data import add_arguments as add_party_data_arguments
+    from .runtime.party_data import add_arguments as add_party_data_arguments
 
     add_party_data_arguments(data)
 
 
 def _run_network_command(args) -> int:
     if args.command == "party":
-        from .federation.party import main as party_main
+        from .runtime.party import main as party_main
 
         if args.insecure:
             print("vflsec party: WARNING: --insecure: plaintext transport, peers are NOT authenticated",
@@ -76,7 +79,7 @@ def _run_network_command(args) -> int:
         for key, path in paths.items():
             print(f"{key}: {path}")
         return 0
-    from .federation.party_data import run as party_data_run
+    from .runtime.party_data import run as party_data_run
 
     party_data_run(args)
     return 0
@@ -99,9 +102,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.command != "bench":
         parser.print_help()
         return 2
+    from .bench.command import run_command
+
     options = {k: v for k, v in vars(args).items() if k not in ("command", "benchmark", "_module", "version")}
-    args._module.run(**options)
-    return 0
+    return run_command(args._module, args.benchmark, options)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,16 @@ Writes ``DIR/kernels-cuda.json``, ``.md`` and ``.png``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 from tqdm import tqdm
 
 from .. import cuda_available, kernels
 from .common import git_revision, machine_info, median_time, package_versions, write_json
+from .config import optional_field, spec
+from .kernels_report import render_cuda, summarize
 
 
 def require_gpu() -> Any:
@@ -139,42 +142,57 @@ def bench_noise(rec: Any, torch: Any, n: int, repeats: int) -> None:
             torch, lambda: torch.randn(n, dtype=tdtype, device="cuda")), repeats=repeats))
 
 
-def run(quick: bool, out: Path, recorder: Any, summaries: Callable, report: Callable, plot: Callable) -> Dict[str, Any]:
+@dataclass(frozen=True)
+class CudaKernelsGrid:
+    """``[cuda.full]`` or ``[cuda.quick]`` of ``configs/kernels.toml``: the GPU cases' sizes."""
+
+    repeats: int = field(metadata=spec(low=1))
+    pairwise_n: int = field(metadata=spec(low=2))
+    pairwise_d: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
+    pairwise_accuracy_rows: int = field(metadata=spec(low=1))
+    stats_n: int = field(metadata=spec(low=2))
+    stats_d: int = field(metadata=spec(low=1))
+    stats_big_n: Optional[int] = field(metadata=optional_field(low=2))
+    fcm_n: int = field(metadata=spec(low=2))
+    fcm_d: int = field(metadata=spec(low=1))
+    fcm_c: int = field(metadata=spec(low=2))
+    fcm_iters: int = field(metadata=spec(low=1))
+    noise_n: int = field(metadata=spec(low=1))
+
+    def as_dict(self) -> Dict[str, Any]:
+        out = asdict(self)
+        out["pairwise_d"] = list(self.pairwise_d)
+        return out
+
+
+def run(grid: CudaKernelsGrid, out: Path, recorder: Any) -> Dict[str, Any]:
+    """Time every GPU case of ``grid`` (rows collected by a ``recorder()``), write
+    ``kernels-cuda.json`` and render it."""
     torch = require_gpu()
     torch.backends.cuda.matmul.allow_tf32 = False  # the baselines in full float32
-    if quick:
-        config = dict(pairwise_n=1000, pairwise_d=[16, 64], stats_n=2000, stats_d=64, stats_big_n=None,
-                      fcm_n=20000, fcm_d=16, fcm_c=10, fcm_iters=5, noise_n=10**6, repeats=3)
-    else:
-        config = dict(pairwise_n=8000, pairwise_d=[16, 64, 256], stats_n=10000, stats_d=64, stats_big_n=100000,
-                      fcm_n=100000, fcm_d=16, fcm_c=10, fcm_iters=10, noise_n=10**8, repeats=7)
     rec = recorder()
     steps = [
-        lambda: bench_pairwise(rec, torch, config["pairwise_n"], config["pairwise_d"], config["repeats"],
-                               accuracy_rows=min(500, config["pairwise_n"])),
-        lambda: bench_stats(rec, torch, config["stats_n"], config["stats_d"], config["repeats"], config["stats_big_n"]),
-        lambda: bench_fcm(rec, torch, config["fcm_n"], config["fcm_d"], config["fcm_c"], config["fcm_iters"]),
-        lambda: bench_noise(rec, torch, config["noise_n"], config["repeats"]),
+        lambda: bench_pairwise(rec, torch, grid.pairwise_n, list(grid.pairwise_d), grid.repeats,
+                               accuracy_rows=min(grid.pairwise_accuracy_rows, grid.pairwise_n)),
+        lambda: bench_stats(rec, torch, grid.stats_n, grid.stats_d, grid.repeats, grid.stats_big_n),
+        lambda: bench_fcm(rec, torch, grid.fcm_n, grid.fcm_d, grid.fcm_c, grid.fcm_iters),
+        lambda: bench_noise(rec, torch, grid.noise_n, grid.repeats),
     ]
     for step in tqdm(steps, desc="bench kernels (cuda)", unit="kernel"):
         step()
-    summary = summaries(rec.rows)
     machine = machine_info()
     machine["gpu"] = torch.cuda.get_device_name()
     result = {
         "machine": machine,
         "versions": package_versions(["vflsec", "numpy", "scipy", "torch"]) | {"torch_cuda": torch.version.cuda},
         "git": git_revision(),
-        "config": config,
+        "config": grid.as_dict(),
         "results": rec.rows,
-        "summary": summary,
+        "summary": summarize(rec.rows),
     }
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "kernels-cuda.json", result)
-    text = report(rec.rows, summary)
-    (out / "kernels-cuda.md").write_text(f"# vflsec CUDA kernel benchmark\n\nGPU: {machine['gpu']}; every timing "
-                                         f"ends with torch.cuda.synchronize().\n\n{text}\n")
-    plot(summary, out / "kernels-cuda.png")
+    text = render_cuda(result, out)
     print(text)
     print(f"\nwrote {out / 'kernels-cuda.json'}, {out / 'kernels-cuda.md'}, {out / 'kernels-cuda.png'}")
     return result

@@ -1,6 +1,6 @@
 """Network benchmark: GLM jobs over loopback gRPC (one process per party, mutual TLS) vs in-memory, and PSI.
 
-``vflsec bench network [--quick] [--out DIR] [--methods plain,hdp,paillier,ckks] [--rows N]``
+``vflsec bench network [--quick] [--config FILE] [--out DIR] [--methods plain,hdp,paillier,ckks] [--rows N]``
 
 For every method the same job (same aligned rows, seeds, hyper-parameters)
 runs twice: in one process over the in-memory hub, and as separate
@@ -15,7 +15,10 @@ runs' weights. Then two-party PSI timings (openmined-psi, ECDH P-256) for
 10^4 and 10^5 IDs per party (``--quick``: 10^3 and 10^4), in process.
 
 Writes ``DIR/results.json`` and ``DIR/report.md`` (default
-``benchmarks/results/network``).
+``bench-out/network``).
+
+The grid is data: ``configs/network.toml`` (:class:`NetworkGrid`); this
+module is the runner and :mod:`.network_report` the renderer.
 """
 from __future__ import annotations
 
@@ -25,51 +28,110 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .common import git_revision, machine_info, markdown_table, package_versions, write_json
+from .common import git_revision, machine_info, package_versions, write_json
+from .config import BenchConfigError, load_variant, spec, with_overrides
+from .network_report import render
 
 METHODS = ("plain", "hdp", "paillier", "ckks")
-PARTIES = ("active", "passive1", "passive2")
+_PROG = "vflsec bench network"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The GLM job every method runs (``[<variant>.job]``)."""
+
+    loss: str = field(metadata=spec(choices=("logistic",)))
+    lr: float = field(metadata=spec(low=0, low_inclusive=False))
+    epochs: int = field(metadata=spec(low=1))
+    paillier_epochs: int = field(metadata=spec(low=1))
+    batch_size: int = field(metadata=spec(low=1))
+    seed: int = field(metadata=spec(low=0))
+    hdp_epsilon: float = field(metadata=spec(low=0, low_inclusive=False))
+    hdp_delta: float = field(metadata=spec(low=0, low_inclusive=False, high=1))
+    hdp_noise_seed: int = field(metadata=spec(low=0))
+    key_bits: int = field(metadata=spec(low=2048))
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """The ``vflsec party`` processes' network settings (``[<variant>.network]``, seconds)."""
+
+    peer_timeout: float = field(metadata=spec(low=0, low_inclusive=False))
+    heartbeat_interval: float = field(metadata=spec(low=0, low_inclusive=False))
+    connect_timeout: float = field(metadata=spec(low=0, low_inclusive=False))
+
+
+@dataclass(frozen=True)
+class NetworkGrid:
+    """One variant of ``configs/network.toml`` (``[full]`` or ``[quick]``)."""
+
+    methods: Tuple[str, ...] = field(metadata=spec(choices=METHODS, non_empty=True))
+    parties: Tuple[str, ...] = field(metadata=spec(non_empty=True))
+    dataset: str = field(metadata=spec(choices=("adult", "synthetic")))
+    features_per_party: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
+    rows: int = field(metadata=spec(low=2))
+    keep: float = field(metadata=spec(low=0, low_inclusive=False, high=1))
+    data_seed: int = field(metadata=spec(low=0))
+    psi_sizes: Tuple[int, ...] = field(metadata=spec(low=1))
+    psi_overlap: float = field(metadata=spec(low=0, high=1))
+    job: JobSettings
+    network: NetworkSettings
+
+    def __post_init__(self) -> None:
+        if len(self.parties) < 2 or len(set(self.parties)) != len(self.parties):
+            raise BenchConfigError(f"parties must be 2 or more distinct names, got {list(self.parties)}")
+        if len(self.features_per_party) != len(self.parties):
+            raise BenchConfigError(f"features_per_party has {len(self.features_per_party)} entries for "
+                                   f"{len(self.parties)} parties; give one per party")
+
+
+def load_grid(quick: bool, path: Optional[Path] = None) -> NetworkGrid:
+    """``[quick]`` or ``[full]`` of the shipped ``network.toml`` or of the user's copy ``path``."""
+    return load_variant(NetworkGrid, "network", "quick" if quick else "full", path)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
-    parser.add_argument("--out", default="benchmarks/results/network", help="output folder")
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated protocols")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run): the [quick] grid")
+    parser.add_argument("--out", default=str(Path("bench-out") / "network"),
+                        help="output folder (default bench-out/network)")
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated protocols (default: the config's, plain,hdp,paillier,ckks)")
     parser.add_argument("--rows", type=int, default=None,
-                        help="Adult training rows to use (default 4000; --quick: synthetic 300)")
+                        help="rows per party (default: the config's; Adult 4000, --quick: synthetic 300)")
     parser.add_argument("--psi-sizes", default=None, help="comma-separated IDs per party for PSI timings")
     parser.add_argument("--data-dir", default=None, help="Adult folder (default $VFLSEC_DATA)")
 
 
-def _frames(quick: bool, rows: Optional[int], data_dir):
-    from ..federation.party_data import make_party_frames
+def _frames(grid: NetworkGrid, data_dir):
+    from ..runtime.party_data import make_party_frames
 
-    if quick:
-        frames = make_party_frames("synthetic", (4, 3, 3), PARTIES, keep=0.95, seed=0, rows=rows or 300)
-    else:
-        frames = make_party_frames("adult", (6, 4, 4), PARTIES, keep=0.95, seed=0, rows=rows or 4000,
-                                   data_dir=data_dir)
+    frames = make_party_frames(grid.dataset, grid.features_per_party, grid.parties, keep=grid.keep,
+                               seed=grid.data_seed, rows=grid.rows,
+                               **({"data_dir": data_dir} if grid.dataset != "synthetic" else {}))
     return {name: (ids, X, y) for name, (ids, X, y, _) in frames.items()}
 
 
-def _job(method: str, quick: bool) -> Dict[str, Any]:
-    job = dict(protocol=method, loss="logistic", lr=0.5, epochs=2 if quick else 3,
-               batch_size=64 if quick else 256, seed=0, active="active", passives=list(PARTIES[1:]))
+def _job(method: str, grid: NetworkGrid) -> Dict[str, Any]:
+    """The job table of one method (the same keys, in the same order, as the party job files)."""
+    j = grid.job
+    job = dict(protocol=method, loss=j.loss, lr=j.lr, epochs=j.epochs, batch_size=j.batch_size, seed=j.seed,
+               active=grid.parties[0], passives=list(grid.parties[1:]))
     if method == "hdp":
-        job.update(epsilon=1.0, delta=0.01, noise_seed=1)
+        job.update(epsilon=j.hdp_epsilon, delta=j.hdp_delta, noise_seed=j.hdp_noise_seed)
     if method in ("paillier", "ckks"):
-        job.update(coordinator="coordinator", key_bits=2048)
-    if method == "paillier" and quick:
-        job.update(epochs=1)
+        job.update(coordinator="coordinator", key_bits=j.key_bits)
+    if method == "paillier":
+        job.update(epochs=j.paillier_epochs)
     return job
 
 
 def _in_memory(job_table, frames):
-    from ..federation.party import clip_rows
+    from ..dp.sensitivity import clip_row_norms as clip_rows
     from ..glm.job import GLMJob, PartyData
     from ..glm.runner import run_job
 
@@ -87,11 +149,13 @@ def _in_memory(job_table, frames):
     return result, time.perf_counter() - start
 
 
-def _network(job_table, frames, workdir: Path):
-    from ..federation.launch import kill_parties, start_parties, wait_parties, write_local_job
+def _network(job_table, frames, workdir: Path, settings: NetworkSettings):
+    from ..runtime.launch import kill_parties, start_parties, wait_parties, write_local_job
 
     local = write_local_job(workdir, job_table, frames,
-                            network=dict(peer_timeout=30.0, heartbeat_interval=1.0, connect_timeout=120.0))
+                            network=dict(peer_timeout=settings.peer_timeout,
+                                         heartbeat_interval=settings.heartbeat_interval,
+                                         connect_timeout=settings.connect_timeout))
     import vflsec
 
     env = {"PYTHONPATH": str(Path(vflsec.__file__).resolve().parents[1]) + os.pathsep
@@ -110,14 +174,15 @@ def _network(job_table, frames, workdir: Path):
     return outputs, wall
 
 
-def _bench_method(method: str, quick: bool, frames, workdir: Path) -> Dict[str, Any]:
-    job = _job(method, quick)
+def _bench_method(method: str, grid: NetworkGrid, frames, workdir: Path) -> Dict[str, Any]:
+    job = _job(method, grid)
     reference, memory_wall = _in_memory(job, frames)
-    outputs, process_wall = _network(job, frames, workdir / method)
+    outputs, process_wall = _network(job, frames, workdir / method, grid.network)
     training_tags = set(reference.hub.bytes_by_tag())
     net_training_bytes = sum(v for out in outputs.values() for t, v in out["bytes_sent_by_tag"].items()
                              if t in training_tags)
-    diff = max(float(np.max(np.abs(np.array(outputs[p]["coef"]) - reference.results[p].coef))) for p in PARTIES)
+    diff = max(float(np.max(np.abs(np.array(outputs[p]["coef"]) - reference.results[p].coef)))
+               for p in grid.parties)
     return {
         "method": method, "job": job, "n_samples": outputs["active"]["n_samples"],
         "in_memory_train_s": memory_wall,
@@ -134,65 +199,50 @@ def _bench_method(method: str, quick: bool, frames, workdir: Path) -> Dict[str, 
     }
 
 
-def run(quick: bool = False, out: str = "benchmarks/results/network", methods: str = ",".join(METHODS),
-        rows: Optional[int] = None, psi_sizes: Optional[str] = None, data_dir=None) -> Dict[str, Any]:
-    from ..federation.psi import time_two_party_psi
-
-    chosen = [m.strip() for m in methods.split(",") if m.strip()]
-    unknown = set(chosen) - set(METHODS)
-    if unknown:
-        raise ValueError(f"unknown methods {sorted(unknown)}; choose from {METHODS}")
-    sizes = [int(s) for s in psi_sizes.split(",")] if psi_sizes else ([1000, 10000] if quick else [10000, 100000])
-    frames = _frames(quick, rows, data_dir)
-    results: List[Dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="vflsec-bench-network-") as tmp:
-        for method in chosen:
-            print(f"[bench network] {method} ...", flush=True)
-            results.append(_bench_method(method, quick, frames, Path(tmp)))
-    psi = []
-    for size in sizes:
-        print(f"[bench network] PSI {size} IDs per party ...", flush=True)
-        psi.append(time_two_party_psi(size, overlap=0.5, seed=0))
-    payload = {
-        "benchmark": "network", "quick": quick, "dataset": "synthetic" if quick else "adult",
-        "machine": machine_info(), "git": git_revision(),
-        "packages": package_versions(["numpy", "grpcio", "cryptography", "openmined-psi", "phe", "tenseal"]),
-        "methods": results, "psi": psi,
-    }
+def run(quick: bool = False, out: str = str(Path("bench-out") / "network"), methods: Optional[str] = None,
+        rows: Optional[int] = None, psi_sizes: Optional[str] = None, data_dir=None,
+        config: Optional[Path] = None) -> Dict[str, Any]:
+    """Run the grid (``config``: a user's copy of ``network.toml``; the other
+    arguments override it), write ``results.json`` and render ``report.md``."""
+    grid = load_grid(quick, config)
+    overrides: Dict[str, Any] = {}
+    if methods is not None:
+        overrides["methods"] = tuple(m.strip() for m in methods.split(",") if m.strip())
+    if rows is not None:
+        overrides["rows"] = rows
+    if psi_sizes is not None:
+        try:
+            overrides["psi_sizes"] = tuple(int(v) for v in psi_sizes.split(",") if v.strip())
+        except ValueError:
+            raise BenchConfigError(f"--psi-sizes must be comma-separated integers, got {psi_sizes!r}") from None
+    if overrides:
+        grid = with_overrides(grid, "command line (--methods, --rows, --psi-sizes)", **overrides)
+    payload = run_grid(grid, quick=quick, data_dir=data_dir)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "results.json", payload)
-    (out_dir / "report.md").write_text(_report(payload))
+    render(payload, out_dir)
     print(f"[bench network] wrote {out_dir / 'results.json'} and {out_dir / 'report.md'}")
     return payload
 
 
-def _report(payload: Dict[str, Any]) -> str:
-    rows = [[r["method"], r["n_samples"], f"{r['in_memory_train_s']:.3f}", f"{r['network_train_s']:.3f}",
-             f"{r['network_party_total_s']:.2f}", f"{r['network_psi_s']:.3f}", r["in_memory_payload_bytes"],
-             r["network_training_payload_bytes"], r["network_wire_bytes_sent"], f"{r['max_abs_coef_diff']:.2e}"]
-            for r in payload["methods"]]
-    psi_rows = [[p["n_ids"], p["shared"], f"{p['client_request_s']:.3f}", f"{p['server_reply_s']:.3f}",
-                 f"{p['client_intersect_s']:.3f}", f"{p['total_s']:.3f}",
-                 p["request_bytes"] + p["setup_bytes"] + p["response_bytes"]] for p in payload["psi"]]
-    machine = payload["machine"]
-    return "\n".join([
-        "# Network benchmark: loopback gRPC (mutual TLS, one process per party) vs in-memory",
-        "",
-        f"Dataset: {payload['dataset']}; quick={payload['quick']}; git {payload.get('git')}; "
-        f"machine: {machine.get('cpu', machine)}.",
-        "",
-        "Training wall time is the slowest party's program time; 'party total' adds connecting, the job "
-        "agreement and PSI alignment (not process start-up). Payload bytes use the in-memory hub's "
-        "accounting for the training messages; wire bytes are the envelopes and frames every party sent "
-        "over gRPC (handshake and PSI included; TLS and HTTP/2 overhead not included).",
-        "",
-        markdown_table(["method", "rows", "in-memory s", "network train s", "party total s", "PSI s",
-                        "in-memory bytes", "network payload bytes", "wire bytes sent", "max |coef diff|"], rows),
-        "",
-        "## Two-party PSI (openmined-psi, ECDH P-256, exact RAW set), in process",
-        "",
-        markdown_table(["IDs per party", "shared", "client request s", "server reply s", "client intersect s",
-                        "total s", "bytes exchanged"], psi_rows),
-        "",
-    ])
+def run_grid(grid: NetworkGrid, *, quick: bool, data_dir=None) -> Dict[str, Any]:
+    """Every method of ``grid`` in memory and over gRPC, then the PSI timings: the content of ``results.json``."""
+    from ..federation.psi import time_two_party_psi
+
+    frames = _frames(grid, data_dir)
+    results: List[Dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="vflsec-bench-network-") as tmp:
+        for method in grid.methods:
+            print(f"[bench network] {method} ...", flush=True)
+            results.append(_bench_method(method, grid, frames, Path(tmp)))
+    psi = []
+    for size in grid.psi_sizes:
+        print(f"[bench network] PSI {size} IDs per party ...", flush=True)
+        psi.append(time_two_party_psi(size, overlap=grid.psi_overlap, seed=0))
+    return {
+        "benchmark": "network", "quick": quick, "dataset": grid.dataset,
+        "machine": machine_info(), "git": git_revision(),
+        "packages": package_versions(["numpy", "grpcio", "cryptography", "openmined-psi", "phe", "tenseal"]),
+        "methods": results, "psi": psi,
+    }

@@ -33,46 +33,69 @@ import argparse
 import copy
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 from tqdm import tqdm
 
-from .common import git_revision, machine_info, markdown_table, package_versions, pyplot, write_json
-
-FEATURE_ATTACKS = ("model_inversion_blackbox", "model_inversion_whitebox")
-LABEL_ATTACKS = ("direct_label", "norm_scoring", "direction_scoring", "model_completion")
+from .common import git_revision, machine_info, package_versions, write_json
+from .config import load_variant, spec, with_overrides
+from .privacy_report import FEATURE_ATTACKS, LABEL_ATTACKS, recovery_error, render  # noqa: F401 (re-exported)
 # Defenses whose effect is on the gradients returned to the passive party (the
 # only ones for which the direct-label model is retrained).
 GRADIENT_DEFENSES = ("none", "noise_gradient", "sparsify")
 
-QUICK_GRID = {
-    "none": [None],
-    "noise_embedding": [0.3, 3.0],
-    "noise_gradient": [0.003, 0.03],
-    "sparsify": [0.5, 0.1],
-    "vfl_afe": [10.0, 1.0],
-    "dp_sgd": [10.0, 1.0],
-    "fedpass": [1.0, 9.0],
-}
-FULL_GRID = {
-    "none": [None],
-    "noise_embedding": [0.1, 0.3, 1.0, 3.0],
-    "noise_gradient": [0.001, 0.003, 0.01, 0.03],
-    "sparsify": [0.75, 0.5, 0.25, 0.1],
-    "vfl_afe": [100.0, 10.0, 1.0, 0.1],
-    "dp_sgd": [100.0, 10.0, 1.0, 0.5],
-    "fedpass": [1.0, 5.0, 9.0, 25.0],
-}
-STRENGTH_NAMES = {"none": "-", "noise_embedding": "noise std", "noise_gradient": "noise std",
-                  "sparsify": "kept fraction", "vfl_afe": "epsilon per release", "dp_sgd": "epsilon (run)",
-                  "fedpass": "passport sigma^2", "plain": "-", "hdp": "epsilon (run)", "ckks": "-",
-                  "paillier": "-"}
+DEFENSES = ("noise_embedding", "noise_gradient", "sparsify", "vfl_afe", "dp_sgd", "fedpass")
 EMBED_DIM = 16
 N_AUX_LABELS = 40
 N_ESA_AUX = 30
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """The two-party split MLP of every cell (``[<variant>.train]``)."""
+
+    epochs: int = field(metadata=spec(low=1))
+    batch_size: int = field(metadata=spec(low=1))
+    lr: float = field(metadata=spec(low=0, low_inclusive=False))
+
+
+@dataclass(frozen=True)
+class GLMAttackSettings:
+    """Equality solving on vertical LR (``[<variant>.glm]``)."""
+
+    epochs: int = field(metadata=spec(low=1))
+    hdp_epsilons: Tuple[float, ...] = field(metadata=spec(low=0, low_inclusive=False))
+    encrypted: Tuple[str, ...] = field(metadata=spec(choices=("ckks", "paillier")))
+
+
+@dataclass(frozen=True)
+class PrivacyGrid:
+    """One variant of ``configs/privacy.toml`` (``[full]`` or ``[quick]``)."""
+
+    datasets: Tuple[str, ...] = field(metadata=spec(non_empty=True))
+    seed: int = field(metadata=spec(low=0))
+    max_rows: int = field(metadata=spec(low=8))
+    undefended: bool
+    n_targets: int = field(metadata=spec(low=1))
+    shadow_models: int = field(metadata=spec(low=0))
+    train: TrainSettings
+    strengths: Dict[str, Tuple[float, ...]] = field(metadata=spec(keys=DEFENSES, low=0, low_inclusive=False,
+                                                                   non_empty=True))
+    glm: GLMAttackSettings
+
+    def cells(self) -> Dict[str, List[Optional[float]]]:
+        """Defense -> strengths, in run order ("none": the undefended reference, no strength)."""
+        out: Dict[str, List[Optional[float]]] = {"none": [None]} if self.undefended else {}
+        out.update({kind: list(values) for kind, values in self.strengths.items()})
+        return out
+
+
+def load_grid(quick: bool, path: Optional[Path] = None) -> PrivacyGrid:
+    """``[quick]`` or ``[full]`` of the shipped ``privacy.toml`` or of the user's copy ``path``."""
+    return load_variant(PrivacyGrid, "privacy", "quick" if quick else "full", path)
 
 
 # -- data ------------------------------------------------------------------------------
@@ -369,16 +392,7 @@ def glm_rows(name: str, *, data_dir: Optional[Path], max_rows: Optional[int], ep
     return out
 
 
-# -- scoring, report, plots --------------------------------------------------------------------------
-def recovery_error(row: Dict[str, Any]) -> Optional[float]:
-    """FedPass's recovery error: feature MSE, or the fraction of wrong labels."""
-    if row["attack"] in FEATURE_ATTACKS and row["metric"] == "mse":
-        return row["value"]
-    if row["attack"] in LABEL_ATTACKS and row["metric"] == "accuracy":
-        return 1.0 - row["value"]
-    return None
-
-
+# -- scoring (stored in results.json) ---------------------------------------------------------
 def cap_table(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     from ..attacks import calibrated_averaged_performance
 
@@ -396,138 +410,42 @@ def cap_table(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return out
 
 
-def plot_tradeoffs(rows: List[Dict[str, Any]], out: Path) -> List[str]:
-    plt = pyplot()
-    files = []
-    attacks = list(FEATURE_ATTACKS) + ["model_completion", "norm_scoring"]
-    for dataset in sorted({r["dataset"] for r in rows if r["attack"] in attacks}):
-        fig, axes = plt.subplots(1, len(attacks), figsize=(4.2 * len(attacks), 3.8))
-        for ax, attack in zip(axes, attacks):
-            cells = [r for r in rows if r["dataset"] == dataset and r["attack"] == attack and recovery_error(r) is not None]
-            for defense in sorted({r["defense"] for r in cells}):
-                pts = sorted(((r["main_accuracy"], recovery_error(r)) for r in cells if r["defense"] == defense))
-                xs, ys = zip(*pts)
-                ax.plot(xs, ys, marker="*" if defense == "none" else "o", ms=10 if defense == "none" else 5,
-                        ls="" if defense == "none" else "-", label=defense)
-            ax.set_title(attack, fontsize=9)
-            ax.set_xlabel("main task accuracy")
-            ax.set_ylabel("feature MSE" if attack in FEATURE_ATTACKS else "label recovery error")
-            ax.grid(alpha=0.3)
-        axes[0].legend(fontsize=7)
-        fig.suptitle(f"{dataset}: accuracy vs recovery error (top-right is better)")
-        fig.tight_layout()
-        name = f"tradeoff_{dataset}.png"
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
-        files.append(name)
-    esa = [r for r in rows if r["attack"] == "equality_solving" and r["metric"] == "normalized_mse"]
-    if esa:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        labels = [r["defense"] if r["strength"] is None else f"hdp eps={r['strength']:g}" for r in esa]
-        ax.bar(range(len(esa)), [max(r["value"], 1e-16) for r in esa], color="tab:red")
-        ax.set_yscale("log")
-        ax.axhline(1.0, color="k", ls="--", lw=1, label="auxiliary-mean guess")
-        ax.set_xticks(range(len(esa)), labels, rotation=30, ha="right", fontsize=8)
-        ax.set_ylabel("normalized feature MSE")
-        ax.set_title("equality solving on vertical LR IRs")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "equality_solving.png", dpi=110)
-        plt.close(fig)
-        files.append("equality_solving.png")
-    return files
-
-
-def _value(rows, dataset, defense, strength, attack, metric):
-    for r in rows:
-        if (r["dataset"], r["defense"], r["strength"], r["attack"], r["metric"]) == (dataset, defense, strength, attack, metric):
-            return r["value"]
-    return None
-
-
-def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
-    rows, caps = payload["attacks"], payload["cap"]
-    s = payload["settings"]
-    lines = ["# Privacy benchmark: defenses vs attacks", "",
-             f"Mode: {'quick' if s['quick'] else 'full'}; git {payload['git']}; {payload['elapsed_s']:.0f} s on "
-             f"{payload['machine']['cpu']} ({payload['machine']['logical_cores']} logical cores, shared with other jobs).",
-             "",
-             f"Split learning: passive party = HDP-VFL's passive columns, active party = the active columns + labels; "
-             f"half of the rows train (members), a quarter test (non-members, main accuracy), a quarter is the "
-             f"attacker's auxiliary / shadow pool. Passive bottom {s['split']['passive_bottom']}, "
-             f"{s['split']['epochs']} epochs, batch {s['split']['batch_size']}, Adam lr {s['split']['lr']}, seed {s['seed']}. "
-             "Every attack reads only the messages addressed to its adversary (hub transcript), the models "
-             "released to it and the auxiliary data its threat model grants (see `vflsec.attacks`). "
-             "Recovery errors are on the parties' scaled features (each row of a party has L2 norm <= 1).", ""]
-    split_sets = sorted({(r["dataset"], r["defense"], r["strength"]) for r in rows if r["attack"] != "equality_solving"},
-                        key=lambda t: (t[0], list(payload["settings"]["grid"]).index(t[1]) if t[1] in payload["settings"]["grid"] else 99, t[2] or 0))
-    cols = [("model_inversion_blackbox", "normalized_mse"), ("model_inversion_whitebox", "normalized_mse"),
-            ("direct_label", "accuracy"), ("norm_scoring", "accuracy"), ("direction_scoring", "accuracy"),
-            ("model_completion", "accuracy"), ("membership_shadow", "accuracy"), ("membership_shadow", "auc")]
-    if split_sets:
-        lines += ["## Split learning: attack success per defense", "",
-                  "Inversion columns: normalized MSE (1 = no better than the auxiliary mean, 0 = exact). "
-                  "Label columns: attack accuracy (norm/direction: which samples are of the minority class). "
-                  "direct_label is measured on a second model with a plain softmax head (its precondition), "
-                  "retrained only for the defenses that act on gradients.", ""]
-        table = []
-        for dataset, defense, strength in split_sets:
-            acc = next(r["main_accuracy"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == (dataset, defense, strength)
-                       and r["attack"] != "direct_label")
-            eps = next(r["epsilon_composed"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == (dataset, defense, strength))
-            table.append([dataset, defense, strength, eps, acc] + [_value(rows, dataset, defense, strength, a, m) for a, m in cols])
-        lines += [markdown_table(["dataset", "defense", "strength", "epsilon (composed)", "main acc"]
-                                 + [f"{a} {m}".replace("model_inversion_", "MI ").replace("_", " ") for a, m in cols], table), ""]
-        lines += ["Strength: " + "; ".join(f"{k}: {STRENGTH_NAMES[k]}" for k in payload["settings"]["grid"]), ""]
-    if caps:
-        lines += ["## Calibrated averaged performance (FedPass Table 3)", "",
-                  "CAP = mean over the defense's strengths of main accuracy x recovery error (feature MSE for the "
-                  "inversion attacks, fraction of wrong labels for label attacks); higher is a better trade-off.", ""]
-        attacks = [a for a in FEATURE_ATTACKS + LABEL_ATTACKS if any(c["attack"] == a for c in caps)]
-        for dataset in sorted({c["dataset"] for c in caps}):
-            defenses = sorted({c["defense"] for c in caps if c["dataset"] == dataset})
-            table = [[d] + [next((c["cap"] for c in caps if (c["dataset"], c["defense"], c["attack"]) == (dataset, d, a)), None)
-                            for a in attacks] for d in defenses]
-            lines += [f"**{dataset}**", "", markdown_table(["defense"] + attacks, table), ""]
-    mem = [r for r in rows if r["attack"] == "membership_shadow" and r["metric"] == "accuracy"]
-    if mem:
-        lines += ["## Membership inference on released embeddings (VFL-AFE Table 1)", "",
-                  "Shadow-model attack (Shokri et al.) by the active party; balanced members / non-members, "
-                  "so 0.5 is chance.", ""]
-        table = [[r["dataset"], r["defense"], r["strength"], r["value"],
-                  _value(rows, r["dataset"], r["defense"], r["strength"], "membership_shadow", "auc")] for r in mem]
-        lines += [markdown_table(["dataset", "defense", "strength", "attack accuracy", "attack AUC"], table), ""]
-    esa = [r for r in rows if r["attack"] == "equality_solving" and r["metric"] == "mse"]
-    if esa:
-        lines += ["## Vertical LR: equality solving on plain vs HDP-VFL vs encrypted IRs", "",
-                  f"The active party knows the passive features of {N_ESA_AUX} training rows; from every step whose "
-                  "batch they span it solves the passive weights, then each other row's features from its IRs "
-                  "(one equation per epoch). HE leaves it no plaintext IR: it can only guess the auxiliary mean.", ""]
-        table = [[r["dataset"], r["defense"], r["strength"], r["main_accuracy"], r["value"],
-                  _value(rows, r["dataset"], r["defense"], r["strength"], "equality_solving", "normalized_mse"),
-                  _value(rows, r["dataset"], r["defense"], r["strength"], "equality_solving", "full_rank_rows_fraction"),
-                  r.get("note", "")] for r in esa]
-        lines += [markdown_table(["dataset", "protection", "epsilon", "test acc", "feature MSE", "normalized MSE",
-                                  "rows with full-rank equations (fraction)", "note"], table), "",
-                  "A row with full-rank equations is recovered exactly from plain IRs; under HDP-VFL its equations "
-                  "are noisy, so full rank does not mean recovery (see the MSE). With plain IRs on real data the "
-                  "per-step weights become nearly collinear as descent converges, which leaves the systems "
-                  "rank-deficient.", ""]
-    lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
-    (out / "report.md").write_text("\n".join(lines))
-
-
-# -- driver -----------------------------------------------------------------------------------------
+# -- driver: grid -> cells -> results.json (the renderer is .privacy_report) -------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="small grid on Breast (under 5 minutes)")
-    parser.add_argument("--datasets", default=None, help="comma-separated (default: breast quick, breast,credit full)")
+    parser.add_argument("--quick", action="store_true", help="small grid on Breast (under 5 minutes): the [quick] grid")
+    parser.add_argument("--datasets", default=None,
+                        help="comma-separated (default: the config's; breast quick, breast,credit full)")
     parser.add_argument("--data-dir", type=Path, default=None, help="directory of the real datasets")
-    parser.add_argument("--out", type=Path, default=Path("bench-out/privacy"), help="output directory")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("bench-out/privacy"),
+                        help="output directory (default bench-out/privacy)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of data splits, models and attacks "
+                                                               "(default: the config's, 0)")
 
 
 def run(*, quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[Path] = None,
-        out: Path = Path("bench-out/privacy"), seed: int = 0) -> Dict[str, Any]:
+        out: Path = Path("bench-out/privacy"), seed: Optional[int] = None,
+        config: Optional[Path] = None) -> Dict[str, Any]:
+    """Run the grid (``config``: a user's copy of ``privacy.toml``; ``datasets``
+    and ``seed`` override it), write ``results.json`` and render it."""
+    grid = load_grid(quick, config)
+    overrides: Dict[str, Any] = {}
+    if datasets is not None:
+        overrides["datasets"] = tuple(d.strip() for d in datasets.split(",") if d.strip())
+    if seed is not None:
+        overrides["seed"] = seed
+    if overrides:
+        grid = with_overrides(grid, "command line (--datasets, --seed)", **overrides)
+    payload = run_grid(grid, quick=quick, data_dir=data_dir)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "results.json", payload)
+    plots = render(payload, out)
+    print(f"wrote {out / 'results.json'}, {out / 'report.md'} and {len(plots)} plots in {payload['elapsed_s']:.0f} s")
+    return payload
+
+
+def run_grid(grid: PrivacyGrid, *, quick: bool, data_dir: Optional[Path] = None) -> Dict[str, Any]:
+    """Every cell of ``grid``: the content of ``results.json``."""
     import logging
 
     import torch
@@ -535,37 +453,26 @@ def run(*, quick: bool = False, datasets: Optional[str] = None, data_dir: Option
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's RDP convergence chatter
     torch.set_num_threads(1)  # tiny models: threads cost more than they give on a shared machine
     start = time.perf_counter()
-    names = [d.strip() for d in (datasets or ("breast" if quick else "breast,credit")).split(",") if d.strip()]
-    grid = QUICK_GRID if quick else FULL_GRID
-    train_kw = dict(epochs=15 if quick else 30, batch_size=32, lr=5e-3)
-    max_rows = 1200 if quick else 4000
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    seed, names, cells_by_defense = grid.seed, list(grid.datasets), grid.cells()
+    train_kw = dict(epochs=grid.train.epochs, batch_size=grid.train.batch_size, lr=grid.train.lr)
     rows: List[Dict[str, Any]] = []
     for name in names:
-        data = load_privacy_data(name, data_dir=data_dir, max_rows=max_rows, seed=seed)
-        cells = [(k, s) for k, strengths in grid.items() for s in strengths]
+        data = load_privacy_data(name, data_dir=data_dir, max_rows=grid.max_rows, seed=seed)
+        cells = [(k, s) for k, strengths in cells_by_defense.items() for s in strengths]
         for kind, strength in tqdm(cells, desc=f"split attacks {name}", unit="defense"):
             model = train_split(kind, strength, data.Xp_train, data.Xa_train, data.y_train, seed=seed, **train_kw)
             rows += split_attacks(model, data, kind=kind, strength=strength, train_kw=train_kw,
-                                  n_targets=100 if quick else 300, shadow_models=2 if quick else 4, seed=seed)
+                                  n_targets=grid.n_targets, shadow_models=grid.shadow_models, seed=seed)
             if kind in GRADIENT_DEFENSES:
                 rows += direct_label_rows(data, kind, strength, train_kw, seed)
-        rows += glm_rows(name, data_dir=data_dir, max_rows=max_rows, epochs=25,
-                         hdp_epsilons=[1.0, 100.0] if quick else [0.1, 1.0, 10.0, 100.0, 1000.0],
-                         encrypted=["ckks"] if quick else ["ckks", "paillier"], seed=seed)
-    caps = cap_table(rows)
-    plots = plot_tradeoffs(rows, out)
-    payload = {
+        rows += glm_rows(name, data_dir=data_dir, max_rows=grid.max_rows, epochs=grid.glm.epochs,
+                         hdp_epsilons=list(grid.glm.hdp_epsilons), encrypted=list(grid.glm.encrypted), seed=seed)
+    return {
         "benchmark": "privacy",
-        "settings": {"quick": quick, "datasets": names, "seed": seed, "grid": grid,
+        "settings": {"quick": quick, "datasets": names, "seed": seed, "grid": cells_by_defense,
                      "split": dict(train_kw, passive_bottom=f"MLP 64 -> {EMBED_DIM}", head="linear"),
-                     "n_aux_labels": N_AUX_LABELS, "esa_aux_rows": N_ESA_AUX, "max_rows": max_rows},
+                     "n_aux_labels": N_AUX_LABELS, "esa_aux_rows": N_ESA_AUX, "max_rows": grid.max_rows},
         "machine": machine_info(), "git": git_revision(),
         "versions": package_versions(["vflsec", "torch", "numpy", "scikit-learn", "tenseal", "phe"]),
-        "attacks": rows, "cap": caps, "elapsed_s": time.perf_counter() - start,
+        "attacks": rows, "cap": cap_table(rows), "elapsed_s": time.perf_counter() - start,
     }
-    write_json(out / "results.json", payload)
-    write_report(payload, out, plots)
-    print(f"wrote {out / 'results.json'}, {out / 'report.md'} and {len(plots)} plots in {payload['elapsed_s']:.0f} s")
-    return payload

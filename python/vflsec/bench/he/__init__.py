@@ -1,6 +1,6 @@
 """Paillier and CKKS throughput against phe and HEU, and one HE-VFL epoch, in one run.
 
-``vflsec bench he [--quick] [--seed N] [--out DIR] [--key-bits 2048 3072]``
+``vflsec bench he [--quick] [--config FILE] [--seed N] [--out DIR] [--key-bits 2048 3072]``
 (or ``python -m vflsec bench he``) times, for every Paillier key size:
 encryption, decryption, ciphertext addition, ciphertext times plaintext with
 41-bit (vflsec's 2^40 fixed-point encoding of |x| < 2) and 53-bit scalars, the
@@ -25,7 +25,7 @@ encryption randomness come from the operating system's CSPRNG by design (a
 seeded encryption would be insecure), so rates vary a little run to run while
 the plaintext workload is identical.
 
-Modules: :mod:`.timing` (CPU / wall measurement and the spot-checked method
+The sizes are data: ``configs/he.toml`` (:class:`HEGrid`). Modules: :mod:`.timing` (CPU / wall measurement and the spot-checked method
 runner), :mod:`.old_path` (vflsec's old Paillier paths as baselines),
 :mod:`.paillier` (Paillier primitives against phe and HEU), :mod:`.ckks`
 (CKKS primitives), :mod:`.epoch` (one HE-VFL epoch, new path against old),
@@ -37,30 +37,62 @@ import argparse
 import sys
 import time
 import warnings
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tqdm import tqdm
 
 from ..common import git_revision, machine_info, package_versions, write_json
+from ..config import BenchConfigError, load_variant, spec, with_overrides
 from .ckks import bench_ckks
 from .epoch import bench_epoch
 from .old_path import old_paillier_path, per_product_dot
 from .paillier import OPS, _add_ratios, _optional_heu, _paillier_sizes, bench_paillier
 from .report import (TARGET_DOT_VS_PHE, TARGET_ENCRYPT_VS_PHE, TARGET_EPOCH_CPU, TARGET_VS_HEU, _conclusion,
-                     _criteria, plot, render_report)
+                     _criteria, plot, render, render_report)
 from .timing import _PROG, _load_snapshot
 
-__all__ = ["FULL", "OPS", "QUICK", "TARGET_DOT_VS_PHE", "TARGET_ENCRYPT_VS_PHE", "TARGET_EPOCH_CPU", "TARGET_VS_HEU",
+__all__ = ["HEGrid", "OPS", "load_grid", "TARGET_DOT_VS_PHE", "TARGET_ENCRYPT_VS_PHE", "TARGET_EPOCH_CPU", "TARGET_VS_HEU",
            "add_arguments", "bench_ckks", "bench_epoch", "bench_paillier", "main", "old_paillier_path",
            "per_product_dot", "plot", "render_report", "run"]
 
-QUICK = dict(n_exp=100, n_add=2000, n_mul=400, dot_rows=400, dot_cols=10, repeats=3, min_total=0.3,
-             max_total=8.0, ckks_rows=400, tenseal_matmul_rows=400, epoch_n=2000, epoch_batch=400,
-             key_bits=[2048])
-FULL = dict(n_exp=400, n_add=10000, n_mul=2000, dot_rows=3200, dot_cols=10, repeats=5, min_total=1.0,
-            max_total=45.0, ckks_rows=3200, tenseal_matmul_rows=800, epoch_n=10000, epoch_batch=3200,
-            key_bits=[2048, 3072])
+
+
+@dataclass(frozen=True)
+class HEGrid:
+    """One variant of ``configs/he.toml`` (``[full]`` or ``[quick]``): sizes and sampling of every row."""
+
+    seed: int = field(metadata=spec(low=0))
+    key_bits: Tuple[int, ...] = field(metadata=spec(low=2048, non_empty=True))
+    n_exp: int = field(metadata=spec(low=1))
+    n_add: int = field(metadata=spec(low=1))
+    n_mul: int = field(metadata=spec(low=1))
+    dot_rows: int = field(metadata=spec(low=1))
+    dot_cols: int = field(metadata=spec(low=1))
+    repeats: int = field(metadata=spec(low=1))
+    min_total: float = field(metadata=spec(low=0))
+    max_total: float = field(metadata=spec(low=0, low_inclusive=False))
+    ckks_rows: int = field(metadata=spec(low=1))
+    tenseal_matmul_rows: int = field(metadata=spec(low=1))
+    epoch_n: int = field(metadata=spec(low=2))
+    epoch_batch: int = field(metadata=spec(low=1))
+
+    def __post_init__(self) -> None:
+        if any(bits % 2 for bits in self.key_bits):
+            raise BenchConfigError(f"key_bits must be even integers >= 2048, got {list(self.key_bits)}")
+
+    def sizes(self) -> Dict[str, Any]:
+        """The sizes as the section functions read them (``key_bits`` a list), without the seed."""
+        out = asdict(self)
+        del out["seed"]
+        out["key_bits"] = list(self.key_bits)
+        return out
+
+
+def load_grid(quick: bool, path: Optional[Path] = None) -> HEGrid:
+    """``[quick]`` or ``[full]`` of the shipped ``he.toml`` or of the user's copy ``path``."""
+    return load_variant(HEGrid, "he", "quick" if quick else "full", path)
 
 
 def _fail(message: str) -> None:
@@ -82,25 +114,36 @@ def _check_key_bits(values: Optional[Sequence[int]]) -> Optional[List[int]]:
     return out
 
 
-def run(quick: bool = False, seed: int = 0, out: Optional[Path] = None, key_bits: Optional[Sequence[int]] = None,
-        sizes: Optional[Dict[str, Any]] = None, epoch: bool = True, ckks: bool = True) -> Dict[str, Any]:
+def run(quick: bool = False, seed: Optional[int] = None, out: Optional[Path] = None,
+        key_bits: Optional[Sequence[int]] = None, sizes: Optional[Dict[str, Any]] = None, epoch: bool = True,
+        ckks: bool = True, config: Optional[Path] = None) -> Dict[str, Any]:
     """Run the benchmark and write ``results.json``, ``report.md`` and ``he.png``.
 
-    ``sizes`` overrides entries of the configuration (tests use tiny ones);
-    ``epoch=False`` / ``ckks=False`` skip those sections.
+    ``config``: a user's copy of ``he.toml`` (default: the shipped one);
+    ``seed``, ``key_bits`` and ``sizes`` (entries of the grid; tests use tiny
+    ones) override it; ``epoch=False`` / ``ckks=False`` skip those sections.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         _fail(f"--seed must be an integer >= 0, got {seed!r}")
     bits_list = _check_key_bits(key_bits)
     out = Path(out) if out is not None else Path("bench-out") / "he"
-    cfg: Dict[str, Any] = dict(QUICK if quick else FULL)
-    if sizes:
-        unknown = set(sizes) - set(cfg)
-        if unknown:
-            raise ValueError(f"unknown size keys: {sorted(unknown)}")
-        cfg.update(sizes)
+    grid = load_grid(quick, config)
+    overrides: Dict[str, Any] = dict(sizes or {})
+    if "seed" in overrides:
+        raise ValueError("unknown size keys: ['seed'] (pass seed=)")
     if bits_list is not None:
-        cfg["key_bits"] = bits_list
+        overrides["key_bits"] = bits_list
+    if seed is not None:
+        overrides["seed"] = seed
+    if overrides:
+        try:
+            grid = with_overrides(grid, "command line", **overrides)
+        except BenchConfigError as exc:
+            if sizes and set(sizes) - set(grid.sizes()):
+                raise ValueError(f"unknown size keys: {sorted(set(sizes) - set(grid.sizes()))}") from None
+            raise exc
+    seed = grid.seed
+    cfg: Dict[str, Any] = grid.sizes()
     cfg.update(quick=bool(quick), seed=seed, epoch=bool(epoch), ckks=bool(ckks))
     heu = _optional_heu()
     notes: List[str] = []
@@ -155,9 +198,7 @@ def run(quick: bool = False, seed: int = 0, out: Optional[Path] = None, key_bits
     result["conclusion"] = _conclusion(result)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", result)
-    report = render_report(result)
-    (out / "report.md").write_text(report)
-    plot(result, out / "he.png")
+    report = render(result, out)
     print(report)
     print(f"\nwrote {out / 'results.json'}, {out / 'report.md'}, {out / 'he.png'}")
     return result
@@ -167,13 +208,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="Paillier-2048 only, small sizes (X 400 x 10; epoch n = 2000, batch 400): about 2 "
                              "minutes on 2 cores")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=int, default=None,
                         help="seed of the plaintexts, matrices and training data (keys and encryption randomness "
-                             "always come from the OS CSPRNG); default 0")
+                             "always come from the OS CSPRNG); default: the config's, 0")
     parser.add_argument("--out", type=Path, default=Path("bench-out") / "he", help="output directory "
                         "(default bench-out/he)")
     parser.add_argument("--key-bits", type=int, nargs="+", default=None, metavar="BITS",
-                        help="Paillier modulus sizes (default 2048 3072; --quick: 2048)")
+                        help="Paillier modulus sizes (default: the config's; 2048 3072, --quick: 2048)")
 
     def one_line_error(message: str) -> None:
         _fail(message)
@@ -183,8 +224,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from ..command import add_config_arguments, run_command
+
     parser = argparse.ArgumentParser(prog=_PROG, description=__doc__.splitlines()[0], allow_abbrev=False)
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    run(**vars(args))
-    return 0
+    add_config_arguments(parser, "he")
+    return run_command(sys.modules[__name__], "he", vars(parser.parse_args(argv)))

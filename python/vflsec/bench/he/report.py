@@ -286,3 +286,14 @@ def plot(result: Dict[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
+
+
+def render(result: Dict[str, Any], out: Path) -> str:
+    """Write ``report.md`` and ``he.png`` of ``result`` (a run's ``results.json``
+    content) into ``out``; returns the report."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = render_report(result)
+    (out / "report.md").write_text(report)
+    plot(result, out / "he.png")
+    return report
