@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "chacha20.hpp"
+#include "secure_zero.hpp"
 
 namespace vflsec::noise {
 
@@ -20,11 +21,6 @@ using chacha20::Key;
 using u128 = unsigned __int128;
 
 constexpr uint64_t kOverflowStreamBit = 1ull << 63;
-
-void wipe(void* p, size_t n) {
-    volatile unsigned char* q = static_cast<volatile unsigned char*>(p);
-    while (n--) *q++ = 0;
-}
 
 inline int bit_length(uint64_t v) { return v == 0 ? 0 : 64 - __builtin_clzll(v); }
 
@@ -36,8 +32,8 @@ public:
         : key_(key), main_stream_(main_stream), next_(first_block), end_(first_block + nblocks),
           overflow_stream_(kOverflowStreamBit | first_block) {}
     ~ChunkBits() {
-        wipe(buf_, sizeof buf_);
-        wipe(&bitbuf_, sizeof bitbuf_);
+        secure_zero(buf_, sizeof buf_);
+        secure_zero(&bitbuf_, sizeof bitbuf_);
     }
     ChunkBits(const ChunkBits&) = delete;
     ChunkBits& operator=(const ChunkBits&) = delete;
@@ -86,7 +82,7 @@ private:
         for (uint64_t j = 0; j < nblk; ++j)
             for (int k = 0; k < 8; ++k)
                 buf_[8 * j + k] = static_cast<uint64_t>(w[2 * k][j]) | (static_cast<uint64_t>(w[2 * k + 1][j]) << 32);
-        wipe(w, sizeof w);
+        secure_zero(w, sizeof w);
         pos_ = 0;
         avail_ = static_cast<int>(8 * nblk);
     }
@@ -348,7 +344,7 @@ void fill_discrete_gaussian(ChaCha20Generator& gen, int64_t* out, size_t n, cons
     const uint64_t nblocks = nchunks * blocks_per_chunk;
     Reservation r = gen.reserve(nblocks);
     if (r.stream_id >= kOverflowStreamBit || r.first_block > kOverflowStreamBit - nblocks) {
-        wipe(&r, sizeof r);
+        secure_zero(&r, sizeof r);
         throw std::overflow_error(
             "vflsec: ChaCha20 block counter past 2^63, reserved for discrete Gaussian overflow streams; "
             "create a new generator");
@@ -360,10 +356,10 @@ void fill_discrete_gaussian(ChaCha20Generator& gen, int64_t* out, size_t n, cons
             default: run<8>(r, out, n, p, samples_per_chunk, blocks_per_chunk, nchunks); break;
         }
     } catch (...) {
-        wipe(&r, sizeof r);
+        secure_zero(&r, sizeof r);
         throw;
     }
-    wipe(&r, sizeof r);
+    secure_zero(&r, sizeof r);
 }
 
 }  // namespace vflsec::noise

@@ -11,9 +11,11 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "distances_kernels.hpp"
+#include "isa_dispatch.hpp"
 
 namespace vflsec {
 namespace {
@@ -22,77 +24,29 @@ using detail::BlockArgs;
 using detail::Moments;
 using detail::TileKernels;
 
-enum class Isa : int { kBaseline = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vl = 3 };
-
-bool cpu_supports(Isa isa) {
+// The tile kernels, indexed like the paths of isa::distances_family() (end
+// of this file).
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    switch (isa) {
-        case Isa::kAvx512:
-            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
-        case Isa::kAvx512Vl:
-            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                   __builtin_cpu_supports("fma");
-        case Isa::kAvx2:
-            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        case Isa::kBaseline:
-            return true;
-    }
-    return false;
+const TileKernels<float>* const kTilesF32[] = {&detail::kTileKernelsBaselineF32, &detail::kTileKernelsAvx2F32,
+                                               &detail::kTileKernelsAvx512F32, &detail::kTileKernelsAvx512VlF32};
+const TileKernels<double>* const kTilesF64[] = {&detail::kTileKernelsBaselineF64, &detail::kTileKernelsAvx2F64,
+                                                &detail::kTileKernelsAvx512F64, &detail::kTileKernelsAvx512VlF64};
 #else
-    return isa == Isa::kBaseline;
+const TileKernels<float>* const kTilesF32[] = {&detail::kTileKernelsBaselineF32};
+const TileKernels<double>* const kTilesF64[] = {&detail::kTileKernelsBaselineF64};
 #endif
-}
-
-Isa best_isa() {
-#if defined(__x86_64__) || defined(__i386__)
-    // AMD (Zen 4) executes 512-bit operations as two 256-bit halves: 256-bit
-    // tiles in the 32 AVX-512 registers run faster there.
-    if (__builtin_cpu_is("amd") && cpu_supports(Isa::kAvx512Vl)) return Isa::kAvx512Vl;
-#endif
-    if (cpu_supports(Isa::kAvx512)) return Isa::kAvx512;
-    if (cpu_supports(Isa::kAvx2)) return Isa::kAvx2;
-    return Isa::kBaseline;
-}
-
-std::atomic<int>& selected_isa() {
-    static std::atomic<int> isa{static_cast<int>(best_isa())};
-    return isa;
-}
 
 template <typename T>
 const TileKernels<T>& tile_kernels();
 
 template <>
 const TileKernels<float>& tile_kernels<float>() {
-    switch (static_cast<Isa>(selected_isa().load(std::memory_order_relaxed))) {
-#if defined(__x86_64__) || defined(__i386__)
-        case Isa::kAvx512:
-            return detail::kTileKernelsAvx512F32;
-        case Isa::kAvx512Vl:
-            return detail::kTileKernelsAvx512VlF32;
-        case Isa::kAvx2:
-            return detail::kTileKernelsAvx2F32;
-#endif
-        default:
-            return detail::kTileKernelsBaselineF32;
-    }
+    return *isa::distances_family().pick(kTilesF32);
 }
 
 template <>
 const TileKernels<double>& tile_kernels<double>() {
-    switch (static_cast<Isa>(selected_isa().load(std::memory_order_relaxed))) {
-#if defined(__x86_64__) || defined(__i386__)
-        case Isa::kAvx512:
-            return detail::kTileKernelsAvx512F64;
-        case Isa::kAvx512Vl:
-            return detail::kTileKernelsAvx512VlF64;
-        case Isa::kAvx2:
-            return detail::kTileKernelsAvx2F64;
-#endif
-        default:
-            return detail::kTileKernelsBaselineF64;
-    }
+    return *isa::distances_family().pick(kTilesF64);
 }
 
 // Bytes of packed right-hand panels per thread. The kernels stream the
@@ -201,24 +155,14 @@ constexpr std::size_t kSymmetricMinD = 48;
 
 }  // namespace
 
-const char* distance_kernel_isa() { return tile_kernels<float>().isa; }
+const char* distance_kernel_isa() { return isa::distances_family().current(); }
 
 bool set_distance_kernel_isa(const char* name) {
-    Isa isa;
-    if (std::strcmp(name, "avx512f") == 0)
-        isa = Isa::kAvx512;
-    else if (std::strcmp(name, "avx512vl") == 0)
-        isa = Isa::kAvx512Vl;
-    else if (std::strcmp(name, "avx2") == 0)
-        isa = Isa::kAvx2;
-    else if (std::strcmp(name, "baseline") == 0)
-        isa = Isa::kBaseline;
-    else if (std::strcmp(name, "auto") == 0)
-        isa = best_isa();
-    else
+    try {
+        isa::distances_family().select(name);
+    } catch (const std::invalid_argument&) {
         return false;
-    if (!cpu_supports(isa)) return false;
-    selected_isa().store(static_cast<int>(isa), std::memory_order_relaxed);
+    }
     return true;
 }
 
@@ -336,3 +280,35 @@ template DistanceStatsResult pairwise_distance_stats<float>(const float*, std::s
 template DistanceStatsResult pairwise_distance_stats<double>(const double*, std::size_t, std::size_t);
 
 }  // namespace vflsec
+
+namespace vflsec::isa {
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// Both AVX-512 tile kernels are compiled for F + VL + FMA (distances_isa_avx512.cpp).
+constexpr Path kDistancePaths[] = {{"baseline", 0},
+                                   {"avx2", kAvx2 | kFma},
+                                   {"avx512f", kAvx512F | kAvx512Vl | kFma},
+                                   {"avx512vl", kAvx512F | kAvx512Vl | kFma}};
+
+// AMD (Zen 4) executes 512-bit operations as two 256-bit halves: the 256-bit
+// tiles in the 32 AVX-512 registers run faster there (measured about 1.4x).
+int prefer_distance_path(const Family& family, const Cpu& cpu) {
+    if (cpu.amd && family.supported(3)) return 3;
+    for (int i = 2; i > 0; --i)
+        if (family.supported(i)) return i;
+    return 0;
+}
+#else
+constexpr Path kDistancePaths[] = {{"baseline", 0}};
+int prefer_distance_path(const Family&, const Cpu&) { return 0; }
+#endif
+
+}  // namespace
+
+Family& distances_family() {
+    static Family family("distances", kDistancePaths, prefer_distance_path);
+    return family;
+}
+
+}  // namespace vflsec::isa

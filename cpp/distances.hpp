@@ -32,9 +32,9 @@ struct DistanceStatsResult {
 template <typename T>
 DistanceStatsResult pairwise_distance_stats(const T* X, std::size_t n, std::size_t d);
 
-// Name of the tile kernels the runtime dispatcher picked ("avx512f",
-// "avx512vl" (256-bit vectors in 32 registers),
-// "avx2", "baseline").
+// Name of the tile kernels in use (isa::distances_family(), isa_dispatch.hpp):
+// "avx512f" (512-bit vectors), "avx512vl" (256-bit vectors in the 32 AVX-512
+// registers; preferred on AMD), "avx2" or "baseline".
 const char* distance_kernel_isa();
 
 // Forces the tile kernels ("avx512f", "avx512vl", "avx2", "baseline", or "auto" for the

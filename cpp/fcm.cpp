@@ -9,8 +9,12 @@
 // only. Each chunk's partial sums are kept separately and added in chunk
 // order, and inside a chunk every sum runs in a fixed order over fixed SIMD
 // lanes, so on a given machine results are bitwise identical for every
-// thread count. (The AVX-512/AVX2 clones may fuse a*b+c into FMA where the
-// baseline clone cannot, so different CPUs can differ in the last bits.)
+// thread count. The ISA paths (isa::fcm_family(): default, avx2, avx512f)
+// compile the same lane code for different vector widths. AVX-512F has
+// fused multiply-adds on 512-bit vectors, which GCC forms for the float64
+// lanes (8 doubles: one zmm register) of the avx512f path: its float64
+// results can differ from the other paths' in the last bits. float32 results
+// (8 floats: a ymm register, no FMA without AVX-512VL / FMA3) agree on every path.
 #include "fcm.hpp"
 
 #include <omp.h>
@@ -22,17 +26,17 @@
 #include <new>
 #include <vector>
 
+#include "host_device.hpp"
+#include "isa_dispatch.hpp"
 #include "parallel.hpp"
-
-#define VFLSEC_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace vflsec::fcm {
 namespace detail {
 
 // Points handled together. Every per-point step runs across them in SIMD
 // lanes (GCC vector extensions: 8 lanes, one AVX-512 register of doubles, two
-// AVX2 or four SSE2 registers; each target_clones clone lowers them for its
-// ISA), so the hot loops need no horizontal reductions.
+// AVX2 or four SSE2 registers; each ISA path's entry point lowers them for
+// its ISA), so the hot loops need no horizontal reductions.
 constexpr std::size_t kLanes = 8;
 constexpr std::size_t kGroups = 4;  // lane groups per block
 constexpr std::size_t kBlock = kLanes * kGroups;
@@ -419,33 +423,36 @@ VFLSEC_ALWAYS_INLINE void chunk_body(const Pass<T>& pass, std::size_t chunk, Wor
     }
 }
 
-// Runtime ISA dispatch. The clones are non-template functions because GCC's
-// target_clones is unreliable on templates; the template body is inlined into
-// each clone and compiled for its ISA there.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void process_chunk_f64(const Pass<double>& pass, std::size_t chunk, Workspace<double>& ws) {
+// One pass over a chunk, compiled once per ISA path: the template body is
+// inlined into each entry point and compiled for its target there.
+template <typename T>
+VFLSEC_ALWAYS_INLINE void chunk_pass(const Pass<T>& pass, std::size_t chunk, Workspace<T>& ws) {
     if (pass.m == 2.0) {
-        chunk_body<double, true>(pass, chunk, ws);
+        chunk_body<T, true>(pass, chunk, ws);
     } else {
-        chunk_body<double, false>(pass, chunk, ws);
+        chunk_body<T, false>(pass, chunk, ws);
     }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void process_chunk_f32(const Pass<float>& pass, std::size_t chunk, Workspace<float>& ws) {
-    if (pass.m == 2.0) {
-        chunk_body<float, true>(pass, chunk, ws);
-    } else {
-        chunk_body<float, false>(pass, chunk, ws);
-    }
-}
+template <typename T>
+using ChunkFn = void (*)(const Pass<T>&, std::size_t, Workspace<T>&);
 
-inline void process_chunk(const Pass<double>& p, std::size_t chunk, Workspace<double>& ws) {
-    process_chunk_f64(p, chunk, ws);
-}
-inline void process_chunk(const Pass<float>& p, std::size_t chunk, Workspace<float>& ws) {
-    process_chunk_f32(p, chunk, ws);
-}
+#define VFLSEC_FCM_ENTRY(name, attr, T) \
+    attr void name(const Pass<T>& pass, std::size_t chunk, Workspace<T>& ws) { chunk_pass<T>(pass, chunk, ws); }
+VFLSEC_FCM_ENTRY(chunk_f64_default, , double)
+VFLSEC_FCM_ENTRY(chunk_f64_avx2, __attribute__((target("avx2"))), double)
+VFLSEC_FCM_ENTRY(chunk_f64_avx512, __attribute__((target("avx512f"))), double)
+VFLSEC_FCM_ENTRY(chunk_f32_default, , float)
+VFLSEC_FCM_ENTRY(chunk_f32_avx2, __attribute__((target("avx2"))), float)
+VFLSEC_FCM_ENTRY(chunk_f32_avx512, __attribute__((target("avx512f"))), float)
+#undef VFLSEC_FCM_ENTRY
+
+// Indexed like the paths of isa::fcm_family() (end of this file).
+constexpr ChunkFn<double> kChunkF64[] = {chunk_f64_default, chunk_f64_avx2, chunk_f64_avx512};
+constexpr ChunkFn<float> kChunkF32[] = {chunk_f32_default, chunk_f32_avx2, chunk_f32_avx512};
+
+inline ChunkFn<double> chunk_kernel(const Pass<double>&) { return isa::fcm_family().pick(kChunkF64); }
+inline ChunkFn<float> chunk_kernel(const Pass<float>&) { return isa::fcm_family().pick(kChunkF32); }
 
 struct Layout {
     std::size_t chunk_points;
@@ -506,6 +513,7 @@ Outcome fuzzy_cmeans(const T* x, std::size_t n, std::size_t d, std::size_t c, co
     pass.den_parts = den_parts.data();
     pass.obj_parts = obj_parts.data();
 
+    const ChunkFn<T> process_chunk = chunk_kernel(pass);
     const auto run_pass = [&](bool accumulate, bool store) {
         pass.accumulate = accumulate;
         pass.store = store;
@@ -588,4 +596,20 @@ template Outcome fuzzy_cmeans<float>(const float*, std::size_t, std::size_t, std
 template Outcome fuzzy_cmeans<double>(const double*, std::size_t, std::size_t, std::size_t, const Options&,
                                       const double*, const double*, double*, double*, std::int64_t*, double*);
 
+const char* current_isa() { return isa::fcm_family().current(); }
+const char* select_isa(const char* name) { return isa::fcm_family().select(name); }
+
 }  // namespace vflsec::fcm
+
+namespace vflsec::isa {
+namespace {
+// The paths target_clones("avx512f", "avx2", "default") used to give.
+constexpr Path kFcmPaths[] = {{"default", 0}, {"avx2", kAvx2}, {"avx512f", kAvx512F}};
+}  // namespace
+
+Family& fcm_family() {
+    static Family family("fcm", kFcmPaths);
+    return family;
+}
+
+}  // namespace vflsec::isa

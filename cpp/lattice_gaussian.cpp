@@ -2,6 +2,7 @@
 // the sampler and the stream layout.
 #include "lattice_gaussian.hpp"
 
+#include "isa_dispatch.hpp"
 #include "parallel.hpp"
 
 #include <immintrin.h>
@@ -409,27 +410,15 @@ VFLSEC_AVX512 size_t run_avx512_vector(const Job& job, uint64_t b0, uint64_t b1)
 #pragma GCC diagnostic pop
 #undef VFLSEC_AVX512
 
-bool cpu_has_avx512_vector() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl");
-}
-
-__attribute__((target("avx512f"))) size_t run_avx512(const Job& job, uint64_t b0, uint64_t b1) {
-    static const bool vector = cpu_has_avx512_vector();
-    return vector ? run_avx512_vector(job, b0, b1) : run_blocks<16>(job, b0, b1);
-}
 __attribute__((target("avx2"))) size_t run_avx2(const Job& job, uint64_t b0, uint64_t b1) {
     return run_blocks<8>(job, b0, b1);
 }
 size_t run_default(const Job& job, uint64_t b0, uint64_t b1) { return run_blocks<4>(job, b0, b1); }
 
-size_t run_range(const Job& job, uint64_t b0, uint64_t b1) {
-    const std::string isa = current_isa();
-    if (isa == "avx512f") return run_avx512(job, b0, b1);
-    if (isa == "avx2") return run_avx2(job, b0, b1);
-    return run_default(job, b0, b1);
-}
+// Indexed like the paths of isa::noise_family() (noise.cpp), which the release
+// shares with the float noise kernels: its avx512f path requires F, DQ and VL.
+using RunFn = size_t (*)(const Job&, uint64_t, uint64_t);
+constexpr RunFn kRun[] = {run_default, run_avx2, run_avx512_vector};
 
 size_t execute(ChaCha20Generator& gen, Job job) {
     if (job.n == 0) return 0;
@@ -442,7 +431,8 @@ size_t execute(ChaCha20Generator& gen, Job job) {
     job.stream_id = r.stream_id;
     job.first_block = r.first_block;
     secure_zero(&r, sizeof r);
-    const size_t bad = sum_over_block_ranges(nblocks, [&](uint64_t b0, uint64_t b1) { return run_range(job, b0, b1); });
+    const RunFn run = isa::noise_family().pick(kRun);
+    const size_t bad = sum_over_block_ranges(nblocks, [&](uint64_t b0, uint64_t b1) { return run(job, b0, b1); });
     secure_zero(&job.key, sizeof job.key);
     return bad;
 }

@@ -24,11 +24,9 @@
 #include <mutex>
 
 #include "chacha20.hpp"
+#include "secure_zero.hpp"
 
 namespace vflsec::noise {
-
-// Zeroes key material in a way the compiler cannot elide (a dead-store memset can be).
-void secure_zero(void* p, size_t n);
 
 // 32 bytes from the kernel's CSPRNG (getrandom(2), blocking until the pool is
 // initialised; retries on EINTR and short reads). Throws std::system_error if
@@ -80,11 +78,15 @@ private:
 };
 
 // Exposed for tests: the polynomial log (on (0, 1]) and sin/cos (on
-// [-pi/4, pi/4]) used by the transform, and the ISA path in use.
+// [-pi/4, pi/4]) used by the transform (box_muller.hpp).
 void log_unit_interval(const double* u, double* out, size_t n);
 void sincos_quarter(const double* x, double* sin_out, double* cos_out, size_t n);
-// "auto" (runtime CPU detection), "avx512f", "avx2" or "default"; returns the
-// path now in use. Throws std::invalid_argument for a path this CPU lacks.
+// The ISA path of these kernels and of the lattice release (one family of
+// isa_dispatch.hpp, isa::noise_family()): "default" (SSE2, 4 blocks per
+// vector), "avx2" (8) or "avx512f" (16; AVX-512 F with DQ and VL, which the
+// release's vector path uses). select_isa("auto") returns to the CPU's best;
+// both return the path in use. Throws std::invalid_argument for a path this
+// CPU lacks.
 const char* select_isa(const char* name);
 const char* current_isa();
 

@@ -20,6 +20,7 @@
 
 #include "../cuda/api.hpp"
 #include "noise.hpp"
+#include "secure_zero.hpp"
 
 namespace py = pybind11;
 
@@ -39,11 +40,6 @@ T* mptr(Ptr p) {
     return reinterpret_cast<T*>(p);
 }
 
-void wipe(void* p, std::size_t n) {
-    volatile unsigned char* q = static_cast<volatile unsigned char*>(p);
-    while (n--) *q++ = 0;
-}
-
 // Claims the blocks for n values from the generator behind a
 // vflsec.NoiseGenerator (thread-safe; re-keys a secure one after fork).
 NoiseKey reserve(noise::ChaCha20Generator& generator, std::size_t n) {
@@ -53,7 +49,7 @@ NoiseKey reserve(noise::ChaCha20Generator& generator, std::size_t n) {
     for (int i = 0; i < 8; ++i) key.words[i] = r.key.w[i];
     key.stream_id = r.stream_id;
     key.first_block = r.first_block;
-    wipe(&r, sizeof r);
+    secure_zero(&r, sizeof r);
     return key;
 }
 
@@ -104,21 +100,10 @@ void bind_typed(py::module_& m, const char* suffix) {
           [](noise::ChaCha20Generator& gen, Ptr out, std::size_t n, double sigma, int device, Ptr stream) {
               py::gil_scoped_release release;
               NoiseKey key = reserve(gen, n);
-              noise_device<T>(key, NoiseOp::kNormal, n, sigma, nullptr, mptr<void>(out), nullptr, device, stream);
-              wipe(&key, sizeof key);
+              noise_device<T>(key, NoiseOp::kNormal, n, sigma, mptr<void>(out), device, stream);
+              secure_zero(&key, sizeof key);
           },
           py::arg("generator"), py::arg("out"), py::arg("n"), py::arg("sigma"), py::arg("device"), py::arg("stream"));
-    m.def(("add_normal" + s).c_str(),
-          [](noise::ChaCha20Generator& gen, Ptr x, Ptr out, std::size_t n, double sigma, Ptr nonfinite, int device,
-             Ptr stream) {
-              py::gil_scoped_release release;
-              NoiseKey key = reserve(gen, n);
-              noise_device<T>(key, NoiseOp::kAdd, n, sigma, cptr<T>(x), mptr<void>(out),
-                              mptr<unsigned long long>(nonfinite), device, stream);
-              wipe(&key, sizeof key);
-          },
-          py::arg("generator"), py::arg("x"), py::arg("out"), py::arg("n"), py::arg("sigma"), py::arg("nonfinite"),
-          py::arg("device"), py::arg("stream"));
 
     // ---- host emulation (tests) ----
     m.def(("_host_pairwise_distances" + s).c_str(),
@@ -177,22 +162,11 @@ void bind_typed(py::module_& m, const char* suffix) {
           [](noise::ChaCha20Generator& gen, std::size_t n, double sigma) {
               CArray<T> out(static_cast<py::ssize_t>(n));
               NoiseKey key = reserve(gen, n);
-              noise_host<T>(key, NoiseOp::kNormal, n, sigma, nullptr, out.mutable_data(), nullptr);
-              wipe(&key, sizeof key);
+              noise_host<T>(key, NoiseOp::kNormal, n, sigma, out.mutable_data());
+              secure_zero(&key, sizeof key);
               return out;
           },
           py::arg("generator"), py::arg("n"), py::arg("sigma"));
-    m.def(("_host_add_normal" + s).c_str(),
-          [](noise::ChaCha20Generator& gen, const CArray<T>& x, double sigma) {
-              const auto n = static_cast<std::size_t>(x.size());
-              CArray<T> out(x.size());
-              unsigned long long nonfinite = 0;
-              NoiseKey key = reserve(gen, n);
-              noise_host<T>(key, NoiseOp::kAdd, n, sigma, x.data(), out.mutable_data(), &nonfinite);
-              wipe(&key, sizeof key);
-              return py::make_tuple(out, nonfinite);
-          },
-          py::arg("generator"), py::arg("x"), py::arg("sigma"));
 }
 
 }  // namespace
@@ -215,9 +189,8 @@ PYBIND11_MODULE(_core_cuda, m) {
         [](vflsec::noise::ChaCha20Generator& gen, std::uintptr_t out, std::size_t n, int device, std::uintptr_t stream) {
             py::gil_scoped_release release;
             NoiseKey key = reserve(gen, n);
-            noise_device<double>(key, NoiseOp::kRaw, n, 1.0, nullptr, reinterpret_cast<void*>(out), nullptr, device,
-                                 stream);
-            wipe(&key, sizeof key);
+            noise_device<double>(key, NoiseOp::kRaw, n, 1.0, reinterpret_cast<void*>(out), device, stream);
+            vflsec::secure_zero(&key, sizeof key);
         },
         py::arg("generator"), py::arg("out"), py::arg("n"), py::arg("device"), py::arg("stream"),
         "n raw uint64 keystream words into device memory (test hook: compare with NoiseGenerator.random_raw).");

@@ -89,16 +89,14 @@ struct NoiseKey {
     std::uint64_t first_block;
 };
 
-enum class NoiseOp : int { kNormal = 0, kAdd = 1, kRaw = 2 };
+enum class NoiseOp : int { kNormal = 0, kRaw = 1 };
 
-// out (n values): sigma * N(0,1) (kNormal), x + sigma * N(0,1) (kAdd) or the
-// raw uint64 words (kRaw; out is uint64, x unused). `nonfinite` (one uint64,
-// zeroed by the caller) receives the number of non-finite sums (kAdd).
+// out (n values): sigma * N(0,1) as T (kNormal, computed in double and
+// rounded once) or the raw uint64 words (kRaw; out is uint64).
 template <typename T>
-void noise_device(const NoiseKey& key, NoiseOp op, std::size_t n, double sigma, const T* x, void* out,
-                  unsigned long long* nonfinite, int device, std::uintptr_t stream);
+void noise_device(const NoiseKey& key, NoiseOp op, std::size_t n, double sigma, void* out, int device,
+                  std::uintptr_t stream);
 template <typename T>
-void noise_host(const NoiseKey& key, NoiseOp op, std::size_t n, double sigma, const T* x, void* out,
-                unsigned long long* nonfinite);
+void noise_host(const NoiseKey& key, NoiseOp op, std::size_t n, double sigma, void* out);
 
 }  // namespace vflsec::cuda

@@ -18,7 +18,7 @@
 #include <stdexcept>
 #include <string>
 
-#define VFLSEC_HD __host__ __device__ __forceinline__
+#include "host_device.hpp"  // VFLSEC_HD: __host__ __device__ __forceinline__
 
 namespace vflsec::cuda {
 
