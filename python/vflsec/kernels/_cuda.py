@@ -349,5 +349,5 @@ def gaussian_noise(shape: Sequence[int], sigma: float, dtype: np.dtype, generato
         return out.zero_()  # consumes no blocks, as on the CPU
     if out.numel():
         kernel = module.fill_normal_f32 if tdtype == torch.float32 else module.fill_normal_f64
-        kernel(generator._core_gen, out.data_ptr(), out.numel(), sigma, *_launch(out))
+        kernel(generator.native, out.data_ptr(), out.numel(), sigma, *_launch(out))
     return out

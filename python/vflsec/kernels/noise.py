@@ -154,6 +154,16 @@ class NoiseGenerator:
             self._core_gen = _core.ChaCha20Generator.from_key(key)
 
     @property
+    def native(self) -> Any:
+        """The compiled generator behind this one (``vflsec._core.ChaCha20Generator``).
+
+        For vflsec's own kernels (the CUDA noise reserves its blocks through
+        it, so CPU and GPU draws share one stream and never reuse keystream);
+        not a public API of its own. Drawing from it advances this generator.
+        """
+        return self._core_gen
+
+    @property
     def is_secure(self) -> bool:
         """True when keyed from OS entropy (``seed=None``)."""
         return bool(self._core_gen.is_secure)
