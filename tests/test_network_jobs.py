@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("private_set_intersection.python")
 
-from vflsec.federation.launch import kill_parties, start_parties, wait_parties, write_local_job  # noqa: E402
-from vflsec.federation.party import clip_rows  # noqa: E402
+from vflsec.dp.sensitivity import clip_row_norms as clip_rows  # noqa: E402
 from vflsec.glm.job import GLMJob, PartyData  # noqa: E402
 from vflsec.glm.runner import run_job  # noqa: E402
+from vflsec.runtime.launch import kill_parties, start_parties, wait_parties, write_local_job  # noqa: E402
 
 pytestmark = pytest.mark.network
 

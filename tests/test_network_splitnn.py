@@ -1,133 +1,129 @@
-"""A split-learning job (with a seeded embedding-noise defense) where each
-party is its own process talking over GrpcChannel with mutual TLS: the
-trained modules equal those of the in-memory run."""
+"""Split-learning jobs through ``vflsec party``: each party is a
+``python -m vflsec party`` process (loopback gRPC, mutual TLS from
+``vflsec certs init``, PSI alignment of shuffled, partly overlapping rows);
+the trained modules equal those of the in-process runner on the aligned
+rows, a party with another job description is refused, and ``--resume`` is
+refused in one line (split-learning programs write no checkpoints)."""
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("grpc")
+pytest.importorskip("private_set_intersection.python")
 torch = pytest.importorskip("torch")
 
-from vflsec.federation.launch import free_ports  # noqa: E402
-from vflsec.federation.tls import init_certificates  # noqa: E402
+from vflsec.runtime.job_spec import load_job_spec  # noqa: E402
+from vflsec.runtime.launch import kill_parties, start_parties, wait_parties, write_local_job  # noqa: E402
+from vflsec.runtime.splitnn_kind import build_party_data, module_arrays  # noqa: E402
+from vflsec.splitnn.trainer import run_split_job  # noqa: E402
 
 pytestmark = pytest.mark.network
 
-# Shared by the party processes and the in-memory reference: how a party
-# builds its job, data, models and defense copy.
-PARTY_LIB = r'''
-import json
-import numpy as np
-import torch
-
-def build_party(name, spec, arrays):
-    from vflsec.splitnn.job import SplitJob, SplitPartyData
-    from vflsec.splitnn.models import mlp_bottom
-    from vflsec.splitnn.defenses import GaussianEmbeddingNoise
-    from vflsec.splitnn.defenses.base import DefenseContext
-
-    job = SplitJob(**{**spec["job"], "passives": tuple(spec["job"]["passives"])})
-    defense = GaussianEmbeddingNoise(0.05, seed=7)
-    defense.setup(DefenseContext(n_classes=job.n_classes, passive_parties=job.passives, n_samples=job.n_samples,
-                                 batch_size=job.batch_size, epochs=job.epochs))
-    index = job.parties.index(name)
-    torch.manual_seed(100 + index)
-    if name == job.active:
-        head = torch.nn.Linear(4 * len(job.passives), job.n_classes)
-        return job, SplitPartyData(X=None, bottom=None, defense=defense, y=arrays["y"], head=head)
-    bottom = mlp_bottom(arrays["X"].shape[1], (6,), 4)
-    return job, SplitPartyData(X=arrays["X"], bottom=bottom, defense=defense)
-
-def module_arrays(result):
-    out = {}
-    for prefix, module in (("bottom", result.bottom), ("head", result.head)):
-        if module is not None:
-            for key, value in module.state_dict().items():
-                out[f"{prefix}.{key}"] = value.detach().cpu().numpy()
-    return out
-'''
-
-WORKER = PARTY_LIB + r'''
-import sys
-torch.set_num_threads(1)
-from vflsec.federation.grpc_channel import GrpcChannel, NetworkSettings
-from vflsec.federation.tls import load_tls
-from vflsec.splitnn.trainer import PROGRAMS
-
-name, work = sys.argv[1], sys.argv[2]
-spec = json.load(open(f"{work}/spec.json"))
-with np.load(f"{work}/{name}.npz", allow_pickle=False) as f:
-    arrays = {k: f[k] for k in f.files}
-job, data = build_party(name, spec, arrays)
-certs = f"{work}/certs"
-channel = GrpcChannel(name, f"127.0.0.1:{spec['ports'][name]}",
-                      {p: f"127.0.0.1:{port}" for p, port in spec["ports"].items() if p != name},
-                      tls=load_tls(f"{certs}/ca.pem", f"{certs}/{name}.pem", f"{certs}/{name}.key"),
-                      settings=NetworkSettings(peer_timeout=10.0, heartbeat_interval=0.5))
-channel.start()
-try:
-    channel.wait_for_peers()
-    result = PROGRAMS[job.role_of(name)](channel, job, data)
-    np.savez(f"{work}/{name}-out.npz", **module_arrays(result))
-    channel.notify_done()
-except BaseException as exc:
-    channel.notify_abort(repr(exc))
-    raise
-finally:
-    channel.close()
-'''
+NAMES = ("active", "passive1", "passive2")
+FAST_NETWORK = dict(peer_timeout=4.0, heartbeat_interval=0.5, connect_timeout=60.0)
+JOB = dict(kind="splitnn", task="classification", n_classes=2, epochs=2, batch_size=30, lr=0.01,
+           optimizer="adam", seed=4, active="active", passives=["passive1", "passive2"],
+           bottom_hidden=[6], embedding_dim=4,
+           defense={"name": "noise_embedding", "scale": 0.05, "seed": 7})
 
 
-def test_split_learning_three_processes_match_in_memory(tmp_path):
-    from vflsec.splitnn.trainer import run_split_job
-
-    torch.set_num_threads(1)
-    rng = np.random.default_rng(0)
-    n = 120
-    parts = {"passive1": rng.normal(size=(n, 3)).astype(np.float32),
-             "passive2": rng.normal(size=(n, 2)).astype(np.float32)}
-    y = (parts["passive1"][:, 0] + parts["passive2"][:, 1] > 0).astype(np.int64)
-    names = ["active", "passive1", "passive2"]
-    spec = {"job": dict(n_samples=n, n_classes=2, epochs=2, batch_size=30, lr=0.01, optimizer="adam", seed=4,
-                        active="active", passives=["passive1", "passive2"]),
-            "ports": dict(zip(names, free_ports(3)))}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    arrays = {"active": {"y": y}, **{p: {"X": parts[p]} for p in parts}}
-    for name in names:
-        np.savez(tmp_path / f"{name}.npz", **arrays[name])
-    init_certificates(tmp_path / "certs", names)
+def _env():
+    # The party processes import vflsec the way this test process does.
     import vflsec
 
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=str(Path(vflsec.__file__).resolve().parents[1]) + os.pathsep
-               + os.environ.get("PYTHONPATH", ""))
-    procs = {name: subprocess.Popen([sys.executable, "-c", WORKER, name, str(tmp_path)], env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for name in names}
-    try:
-        outputs = {name: proc.communicate(timeout=90) for name, proc in procs.items()}
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    for name, proc in procs.items():
-        assert proc.returncode == 0, f"{name}:\n{outputs[name][1].decode(errors='replace')[-3000:]}"
+    return {"PYTHONPATH": str(Path(vflsec.__file__).resolve().parents[1]) + os.pathsep
+            + os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}
 
-    namespace: dict = {}
-    exec(PARTY_LIB, namespace)  # noqa: S102 - the same builder the party processes ran
-    built = {name: namespace["build_party"](name, spec, arrays[name]) for name in names}
-    job = built["active"][0]
-    reference = run_split_job(job, {name: data for name, (_, data) in built.items()})
-    for name in names:
-        expected = namespace["module_arrays"](reference.results[name])
-        with np.load(tmp_path / f"{name}-out.npz", allow_pickle=False) as got:
+
+def _frames(n=150, seed=0, keep=0.9):
+    """The active party holds only labels; each party misses a random tenth
+    of the rows and lists the rest in its own order."""
+    rng = np.random.default_rng(seed)
+    ids = np.array([f"cust-{v:06d}" for v in rng.permutation(10 ** 6)[:n]])
+    blocks = {"passive1": rng.normal(size=(n, 3)).astype(np.float32),
+              "passive2": rng.normal(size=(n, 2)).astype(np.float32)}
+    y = (blocks["passive1"][:, 0] + blocks["passive2"][:, 1] > 0).astype(np.float64)
+    frames = {}
+    for name in NAMES:
+        kept = rng.permutation(np.flatnonzero(rng.random(n) < keep))
+        if name == "active":
+            frames[name] = (ids[kept].tolist(), np.zeros((len(kept), 0)), y[kept])
+        else:
+            frames[name] = (ids[kept].tolist(), blocks[name][kept], None)
+    return frames
+
+
+def _in_memory(job_file, frames):
+    """The in-process runner on the rows PSI aligns, with the models and
+    defense copies each party process builds."""
+    spec = load_job_spec(job_file)
+    common = sorted(set.intersection(*[set(f[0]) for f in frames.values()]))
+    job = spec.job(n_samples=len(common))
+    data = {}
+    for name, (ids, X, y) in frames.items():
+        position = {v: i for i, v in enumerate(ids)}
+        order = [position[c] for c in common]
+        data[name] = build_party_data(job, spec.fields, name, X[order], None if y is None else y[order])
+    return run_split_job(job, data), len(common)
+
+
+def _run(local, timeout=120.0, **kw):
+    procs = start_parties(local, env=_env(), **kw)
+    try:
+        return wait_parties(procs, timeout)
+    finally:
+        kill_parties(procs)
+
+
+def test_split_learning_party_processes_match_in_process_runner(tmp_path):
+    torch.set_num_threads(1)
+    frames = _frames()
+    local = write_local_job(tmp_path, JOB, frames, network=FAST_NETWORK)
+    for name, (rc, err) in _run(local).items():
+        assert rc == 0, f"party {name} exited with {rc}:\n{err}"
+    outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
+
+    reference, n_common = _in_memory(local.job_file, frames)
+    assert {out["n_samples"] for out in outputs.values()} == {n_common}
+    assert {out["kind"] for out in outputs.values()} == {"splitnn"}
+    assert len({out["job_sha256"] for out in outputs.values()}) == 1
+    for name in NAMES:
+        expected = module_arrays(reference.results[name])
+        modules = local.outputs[name].with_name(outputs[name]["modules_file"])
+        with np.load(modules, allow_pickle=False) as got:
             assert set(got.files) == set(expected)
             for key, value in expected.items():
                 np.testing.assert_array_equal(got[key], value, err_msg=f"{name} {key}")
+    history = reference.results["active"].history
+    assert outputs["active"]["history"]["loss"] == history["loss"]
+    assert outputs["active"]["history"]["accuracy"] == history["accuracy"]
+    sent = reference.results["passive1"].bytes_sent
+    assert outputs["passive1"]["bytes_sent_per_epoch"] == sent
+
+
+def test_split_learning_mismatched_job_file_is_refused(tmp_path):
+    frames = _frames(n=60)
+    local = write_local_job(tmp_path, JOB, frames, network=FAST_NETWORK)
+    other = tmp_path / "job-other.toml"
+    other.write_text(local.job_file.read_text().replace("lr = 0.01", "lr = 0.02"))
+    config = local.configs["passive2"]
+    config.write_text(config.read_text().replace('job = "job.toml"', f'job = "{other.name}"'))
+    status = _run(local, timeout=60.0)
+    for name, (rc, err) in status.items():
+        assert rc == 1, err
+    assert "job description of ['passive2'] differs" in status["active"][1]
+    assert "refused the job" in status["passive2"][1]
+
+
+def test_split_learning_resume_is_refused_in_one_line(tmp_path):
+    local = write_local_job(tmp_path, JOB, _frames(n=60), network=FAST_NETWORK)
+    status = _run(local, timeout=60.0, resume=True)
+    for name, (rc, err) in status.items():
+        assert rc == 1, err
+        lines = [line for line in err.splitlines() if line.startswith(f"vflsec party {name}: error:")]
+        assert len(lines) == 1 and "splitnn jobs cannot resume" in lines[0], err

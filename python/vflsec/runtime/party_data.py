@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
-    from .launch import write_csv
+    from .party_csv import write_csv
 
     counts = [int(c) for c in args.parties.split(",")]
     names = args.names.split(",") if args.names else None

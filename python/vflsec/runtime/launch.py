@@ -1,9 +1,11 @@
 """Lay out and launch a multi-process job on this machine (loopback).
 
 Used by the network tests, ``vflsec bench network`` and to try the
-``vflsec party`` runner: :func:`write_local_job` writes per-party CSVs,
-``job.toml``, ``party-<name>.toml`` files with free loopback ports and (unless
-insecure) a development CA with party certificates; :func:`start_parties`
+``vflsec party`` runtime: :func:`write_local_job` writes per-party CSVs,
+``job.toml`` (any job kind: the ``[job]`` table is written as given, with
+its sub-tables such as ``[job.options]`` or ``[job.defense]``),
+``party-<name>.toml`` files with free loopback ports and (unless insecure) a
+development CA with party certificates; :func:`start_parties`
 starts one ``python -m vflsec party`` process per party and
 :func:`wait_parties` collects them (killing any left over).
 """
@@ -20,7 +22,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["LocalJob", "PartyProcess", "free_ports", "start_parties", "to_toml", "wait_parties",
+from .party_csv import write_csv
+
+__all__ = ["LocalJob", "PartyProcess", "free_ports", "kill_parties", "start_parties", "to_toml", "wait_parties",
            "write_csv", "write_local_job"]
 
 
@@ -78,18 +82,6 @@ def to_toml(tables: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_csv(path: Path, ids: Sequence[str], X: np.ndarray, y: Optional[np.ndarray] = None,
-              *, id_column: str = "id", label_column: str = "y") -> None:
-    """Write one party's CSV; floats with ``repr`` precision (exact round trip)."""
-    X = np.asarray(X, dtype=np.float64)
-    header = [id_column] + ([label_column] if y is not None else []) + [f"x{j}" for j in range(X.shape[1])]
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(",".join(header) + "\n")
-        for i, ident in enumerate(ids):
-            fields = [ident] + ([repr(float(y[i]))] if y is not None else []) + [repr(float(v)) for v in X[i]]
-            fh.write(",".join(fields) + "\n")
-
-
 @dataclass
 class LocalJob:
     directory: Path
@@ -115,7 +107,7 @@ def write_local_job(
     ``name -> (ids, X, y or None)`` for the data parties; ``certs_dir``: an
     existing certificate folder to use instead of creating one.
     """
-    from .tls import init_certificates
+    from ..federation.tls import init_certificates
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

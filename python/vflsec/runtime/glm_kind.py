@@ -1,0 +1,79 @@
+"""Job kind "glm": a vertical GLM job (:mod:`vflsec.glm`) under ``vflsec party``.
+
+``[job]`` holds the public :class:`~vflsec.glm.job.GLMJob` fields. Labels of
+the signed losses (logistic, svm) may be 0/1 (0 becomes -1) or -1/+1. Every
+data party checkpoints its weight block after each epoch; a protocol with a
+``resume_refusal`` (e.g. "hdp") refuses ``--resume``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Set
+
+import numpy as np
+
+from ..glm.job import SIGNED_LABEL_LOSSES, GLMJob, PartyData
+from ..glm.registry import get_protocol
+from .kinds import JobKind, register_job_kind
+
+__all__ = ["GLMJobKind"]
+
+
+def _jsonable(info: Mapping[str, Any]) -> Dict[str, Any]:
+    out = {}
+    for key, value in info.items():
+        if isinstance(value, (bool, int, str)) or value is None:
+            out[key] = value
+        elif isinstance(value, float):
+            out[key] = value if math.isfinite(value) else str(value)
+        elif isinstance(value, (list, tuple)):
+            out[key] = [v if isinstance(v, (int, float, str)) else str(v) for v in value]
+        else:
+            out[key] = str(value)
+    return out
+
+
+def _labels_for(loss: str, y: np.ndarray) -> np.ndarray:
+    if loss in SIGNED_LABEL_LOSSES:
+        values = set(np.unique(y).tolist())
+        if values <= {0.0, 1.0}:
+            return np.where(y > 0, 1.0, -1.0)
+    return y
+
+
+class GLMJobKind(JobKind):
+    name = "glm"
+    default_row_norm = "clip"
+    writes_checkpoints = True
+
+    def job_fields(self) -> Set[str]:
+        return {f.name for f in dataclasses.fields(GLMJob)} - {"n_samples", "start_epoch"}
+
+    def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> GLMJob:
+        kwargs = dict(fields)
+        if "passives" in kwargs:
+            kwargs["passives"] = tuple(kwargs["passives"])
+        return GLMJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
+
+    def resume_refusal(self, job: GLMJob) -> Optional[str]:
+        reason = get_protocol(job.protocol).resume_refusal
+        return None if reason is None else f"protocol {job.protocol!r} cannot resume: {reason}"
+
+    def party_data(self, job: GLMJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
+                   y: Optional[np.ndarray], checkpoint: Any) -> Optional[PartyData]:
+        if X is None:
+            return None
+        return PartyData(X, None if y is None else _labels_for(job.loss, y), checkpoint=checkpoint)
+
+    def program(self, job: GLMJob, role: str):
+        return get_protocol(job.protocol).roles[role]
+
+    def summary(self, job: GLMJob, result, output: Optional[Path]) -> Dict[str, Any]:
+        return {"protocol": job.protocol,
+                "coef": None if result.coef is None else [float(v) for v in result.coef],
+                "info": _jsonable(result.info)}
+
+
+register_job_kind(GLMJobKind(), replace=True)

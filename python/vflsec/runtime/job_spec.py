@@ -1,0 +1,85 @@
+"""The job description file (``job.toml``) every party of a run holds.
+
+One ``[job]`` table: ``kind`` ("glm", the default, or "splitnn"; see
+:mod:`.kinds`), the public fields of that kind's job (for "glm" the
+:class:`~vflsec.glm.job.GLMJob` fields ``protocol``, ``loss``, ``lr``,
+``epochs``, ``batch_size``, ``seed``, ``active``, ``passives``,
+``coordinator``, ... with an optional ``[job.options]`` table; for
+"splitnn" see :mod:`.splitnn_kind`), never ``n_samples`` or ``start_epoch``
+(the alignment and ``--resume`` give them), and ``row_norm``: "clip" (each
+party maps its rows to ``x / max(1, ||x||)``; the GLM default) or "none"
+(the split-learning default).
+
+The parties compare the SHA-256 of the canonical JSON of this description
+(:attr:`JobSpec.digest`) before anything else. A GLM job's digest leaves the
+kind out, so ``kind = "glm"`` written or not, and job files from before job
+kinds existed, give the same digest.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Tuple
+
+from ..vfl.job import VFLJob
+from .config import read_toml
+from .kinds import DEFAULT_KIND, JobKind, get_job_kind
+
+__all__ = ["JobSpec", "load_job_spec"]
+
+ROW_NORMS = ("clip", "none")
+_FORBIDDEN_JOB_FIELDS = ("n_samples", "start_epoch")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """The agreed job description: the kind's fields (without ``n_samples``)
+    and the runner setting ``row_norm``; ``digest`` is the SHA-256 of its
+    canonical JSON."""
+
+    kind: JobKind
+    fields: Mapping[str, Any]
+    row_norm: str
+    digest: str
+
+    def job(self, n_samples: int, start_epoch: int = 0) -> VFLJob:
+        return self.kind.make_job(self.fields, n_samples, start_epoch)
+
+    def probe_job(self) -> VFLJob:
+        """The job with a placeholder row count (for its parties and roles
+        before the alignment)."""
+        return self.job(n_samples=max(1, int(self.fields.get("batch_size", 64))))
+
+    @property
+    def parties(self) -> Tuple[str, ...]:
+        return self.probe_job().parties
+
+
+def load_job_spec(path: Path) -> JobSpec:
+    raw = read_toml(Path(path))
+    if set(raw) - {"job"} or "job" not in raw:
+        raise ValueError(f"{path}: a job file holds exactly one [job] table")
+    table = dict(raw["job"])
+    for name in _FORBIDDEN_JOB_FIELDS:
+        if name in table:
+            raise ValueError(f"{path}: [job] must not set {name!r} (it comes from the entity alignment / --resume)")
+    kind_name = table.pop("kind", DEFAULT_KIND)
+    try:
+        kind = get_job_kind(kind_name)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    row_norm = table.pop("row_norm", kind.default_row_norm)
+    if row_norm not in ROW_NORMS:
+        raise ValueError(f"{path}: row_norm must be 'clip' or 'none', got {row_norm!r}")
+    unknown = set(table) - kind.job_fields()
+    if unknown:
+        raise ValueError(f"{path}: unknown [job] fields {sorted(unknown)}")
+    described = {"job": table, "row_norm": row_norm}
+    if kind.name != DEFAULT_KIND:
+        described["kind"] = kind.name
+    canonical = json.dumps(described, sort_keys=True, separators=(",", ":"))
+    spec = JobSpec(kind, table, row_norm, hashlib.sha256(canonical.encode("utf-8")).hexdigest())
+    spec.probe_job()  # validate the fields now
+    return spec

@@ -1,0 +1,115 @@
+"""Registry of job kinds: how ``vflsec party`` runs each kind of VFL job.
+
+A job file's ``[job]`` table names its kind (``kind = "glm"``, the default,
+or ``kind = "splitnn"``). A :class:`JobKind` knows, for its kind:
+
+* which ``[job]`` fields it accepts and how to build the job object
+  (a :class:`vflsec.vfl.VFLJob`) once the alignment gave ``n_samples``;
+* how a party turns its aligned CSV rows into the data its role program
+  takes, and which program that is;
+* its protocol properties: whether its programs write per-epoch
+  checkpoints, and why a given job must not resume (e.g. a DP protocol);
+* what a party writes to its output besides the common summary.
+
+Kinds register by name; :func:`get_job_kind` imports the built-in kinds
+(:mod:`.glm_kind`, :mod:`.splitnn_kind`) on first use, so the party process
+imports only the framework its job needs.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Set, Tuple
+
+import numpy as np
+
+from ..vfl.job import VFLJob
+from ..vfl.result import PartyResult
+from ..vfl.runner import PartyProgram
+
+__all__ = ["DEFAULT_KIND", "JobKind", "available_job_kinds", "get_job_kind", "register_job_kind"]
+
+DEFAULT_KIND = "glm"
+# Built-in kind name -> module that registers it.
+_BUILTIN = {"glm": "vflsec.runtime.glm_kind", "splitnn": "vflsec.runtime.splitnn_kind"}
+
+
+class JobKind:
+    """How the party runtime runs one kind of job (subclass per kind)."""
+
+    #: the ``kind`` value in job.toml
+    name: str = ""
+    #: ``row_norm`` when job.toml does not set it ("clip": x / max(1, ||x||))
+    default_row_norm: str = "none"
+    #: whether the role programs save per-epoch checkpoints (``--resume``)
+    writes_checkpoints: bool = False
+
+    def job_fields(self) -> Set[str]:
+        """The ``[job]`` keys this kind accepts (besides ``kind`` and ``row_norm``)."""
+        raise NotImplementedError
+
+    def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> VFLJob:
+        """The job object (validated; ValueError/TypeError on bad fields)."""
+        raise NotImplementedError
+
+    def resume_refusal(self, job: VFLJob) -> Optional[str]:
+        """Why ``job`` must not continue from a checkpoint (None: it may)."""
+        if not self.writes_checkpoints:
+            return (f"{self.name} jobs cannot resume: their party programs write no checkpoints; "
+                    "start the job again without --resume")
+        return None
+
+    def party_data(self, job: VFLJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
+                   y: Optional[np.ndarray], checkpoint: Any) -> Any:
+        """The ``data`` argument of ``party``'s role program from its aligned
+        rows (X after the job's row_norm; None for a party without data)."""
+        raise NotImplementedError
+
+    def program(self, job: VFLJob, role: str) -> PartyProgram:
+        raise NotImplementedError
+
+    def features_optional(self, job: VFLJob, role: str) -> bool:
+        """Whether a data party of ``role`` may hold no feature columns."""
+        return False
+
+    def summary(self, job: VFLJob, result: PartyResult, output: Optional[Path]) -> Dict[str, Any]:
+        """Kind-specific entries of the party's output (JSON-serialisable);
+        may write files beside ``output``."""
+        raise NotImplementedError
+
+
+_REGISTRY: Dict[str, JobKind] = {}
+_LOCK = threading.Lock()
+
+
+def register_job_kind(kind: JobKind, *, replace: bool = False) -> JobKind:
+    if not isinstance(kind, JobKind):
+        raise TypeError(f"kind must be a JobKind, got {type(kind).__name__}")
+    if not isinstance(kind.name, str) or not kind.name:
+        raise TypeError("a job kind needs a non-empty name")
+    with _LOCK:
+        if kind.name in _REGISTRY and not replace:
+            raise ValueError(f"job kind {kind.name!r} is already registered")
+        _REGISTRY[kind.name] = kind
+    return kind
+
+
+def get_job_kind(name: str) -> JobKind:
+    """The registered kind ``name`` (ValueError listing the known kinds)."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"job kind must be a non-empty str, got {name!r}")
+    with _LOCK:
+        found = _REGISTRY.get(name)
+    if found is None and name in _BUILTIN:
+        importlib.import_module(_BUILTIN[name])
+        with _LOCK:
+            found = _REGISTRY.get(name)
+    if found is None:
+        raise ValueError(f"unknown job kind {name!r}; known kinds: {list(available_job_kinds())}")
+    return found
+
+
+def available_job_kinds() -> Tuple[str, ...]:
+    with _LOCK:
+        return tuple(sorted(set(_REGISTRY) | set(_BUILTIN)))

@@ -1,0 +1,193 @@
+"""``vflsec party --config party.toml``: run one party of a VFL job in its
+own process, over :class:`~vflsec.federation.grpc_channel.GrpcChannel`.
+
+The party configuration is described in :mod:`.config`, the job description
+(``job.toml``; ``kind = "glm"`` by default or ``"splitnn"``) in
+:mod:`.job_spec`; what differs between kinds is in :mod:`.kinds`.
+
+Start-up, in order: connect to every peer (``connect_timeout``); agree on
+the job (:func:`.handshake.agree_on_job`: SHA-256 of the job description,
+then a fresh random session); entity alignment by PSI
+(:mod:`vflsec.federation.psi`), rows ordered by the sorted common IDs; agree
+on the start epoch (``--resume``: one past the last epoch every data party
+has checkpointed; refused where the job kind says so, e.g. DP protocols,
+since the interrupted epoch's releases would be repeated beyond the privacy
+budget, and split-learning jobs, which write no checkpoints); train; write
+the output; tell the peers this party is done.
+
+Failures: any error stops the party with exit status 1 and one line on
+stderr, ``vflsec party <name>: error: ...``; its peers are told and stop
+with ``peer party '<name>' failed: it aborted the job: ...``. A peer that
+dies or hangs is detected by the heartbeat within ``peer_timeout`` seconds:
+``peer party '<name>' failed: no answer for ... s``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Mapping
+
+from ..dp.sensitivity import clip_row_norms
+from .config import PartyConfig, load_party_config
+from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
+from .job_spec import JobSpec, load_job_spec
+from .party_csv import read_party_csv
+
+__all__ = ["main", "run_party"]
+
+logger = logging.getLogger("vflsec.network")
+
+
+def _settings(network: Mapping[str, Any]):
+    from ..federation.grpc_channel import NetworkSettings
+
+    try:
+        return NetworkSettings(**network)
+    except TypeError as exc:
+        raise ValueError(f"[network]: {exc}") from None
+
+
+def _make_channel(cfg: PartyConfig, spec: JobSpec, insecure: bool):
+    from ..federation.grpc_channel import GrpcChannel
+    from ..federation.tls import load_tls
+
+    job_parties = spec.parties
+    if cfg.name not in job_parties:
+        raise ValueError(f"party {cfg.name!r} is not a party of the job {job_parties}")
+    others = [p for p in job_parties if p != cfg.name]
+    missing = [p for p in others if p not in cfg.peers]
+    if missing:
+        raise ValueError(f"[peers] lacks the address of {missing}")
+    extra = set(cfg.peers) - set(others)
+    if extra:
+        raise ValueError(f"[peers] lists parties that are not in the job: {sorted(extra)}")
+    tls = None
+    if not insecure:
+        if cfg.tls is None:
+            raise ValueError("the party config has no [tls] table; mutual TLS is the default "
+                             "(create certificates with `vflsec certs init`, or pass --insecure)")
+        tls = load_tls(cfg.tls["ca"], cfg.tls["cert"], cfg.tls["key"])
+    return GrpcChannel(cfg.name, cfg.listen, {p: cfg.peers[p] for p in others}, tls=tls, insecure=insecure,
+                       settings=_settings(cfg.network), session="handshake")
+
+
+def _write_json(path: Path, summary: Dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=1))
+    tmp.replace(path)
+
+
+def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> Dict[str, Any]:
+    """Run this party's side of the job; returns the summary it writes to
+    ``output`` (raises on failure, after telling the peers)."""
+    from ..federation.checkpoint import EpochCheckpoint
+    from ..federation.psi import align_ids, row_order
+
+    started = time.perf_counter()
+    cfg = load_party_config(config)
+    spec = load_job_spec(cfg.job)
+    kind = spec.kind
+    probe = spec.probe_job()
+    role = probe.role_of(cfg.name)
+    if resume and not kind.writes_checkpoints:
+        raise ValueError(kind.resume_refusal(probe))
+    leader = probe.active
+    followers = [p for p in probe.parties if p != leader]
+    holds_data = cfg.name in probe.data_parties
+
+    ids: List[str] = []
+    X = y = None
+    if holds_data:
+        if cfg.data is None:
+            raise ValueError(f"data party {cfg.name!r} needs [party] data")
+        label_column = cfg.label_column if role == "active" else None
+        if role == "active" and label_column is None:
+            raise ValueError("the active party needs [party] label_column")
+        ids, X, y, _ = read_party_csv(cfg.data, cfg.id_column, label_column,
+                                      allow_no_features=kind.features_optional(probe, role))
+
+    channel = _make_channel(cfg, spec, insecure)
+    channel.start()
+    timings: Dict[str, float] = {}
+    try:
+        t = time.perf_counter()
+        channel.wait_for_peers()
+        agree_on_job(channel, spec, leader, followers)
+        timings["connect_and_agree_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        common: List[str] = []
+        if holds_data:
+            common = align_ids(channel, ids, leader=leader, members=probe.passives if role == "active" else ())
+            if not common:
+                raise ValueError("the parties share no IDs; nothing to train on")
+        timings["psi_s"] = time.perf_counter() - t
+        checkpoint = None
+        last_epoch = -1
+        if holds_data and kind.writes_checkpoints and cfg.checkpoint_dir is not None:
+            checkpoint = EpochCheckpoint(cfg.checkpoint_dir, cfg.name, checkpoint_fingerprint(spec, common))
+            last_epoch = checkpoint.latest_epoch() if resume else -1
+        elif resume and holds_data:
+            raise ValueError("--resume needs [party] checkpoint_dir")
+        n_samples, start_epoch = agree_on_plan(channel, spec, leader, followers, probe.data_parties,
+                                               len(common) or None, last_epoch, resume)
+        if holds_data and n_samples != len(common):
+            raise ValueError(f"the leader announced {n_samples} aligned rows, this party aligned {len(common)}")
+        job = spec.job(n_samples=n_samples, start_epoch=start_epoch)
+        if holds_data:
+            order = row_order(ids, common)
+            X = X[order]
+            if spec.row_norm == "clip" and X.shape[1] > 0:
+                X = clip_row_norms(X)
+            y = y[order] if y is not None else None
+        data = kind.party_data(job, spec.fields, cfg.name, X, y, checkpoint)
+        logger.info("party %r: %d aligned rows, training a %s job from epoch %d", cfg.name, n_samples, kind.name,
+                    start_epoch)
+        t = time.perf_counter()
+        result = kind.program(job, role)(channel, job, data)
+        timings["train_s"] = time.perf_counter() - t
+        timings["total_s"] = time.perf_counter() - started
+        summary = {
+            "party": cfg.name, "role": role, "kind": kind.name, "n_samples": n_samples,
+            "start_epoch": start_epoch,
+            **kind.summary(job, result, cfg.output),
+            "history": {k: [float(v) for v in vals] for k, vals in result.history.items()},
+            "program_timings": dict(result.timings), "timings": timings,
+            "bytes_sent_by_tag": channel.bytes_by_tag(), "payload_bytes_sent": sum(channel.bytes_by_tag().values()),
+            "wire_bytes_sent": channel.wire_bytes_sent, "wire_bytes_received": channel.wire_bytes_received,
+            "job_sha256": spec.digest,
+            "ids_sha256": hashlib.sha256("\n".join(common).encode()).hexdigest(),
+        }
+        if cfg.output is not None:
+            _write_json(cfg.output, summary)
+        channel.notify_done()
+        return summary
+    except BaseException as exc:
+        channel.notify_abort(f"{type(exc).__name__}: {exc}")
+        raise
+    finally:
+        channel.close()
+
+
+def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool = False) -> int:
+    """CLI entry (``vflsec party``): exit status 0 on success, 1 on failure."""
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    name = Path(config).stem
+    try:
+        name = load_party_config(Path(config)).name
+        summary = run_party(Path(config), resume=resume, insecure=insecure)
+    except KeyboardInterrupt:
+        print(f"vflsec party {name}: interrupted", file=sys.stderr)
+        return 130
+    except BaseException as exc:  # noqa: BLE001 - reported as one clear line
+        print(f"vflsec party {name}: error: {exc}", file=sys.stderr)
+        return 1
+    if not quiet:
+        print(json.dumps({k: summary[k] for k in ("party", "role", "kind", "protocol", "n_samples",
+                                                 "start_epoch", "timings") if k in summary}))
+    return 0

@@ -1,0 +1,192 @@
+"""Job kind "splitnn": a split-learning job (:mod:`vflsec.splitnn`) under ``vflsec party``.
+
+``[job]`` (with ``kind = "splitnn"``) holds the public
+:class:`~vflsec.splitnn.job.SplitJob` fields (``task``, ``n_classes``,
+``epochs``, ``batch_size``, ``lr``, ``optimizer``, ``seed``, ``active``,
+``passives``, ``active_features``, ``device``) and the models every party
+builds for itself:
+
+* ``bottom_hidden`` (list of widths, default ``[64]``) and ``embedding_dim``
+  (default 32): each bottom is ``mlp_bottom(features, bottom_hidden,
+  embedding_dim)``;
+* ``head_hidden`` (default ``[]``): the active party's head on the
+  concatenated embeddings, a linear layer or ``mlp_head`` with these widths;
+* an optional ``[job.defense]`` table: ``name`` is a defense's name in
+  :mod:`vflsec.splitnn.defenses.registry` (e.g. ``"noise_embedding"``,
+  ``"vfl_afe"``, ``"dp_sgd"``), the other keys are its keyword arguments
+  (``name = "none"`` by default).
+  Every party builds and sets up its own copy, as the in-process estimator
+  gives each party a copy of one set-up defense.
+
+Model initialisation is seeded per party from ``(seed, position of the party
+in job.parties)`` (:func:`build_party_data`), so a party's models do not
+depend on any other party's, and the in-process runner given the same
+builder trains the same weights. Classification labels in the active party's
+CSV are the class indices ``0 .. n_classes - 1``.
+
+Split-learning programs write no checkpoints yet (torch modules, optimizer
+moments and each defense's noise and accounting state would all have to be
+saved), so ``--resume`` is refused. A party's output JSON has the history,
+bytes sent per epoch and the defense's privacy spent; its trained modules go
+to ``<output stem>.modules.npz`` (``bottom.<param>``, ``head.<param>``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Set
+
+import numpy as np
+
+from .._arrays import check_positive_int
+from .._torch import require_torch
+from ..splitnn import defenses as _defenses  # noqa: F401  (registers the built-in defenses)
+from ..splitnn.defenses.base import Defense, DefenseContext
+from ..splitnn.defenses.registry import get_defense
+from ..splitnn.job import SplitJob, SplitPartyData, SplitPartyResult
+from ..splitnn.models import linear_head, mlp_bottom, mlp_head
+from ..splitnn.trainer import PROGRAMS
+from .kinds import JobKind, register_job_kind
+
+__all__ = ["MODEL_FIELDS", "SplitJobKind", "build_party_data", "make_defense", "module_arrays"]
+
+# [job] keys describing the models, with their defaults.
+MODEL_FIELDS: Dict[str, Any] = {"bottom_hidden": [64], "embedding_dim": 32, "head_hidden": []}
+
+
+def _widths(value: Any, name: str):
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"[job] {name} must be a list of positive ints, got {value!r}")
+    return tuple(check_positive_int(w, f"{name}[{i}]") for i, w in enumerate(value))
+
+
+def make_defense(table: Optional[Mapping[str, Any]]) -> Defense:
+    """The defense a ``[job.defense]`` table describes, its settings checked
+    (not yet set up)."""
+    table = dict(table or {"name": "none"})
+    name = table.pop("name", None)
+    try:
+        cls = get_defense(name)
+    except ValueError as exc:
+        raise ValueError(f"[job.defense] name: {exc}") from None
+    try:
+        defense = cls(**table)
+        check = getattr(defense, "check_params", None)
+        if check is not None:
+            check()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"[job.defense] {name}: {exc}") from None
+    return defense
+
+
+def _model_seed(seed: int, position: int) -> int:
+    return int(np.random.SeedSequence([int(seed), int(position)]).generate_state(1)[0])
+
+
+def build_party_data(job: SplitJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
+                     y: Optional[np.ndarray]) -> SplitPartyData:
+    """``party``'s models, defense copy and data for ``job`` -- what its
+    process builds in ``vflsec party`` (and what an in-process reference run
+    must build to train the same weights)."""
+    torch = require_torch("split learning")
+    settings = {**MODEL_FIELDS, **{k: v for k, v in fields.items() if k in MODEL_FIELDS}}
+    hidden = _widths(settings["bottom_hidden"], "bottom_hidden")
+    head_hidden = _widths(settings["head_hidden"], "head_hidden")
+    width = check_positive_int(settings["embedding_dim"], "embedding_dim")
+    classification = job.task == "classification"
+    n_outputs = job.n_classes if classification else 1
+    defense = make_defense(fields.get("defense"))
+    defense.setup(DefenseContext(
+        n_classes=job.n_classes if classification else None, passive_parties=job.passives,
+        n_samples=job.n_samples, batch_size=job.batch_size, epochs=job.epochs, device=job.device, seed=None,
+        extra={"model_seed": int(job.seed), "embedding_dims": {p: width for p in job.passives}}))
+    role = job.role_of(party)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(_model_seed(job.seed, job.parties.index(party)))
+        if role == "passive":
+            if X is None or X.shape[1] == 0:
+                raise ValueError(f"passive party {party!r} has no feature columns")
+            bottom = mlp_bottom(X.shape[1], hidden, width)
+            return SplitPartyData(X=np.asarray(X, dtype=np.float32), bottom=bottom, defense=defense)
+        if y is None:
+            raise ValueError(f"the active party {party!r} has no labels")
+        if classification:
+            if not np.all(np.isin(y, np.arange(n_outputs))):
+                raise ValueError(f"labels of a classification job must be the class indices 0..{n_outputs - 1}")
+            labels = np.asarray(y, dtype=np.int64)
+        else:
+            labels = np.asarray(y, dtype=np.float32)
+        own_bottom = own_X = None
+        if job.active_features:
+            if X is None or X.shape[1] == 0:
+                raise ValueError(f"the job has active_features = true but party {party!r} has no feature columns")
+            own_X = np.asarray(X, dtype=np.float32)
+            own_bottom = mlp_bottom(own_X.shape[1], hidden, width)
+        in_features = width * (len(job.passives) + (1 if job.active_features else 0))
+        head = mlp_head(in_features, n_outputs, hidden=head_hidden) if head_hidden else linear_head(in_features,
+                                                                                                    n_outputs)
+        return SplitPartyData(X=own_X, bottom=own_bottom, defense=defense, y=labels, head=head)
+
+
+def module_arrays(result: SplitPartyResult) -> Dict[str, np.ndarray]:
+    """``{"bottom.<param>" / "head.<param>": array}`` of a party's trained modules."""
+    out = {}
+    for prefix, module in (("bottom", result.bottom), ("head", result.head)):
+        if module is not None:
+            for key, value in module.state_dict().items():
+                out[f"{prefix}.{key}"] = value.detach().cpu().numpy()
+    return out
+
+
+class SplitJobKind(JobKind):
+    name = "splitnn"
+    default_row_norm = "none"
+    writes_checkpoints = False
+
+    def job_fields(self) -> Set[str]:
+        job = {f.name for f in dataclasses.fields(SplitJob)} - {"n_samples"}
+        return job | set(MODEL_FIELDS) | {"defense"}
+
+    def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> SplitJob:
+        if start_epoch:
+            raise ValueError(self.resume_refusal(None))
+        names = {f.name for f in dataclasses.fields(SplitJob)}
+        kwargs = {k: v for k, v in fields.items() if k in names}
+        if "passives" in kwargs:
+            kwargs["passives"] = tuple(kwargs["passives"])
+        job = SplitJob(n_samples=n_samples, **kwargs)
+        make_defense(fields.get("defense"))  # a bad [job.defense] fails before any connection
+        for key in ("bottom_hidden", "head_hidden"):
+            _widths(fields.get(key, MODEL_FIELDS[key]), key)
+        check_positive_int(fields.get("embedding_dim", MODEL_FIELDS["embedding_dim"]), "embedding_dim")
+        return job
+
+    def features_optional(self, job: SplitJob, role: str) -> bool:
+        return role == "active" and not job.active_features
+
+    def party_data(self, job: SplitJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
+                   y: Optional[np.ndarray], checkpoint: Any) -> SplitPartyData:
+        return build_party_data(job, fields, party, X, y)
+
+    def program(self, job: SplitJob, role: str):
+        return PROGRAMS[role]
+
+    def summary(self, job: SplitJob, result: SplitPartyResult, output: Optional[Path]) -> Dict[str, Any]:
+        out: Dict[str, Any] = {
+            "bytes_sent_per_epoch": [dict(d) for d in result.bytes_sent],
+            "defense": repr(result.defense),
+        }
+        spent = result.defense.privacy_spent() if result.role == "passive" else None
+        out["privacy_spent"] = None if spent is None else str(spent)
+        if output is not None:
+            path = output.with_name(output.stem + ".modules.npz")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "wb") as fh:
+                np.savez(fh, **module_arrays(result))
+            tmp.replace(path)
+            out["modules_file"] = path.name
+        return out
+
+
+register_job_kind(SplitJobKind(), replace=True)
