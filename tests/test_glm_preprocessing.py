@@ -69,7 +69,7 @@ def test_active_block_gets_constant_column_and_stays_in_unit_ball(captured):
     np.testing.assert_array_equal(active[:, -1], c)  # exactly constant
     assert np.all(np.linalg.norm(active, axis=1) <= 1.0)
     assert np.all(np.linalg.norm(active[:, :-1], axis=1) <= math.sqrt(1 - c * c))
-    assert np.all(np.linalg.norm(np.asarray(data["passive1"].X), axis=1) <= 1.0)
+    assert np.all(np.linalg.norm(np.asarray(data["passive_0"].X), axis=1) <= 1.0)
     # coef_ holds the feature weights only; intercept_ = c * the constant's weight
     raw = out.results[job.active].coef
     assert [len(w) for w in model.coef_] == [3, 2]
@@ -180,10 +180,10 @@ def test_privacy_spent_reports_the_calibrated_budget_per_party():
 
     split = vertical_split(load_breast(), PAPER_SPLITS["breast"], seed=0)
     private = VerticalLogisticRegression("hdp", epsilon=0.5, delta=1e-3, noise_seed=1).fit(split.X_train, split.y_train)
-    assert set(private.privacy_spent_) == {"active", "passive1"}
-    spent = private.privacy_spent_["passive1"]
+    assert set(private.privacy_spent_) == {"active", "passive_0"}
+    spent = private.privacy_spent_["passive_0"]
     assert (spent.epsilon, spent.delta, spent.releases) == (0.5, 1e-3, 1) and "analytic" in spent.accountant
     plain = VerticalLogisticRegression("plain").fit(split.X_train, split.y_train)
-    assert plain.privacy_spent_ == {"active": None, "passive1": None}
+    assert plain.privacy_spent_ == {"active": None, "passive_0": None}
     off = VerticalLogisticRegression("hdp", noise=False).fit(split.X_train, split.y_train)
     assert off.privacy_spent_["active"] is None

@@ -196,11 +196,12 @@ def _batch():
     return BatchInfo(epoch=0, step=0, global_step=0, indices=np.arange(4, dtype=np.int64))
 
 
-def _afe(**kw):
-    from vflsec.splitnn.defenses import VFLAFE, DefenseContext
+def _afe(impl="vflsec", **kw):
+    from vflsec.bench.splitnn_afe_baseline import afe_class  # "baseline": the benchmark's subclass
+    from vflsec.splitnn.defenses import DefenseContext
 
     kw.setdefault("calibration", "analytic")
-    d = VFLAFE(seed=0, **kw)
+    d = afe_class(impl)(seed=0, **kw)
     d.setup(DefenseContext(n_classes=2, passive_parties=("p",), n_samples=100, batch_size=10, epochs=2,
                            extra={"embedding_dims": {"p": 8}}))
     return d
@@ -245,7 +246,7 @@ def test_gaussian_release_is_the_identity_for_autograd(torch):
 def test_noise_baselines_release_on_the_lattice(torch):
     from vflsec.splitnn.defenses import GaussianEmbeddingNoise, GaussianGradientNoise
 
-    emb, grad = GaussianEmbeddingNoise(1.0, seed=1), GaussianGradientNoise(0.8, seed=2)
+    emb, grad = GaussianEmbeddingNoise(scale=1.0, seed=1), GaussianGradientNoise(scale=0.8, seed=2)
     h = torch.randn(16, 4, requires_grad=True)
     out = emb.transform_embedding("p", h, _batch())
     assert_on_lattice(out, 1.0)

@@ -17,18 +17,20 @@ from vflsec.splitnn.defenses import (  # noqa: E402
     GaussianEmbeddingNoise,
     GaussianGradientNoise,
     GradientSparsification,
-    numpy_fuzzy_cmeans,
 )
+from vflsec.bench.splitnn_afe_baseline import afe_class, numpy_fuzzy_cmeans  # noqa: E402
 
 BATCH = BatchInfo(epoch=0, step=0, global_step=0, indices=np.arange(4, dtype=np.int64))
 
 
-def _afe(**kw):
+def _afe(impl="vflsec", **kw):
+    """VFL-AFE set up for a 2-class job; impl "baseline" is the benchmark's
+    torch.cdist / numpy-FCM subclass (vflsec.bench.splitnn_afe_baseline)."""
     kw.setdefault("seed", 0)
+    d = afe_class(impl)(**kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # classic calibration warns for epsilon >= 1
-        d = VFLAFE(**kw)
-    d.setup(DefenseContext(n_classes=2, passive_parties=("p",), n_samples=100, batch_size=10, epochs=3))
+        d.setup(DefenseContext(n_classes=2, passive_parties=("p",), n_samples=100, batch_size=10, epochs=3))
     return d
 
 
@@ -233,14 +235,19 @@ def test_rescale_shrink_false_never_shrinks():
     ({"epsilon": 0}, ValueError), ({"epsilon": float("inf")}, ValueError), ({"epsilon": float("nan")}, ValueError),
     ({"delta": 0}, ValueError), ({"delta": 1}, ValueError), ({"delta": 1.5}, ValueError),
     ({"confidence_threshold": -0.1}, ValueError), ({"confidence_threshold": 1.1}, ValueError),
-    ({"n_clusters": 1}, ValueError), ({"fcm_m": 1.0}, ValueError), ({"impl": "fast"}, ValueError),
+    ({"n_clusters": 1}, ValueError), ({"fcm_m": 1.0}, ValueError),
     ({"calibration": "x"}, ValueError), ({"rescale": 1}, TypeError), ({"rescale_shrink": "no"}, TypeError),
     ({"seed": -1}, TypeError),
     ({"margin": 0}, ValueError), ({"kl_weight": -1}, ValueError),
 ])
 def test_invalid_settings_raise(kw, exc):
     with pytest.raises(exc):
-        VFLAFE(**kw)
+        VFLAFE(**kw).check_params()  # validated when attached (setup), not in __init__
+
+
+def test_benchmark_impl_names():
+    with pytest.raises(ValueError):
+        afe_class("fast")
 
 
 def test_adjust_needs_clusters_for_regression():
@@ -251,26 +258,26 @@ def test_adjust_needs_clusters_for_regression():
 
 def test_sparsification_keeps_exactly_k_percent():
     g = torch.randn(7, 50)
-    out = GradientSparsification(0.1).sparsify(g)
+    out = GradientSparsification(keep_fraction=0.1).sparsify(g)
     assert ((out != 0).sum(dim=1) == 5).all()
     kept = out != 0
     # the kept entries are the largest in magnitude of their row
     assert (g.abs()[kept].reshape(7, 5).min(dim=1).values >= g.abs().masked_fill(kept, 0).max(dim=1).values).all()
     assert torch.equal(out[kept], g[kept])
     with pytest.raises(ValueError):
-        GradientSparsification(0.0)
+        GradientSparsification(keep_fraction=0.0).check_params()
     with pytest.raises(ValueError):
-        GradientSparsification(1.5)
+        GradientSparsification(keep_fraction=1.5).check_params()
 
 
 def test_gradient_and_embedding_noise():
     g = torch.zeros(20_000, 5)
-    out = GaussianGradientNoise(0.3, seed=1).transform_gradient({"p": g}, BATCH)["p"]
+    out = GaussianGradientNoise(scale=0.3, seed=1).transform_gradient({"p": g}, BATCH)["p"]
     assert float(out.std()) == pytest.approx(0.3, rel=0.02)
     h = torch.zeros(20_000, 5)
-    out = GaussianEmbeddingNoise(0.2).transform_embedding("p", h, BATCH)
+    out = GaussianEmbeddingNoise(scale=0.2).transform_embedding("p", h, BATCH)
     assert float(out.std()) == pytest.approx(0.2, rel=0.02)
-    assert GaussianGradientNoise(0.1).name == "noise" and GaussianGradientNoise(0.1).variant == "gradient"
+    assert GaussianGradientNoise(scale=0.1).name == "noise" and GaussianGradientNoise(scale=0.1).variant == "gradient"
     for bad in (0, -1, float("nan")):
         with pytest.raises(ValueError):
-            GaussianEmbeddingNoise(bad)
+            GaussianEmbeddingNoise(scale=bad).check_params()

@@ -194,12 +194,12 @@ def test_invalid_settings_raise():
                           ({"epsilon": 1, "accountant": "moments"}, "accountant"),
                           ({"epsilon": 1, "loss_reduction": "none"}, "loss_reduction")]:
         with pytest.raises(ValueError, match=match):
-            DPSGD(**kwargs)
+            DPSGD(**kwargs).check_params()  # validated when attached (setup), not in __init__
     with pytest.raises(TypeError, match="epsilon"):
-        DPSGD(epsilon="1")
+        DPSGD(epsilon="1").check_params()
     with pytest.raises(ValueError, match="epsilon"):
-        DPSGD(epsilon=float("nan"))
-    DPSGD(epsilon=1, clip_percentile=100)  # the top of the range is allowed
+        DPSGD(epsilon=float("nan")).check_params()
+    DPSGD(epsilon=1, clip_percentile=100).check_params()  # the top of the range is allowed
 
 
 def test_batchnorm_bottom_gives_clear_error():

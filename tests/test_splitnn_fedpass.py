@@ -205,16 +205,18 @@ def test_invalid_settings_raise():
                           ({"where": ("active", "active")}, "where"), ({"squash": "relu"}, "squash"),
                           ({"passport_rows": 0}, "passport_rows")]:
         with pytest.raises(ValueError, match=match):
-            FedPass(**kwargs)
+            FedPass(**kwargs).check_params()  # validated when attached (setup), not in __init__
     with pytest.raises(TypeError, match="n_range"):
-        FedPass(n_range="10")
+        FedPass(n_range="10").check_params()
     with pytest.raises(ValueError, match="n_range"):
-        FedPass(n_range=float("inf"))
+        FedPass(n_range=float("inf")).check_params()
     with pytest.raises(ValueError, match="sigma2"):
         PassportLinear(3, 3, sigma2=0)
     with pytest.raises(TypeError, match="seed"):
-        FedPass(seed=-1)
-    assert FedPass(where="passive").where == ("passive",)
+        FedPass(seed=-1).check_params()
+    one_side = FedPass(where="passive")
+    one_side.setup(_context())
+    assert one_side.where_ == ("passive",)
     assert FedPass(n_range=20, sigma2=2).variant == "N=20,sigma2=2"
     with pytest.raises(RuntimeError, match="setup"):
         FedPass().wrap_bottom("p1", nn.Linear(2, 2))

@@ -21,6 +21,7 @@ from vflsec.splitnn import (  # noqa: E402
     SplitNNClassifier,
     SplitNNRegressor,
 )
+from vflsec.bench.splitnn_afe_baseline import BaselineVFLAFE  # noqa: E402
 from vflsec.splitnn.models import cnn_bottom, dp_vfl_bottom, dp_vfl_head, mlp_bottom  # noqa: E402
 
 
@@ -63,13 +64,17 @@ def test_unprotected_split_equals_centralized(optimizer, active_features):
     torch.manual_seed(3)
     bottoms = [mlp_bottom(3, (8,), 4) for _ in parts]
     head = torch.nn.Linear(12, 2)
-    model = SplitNNClassifier(bottoms=bottoms, head=head, epochs=3, batch_size=32, lr=0.01, optimizer=optimizer,
-                              seed=5, device="cpu", active_features=active_features).fit(parts, y)
+    # The estimators take the active party's block first; the head sees the
+    # passive parties' embeddings, then the active party's own.
+    first = (lambda blocks: [blocks[-1]] + list(blocks[:-1])) if active_features else list
+    model = SplitNNClassifier(bottoms=first(bottoms), head=head, epochs=3, batch_size=32, lr=0.01,
+                              optimizer=optimizer, seed=5, device="cpu",
+                              active_features=active_features).fit(first(parts), y)
     expected = _centralized(bottoms, head, parts, y, epochs=3, batch_size=32, lr=0.01, seed=5, optimizer=optimizer)
-    np.testing.assert_allclose(model.predict_proba(parts), expected, atol=1e-6)
+    np.testing.assert_allclose(model.predict_proba(first(parts)), expected, atol=1e-6)
     # the run really trained (not the initial model)
     untrained = _centralized(bottoms, head, parts, y, epochs=1, batch_size=32, lr=1e-12, seed=5)
-    assert np.abs(model.predict_proba(parts) - untrained).max() > 1e-3
+    assert np.abs(model.predict_proba(first(parts)) - untrained).max() > 1e-3
     assert set(model.bottoms_) == ({"passive_0", "passive_1", "active"} if active_features
                                    else {"passive_0", "passive_1", "passive_2"})
 
@@ -79,10 +84,10 @@ DEFENSES = [
     _afe(t=1.0, epsilon=50.0, rescale=False, adjust=False, seed=0),
     _afe(t=1.0, epsilon=50.0, rescale=True, adjust=False, seed=0),
     _afe(t=1.0, epsilon=50.0, rescale=False, adjust=True, seed=0),
-    _afe(t=1.0, epsilon=50.0, rescale=True, adjust=True, seed=0, impl="baseline"),
-    GaussianEmbeddingNoise(0.05, seed=0),
-    GaussianGradientNoise(1e-3, seed=0),
-    GradientSparsification(0.5),
+    BaselineVFLAFE(t=1.0, epsilon=50.0, rescale=True, adjust=True, seed=0),
+    GaussianEmbeddingNoise(scale=0.05, seed=0),
+    GaussianGradientNoise(scale=1e-3, seed=0),
+    GradientSparsification(keep_fraction=0.5),
 ]
 
 
@@ -90,7 +95,7 @@ DEFENSES = [
 def test_every_defense_trains(defense):
     parts, y = _data(n=300, classes=3)
     model = SplitNNClassifier(defense=defense, epochs=6, batch_size=50, lr=0.02, seed=0, device="cpu").fit(parts, y)
-    losses = [h["loss"] for h in model.history_]
+    losses = model.history_["loss"]
     assert losses[-1] < losses[0]
     assert model.score(parts, y) > 0.6  # three balanced-ish classes: chance is ~0.33
     spent = model.privacy_spent_["passive_0"]
@@ -104,8 +109,8 @@ def test_bytes_per_tag_and_history():
     sizes = [30, 30, 30, 10]
     per_epoch = sum(payload_nbytes(np.zeros((b, 5), np.float32)) for b in sizes) * 3  # 3 passive parties
     assert model.bytes_by_tag_ == {TAG_EMBEDDING: 2 * per_epoch, TAG_GRADIENT: 2 * per_epoch}
-    assert [h["bytes"] for h in model.history_] == [{TAG_EMBEDDING: per_epoch, TAG_GRADIENT: per_epoch}] * 2
-    assert all(h["seconds"] > 0 and 0 <= h["accuracy"] <= 1 for h in model.history_)
+    assert model.history_["bytes"] == [{TAG_EMBEDDING: per_epoch, TAG_GRADIENT: per_epoch}] * 2
+    assert all(s > 0 for s in model.history_["seconds"]) and all(0 <= a <= 1 for a in model.history_["accuracy"])
 
 
 def test_reproducible_with_seeds():
@@ -139,8 +144,8 @@ def test_regressor_learns():
     X = rng.standard_normal((300, 4)).astype(np.float32)
     y = X @ np.array([1.0, -2.0, 0.5, 1.5]) + 0.1 * rng.standard_normal(300)
     model = SplitNNRegressor(epochs=15, batch_size=30, lr=0.01, device="cpu").fit([X[:, :2], X[:, 2:]], y)
-    assert model.history_[-1]["loss"] < model.history_[0]["loss"]
-    assert "accuracy" not in model.history_[0]
+    assert model.history_["loss"][-1] < model.history_["loss"][0]
+    assert "accuracy" not in model.history_
     assert model.score([X[:, :2], X[:, 2:]], y) > 0.8
     assert model.mse([X[:, :2], X[:, 2:]], y) < 1.0
 
@@ -161,7 +166,7 @@ def test_cnn_bottoms_train_on_image_halves():
     left, right = img[:, :, :4].reshape(n, -1), img[:, :, 4:].reshape(n, -1)
     model = SplitNNClassifier(bottoms=lambda p: cnn_bottom((8, 4), 8, channels=(4, 4)), epochs=8, batch_size=16,
                               lr=0.01, device="cpu").fit([left, right], y)
-    assert model.history_[-1]["loss"] < model.history_[0]["loss"]
+    assert model.history_["loss"][-1] < model.history_["loss"][0]
 
 
 @pytest.mark.parametrize("make_args, exc, match", [

@@ -136,29 +136,33 @@ def load_privacy_data(name: str, *, data_dir: Optional[Path], max_rows: Optional
 
 
 # -- split-learning training -------------------------------------------------------------
+# Per registered defense: the parameter a cell's strength sets (None: no
+# strength), the benchmark's fixed settings, and whether it takes the seed.
+DEFENSE_SETTINGS: Dict[str, Tuple[Optional[str], Dict[str, Any], bool]] = {
+    "none": (None, {}, False),
+    "noise_embedding": ("scale", {}, True),
+    "noise_gradient": ("scale", {}, True),
+    "sparsify": ("keep_fraction", {}, False),
+    "vfl_afe": ("epsilon", {"t": 1.0, "delta": 1e-2}, True),
+    "dp_sgd": ("epsilon", {"delta": 1e-3, "calibration_steps": 10}, True),
+    "fedpass": ("sigma2", {"n_range": 100.0}, True),
+}
+
+
 def make_defense(kind: str, strength: Optional[float], seed: int):
-    from ..splitnn.defenses import (VFLAFE, GaussianEmbeddingNoise, GaussianGradientNoise, GradientSparsification,
-                                    NoDefense)
+    """The registered defense ``kind`` (:mod:`vflsec.splitnn.defenses.registry`)
+    at ``strength`` with the benchmark's fixed settings."""
+    from ..splitnn.defenses import make_defense as make_registered
 
-    if kind == "none":
-        return NoDefense()
-    if kind == "noise_embedding":
-        return GaussianEmbeddingNoise(strength, seed=seed)
-    if kind == "noise_gradient":
-        return GaussianGradientNoise(strength, seed=seed)
-    if kind == "sparsify":
-        return GradientSparsification(strength)
-    if kind == "vfl_afe":
-        return VFLAFE(t=1.0, epsilon=strength, delta=1e-2, seed=seed)
-    if kind == "dp_sgd":
-        from ..splitnn.defenses.dp_sgd import DPSGD
-
-        return DPSGD(strength, delta=1e-3, calibration_steps=10, seed=seed)
-    if kind == "fedpass":
-        from ..splitnn.defenses.fedpass import FedPass
-
-        return FedPass(n_range=100.0, sigma2=strength, seed=seed)
-    raise ValueError(f"unknown defense {kind!r}")
+    if kind not in DEFENSE_SETTINGS:
+        raise ValueError(f"unknown defense {kind!r}")
+    strength_param, fixed, seeded = DEFENSE_SETTINGS[kind]
+    params: Dict[str, Any] = dict(fixed)
+    if strength_param is not None:
+        params[strength_param] = strength
+    if seeded:
+        params["seed"] = seed
+    return make_registered(kind, **params)
 
 
 @dataclass

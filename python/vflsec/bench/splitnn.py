@@ -41,6 +41,7 @@ from tqdm import tqdm
 
 from .common import git_revision, machine_info, markdown_table, package_versions, pyplot, write_json
 from .splitnn_afe import DELTA, VARIANTS, SplitData, _fit, make_afe
+from .splitnn_afe_baseline import IMPLS
 from .splitnn_rescale import plot_rescale, report_rescale, section_rescale
 
 # VFL-AFE Table 2 (test accuracy, %): UCI Adult and MNIST rows of the paper.
@@ -51,7 +52,6 @@ PAPER_TABLE2 = {
 # VFL-AFE Table 3 (5000 CIFAR-10 samples): ms and share of training time.
 PAPER_TABLE3 = {"base": (349.89, 45.32), "noise": (60.43, 7.83), "rescale": (279.76, 36.23), "adjust": (82.04, 10.63)}
 TIMING_STEPS = ("base", "noise", "rescale", "adjust")
-IMPLS = ("vflsec", "baseline")
 
 
 # ---------------------------------------------------------------------------
@@ -179,8 +179,8 @@ def run_table2(datasets: Dict[str, SplitData], cfg: Dict[str, Any]) -> List[Dict
         acc = float(model.score(data.test_parts, data.y_test))
         row = {**base, "defense": "none" if defense is None else defense.name,
                "variant": None if defense is None else defense.variant, "value": acc,
-               "train_accuracy_last_epoch": model.history_[-1]["accuracy"],
-               "seconds": sum(h["seconds"] for h in model.history_)}
+               "train_accuracy_last_epoch": model.history_["accuracy"][-1],
+               "seconds": sum(model.history_["seconds"])}
         if defense is not None:
             spent = model.privacy_spent_["passive_0"]
             row.update(epsilon=cfg["epsilon"][data.kind], delta=DELTA, epsilon_composed=spent.epsilon,
@@ -222,7 +222,7 @@ def run_table3(data: SplitData, cfg: Dict[str, Any]) -> List[Dict[str, Any]]:
                                                         seed=0)
         model = _fit(data, defense, epochs=cfg["timing_epochs"] + 1, batch_size=cfg["timing_batch_size"],
                      lr=cfg["lr"][data.kind], seed=0, device=cfg["device"])
-        per_step.setdefault((impl, step), []).extend(h["seconds"] / steps for h in model.history_[1:])
+        per_step.setdefault((impl, step), []).extend(s / steps for s in model.history_["seconds"][1:])
         if defense is not None:
             acc = timers.setdefault((impl, step), {})
             for key, secs in model.party_defenses_["passive_0"].timings_.items():

@@ -43,17 +43,19 @@ def _bottom_factory(data: SplitData):
 def make_afe(variant: str, cfg: Dict[str, Any], *, impl: str = "vflsec", seed: Optional[int] = None,
              **options: Any):
     """The VFL-AFE defense of a Table 2 ``variant`` with the benchmark's settings
-    (``options``: further VFLAFE keywords, e.g. ``rescale_shrink``)."""
-    from ..splitnn.defenses import VFLAFE
+    (``options``: further VFLAFE keywords, e.g. ``rescale_shrink``); ``impl``
+    "baseline" is the benchmark's torch.cdist / numpy-FCM variant
+    (:mod:`.splitnn_afe_baseline`)."""
+    from .splitnn_afe_baseline import afe_class
 
     rescale, adjust = VARIANTS[variant]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the paper's classic calibration warns for epsilon >= 1
-        return VFLAFE(t=cfg["t"], epsilon=cfg["epsilon"][cfg["_dataset_kind"]], delta=DELTA, rescale=rescale,
+        return afe_class(impl)(t=cfg["t"], epsilon=cfg["epsilon"][cfg["_dataset_kind"]], delta=DELTA, rescale=rescale,
                       adjust=adjust,
                       kl_weight=cfg["kl_weight"], contrastive_weight=cfg["contrastive_weight"],
                       confidence_threshold=cfg["confidence_threshold"][cfg["_dataset_kind"]],
-                      calibration=cfg["calibration"], impl=impl, seed=seed, **options)
+                      calibration=cfg["calibration"], seed=seed, **options)
 
 
 def _fit(data: SplitData, defense: Any, *, epochs: int, batch_size: int, lr: float, seed: int, device: str):

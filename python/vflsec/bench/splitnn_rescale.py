@@ -55,11 +55,11 @@ def section_rescale(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> List[Dict[
             "section": "rescale", "dataset": data.name, "parties": len(data.train_parts), "defense": defense.name,
             "variant": variant, "rescale_shrink": shrink, "label": _label(variant, shrink), "seed": seed,
             "metric": "test_accuracy", "value": float(model.score(data.test_parts, data.y_test)),
-            "train_accuracy_by_epoch": [float(h["accuracy"]) for h in model.history_],
+            "train_accuracy_by_epoch": [float(a) for a in model.history_["accuracy"]],
             "factor_by_epoch": [trace[e]["factor"] for e in epochs],
             "estimate_over_max_by_epoch": [trace[e]["estimate_over_max"] for e in epochs],
             "epsilon": cfg["epsilon"][data.kind], "delta": DELTA, "epsilon_composed": None,
-            "seconds": sum(h["seconds"] for h in model.history_),
+            "seconds": sum(model.history_["seconds"]),
         })
     return rows
 

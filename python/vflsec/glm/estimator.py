@@ -14,7 +14,11 @@
   passive blocks of ``coef_`` are zeros).
 
 ``fit(X_parts, y)`` takes one feature block per party, active party first
-(rows aligned). Each VFL party runs its own program in its own thread and
+(rows aligned): ``X_parts[0]`` is the active party's (it holds the labels),
+``X_parts[i]`` for ``i >= 1`` belongs to the passive party ``passive_{i-1}``
+(``passive_0``, ``passive_1``, ...: the party convention shared with
+:class:`vflsec.splitnn.SplitNNClassifier`, whose seeded defense noise is keyed
+by these names). Each VFL party runs its own program in its own thread and
 they interact only through an in-memory channel. The fitted model is the set
 of per-party weight blocks ``coef_``; this estimator gathers them only to
 predict in this in-memory setting -- in a real deployment each party keeps
@@ -173,14 +177,14 @@ class VerticalLogisticRegression(BaseEstimator):
     Attributes
     ----------
     coef_ : list of 1-D arrays, one feature-weight block per party (active
-        first; the intercept is not in it).
+        first, then ``passive_0``, ``passive_1``, ...; the intercept is not in it).
     intercept_ : float, ``c * w_c`` (0.0 when ``fit_intercept=False``).
     batch_size_ : the mini-batch size used (rows).
     active_radius_ : norm bound of the active party's feature part
         (``sqrt(1 - intercept_scaling^2)``, or 1 without an intercept),
         applied again at prediction.
     classes_ : the two labels for classification losses.
-    history_ : dict with per-epoch ``loss`` (and ``accuracy``) seen by the
+    history_ : dict with per-epoch lists ``loss`` (and ``accuracy``) seen by the
         active party, ``time`` (``wall`` seconds of the run, and
         ``compute``/``crypto``/``messaging`` seconds summed over parties),
         ``party_time`` (that split per party), ``bytes_by_tag``,
@@ -192,6 +196,8 @@ class VerticalLogisticRegression(BaseEstimator):
         (``releases=1``; ``accountant`` names the calibration; "classic" is an
         (epsilon, delta) guarantee only for epsilon < 1). None for every party
         of a protection without DP noise (plain, HE, references, noise=False).
+
+    Using an unfitted model raises ``sklearn.exceptions.NotFittedError``.
     """
 
     def __init__(
@@ -332,7 +338,7 @@ class VerticalLogisticRegression(BaseEstimator):
             k=self.k,
             seed=self.seed,
             active="active",
-            passives=tuple(f"passive{i}" for i in range(1, n_parties)),
+            passives=tuple(f"passive_{i}" for i in range(n_parties - 1)),
             coordinator="coordinator" if needs_coordinator else None,
             epsilon=self.epsilon,
             delta=self.delta,

@@ -5,7 +5,8 @@
 * :mod:`.estimator` -- :class:`SplitNNClassifier`, :class:`SplitNNRegressor`.
 * :mod:`.models` -- bottom and head factories (MLP, the DP-VFL split MLP, a 2-layer CNN).
 * :mod:`.defenses` -- the defense hook contract, VFL-AFE, DP-SGD VFL, FedPass
-  and simple baselines.
+  and simple baselines, looked up by name in the defense registry
+  (:func:`make_defense`, :func:`get_defense`, :func:`register_defense`).
 
 torch is imported lazily: importing this package does not import torch.
 """
@@ -19,6 +20,10 @@ from .defenses import (
     GaussianGradientNoise,
     GradientSparsification,
     NoDefense,
+    available_defenses,
+    get_defense,
+    make_defense,
+    register_defense,
 )
 from .estimator import SplitNNClassifier, SplitNNRegressor
 from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
@@ -41,5 +46,9 @@ __all__ = [
     "TAG_EMBEDDING",
     "TAG_GRADIENT",
     "VFLAFE",
+    "available_defenses",
+    "get_defense",
+    "make_defense",
+    "register_defense",
     "run_split_job",
 ]

@@ -2,11 +2,18 @@
 
 ``SplitNNClassifier`` / ``SplitNNRegressor`` train a split neural network
 over vertically partitioned data: ``fit(X_parts, y)`` takes one feature block
-per party (rows aligned). Every block belongs to a passive party
-(``passive_0``, ``passive_1``, ...) that trains its own bottom model and sends
-embeddings; the active party holds the labels and the head. With
-``active_features=True`` the *last* block belongs to the active party, which
-then also trains a bottom on it (its embedding is never sent).
+per party (rows aligned). The active party holds the labels and the head; each
+passive party trains its own bottom model and sends embeddings.
+
+Party convention (the same as :class:`vflsec.glm.VerticalLogisticRegression`):
+the active party's block comes **first**, and the passive parties are named
+``passive_0``, ``passive_1``, ... in block order. With
+``active_features=True`` ``X_parts[0]`` is the active party's own block (it
+then also trains a bottom on it; its embedding is never sent) and
+``X_parts[1:]`` belong to ``passive_0``, ``passive_1``, ...; with
+``active_features=False`` (default) the active party holds only the labels
+and every block is a passive party's (``X_parts[i]`` is ``passive_i``).
+``history_`` is a dict of per-epoch lists, as the GLM estimator's.
 
 Each party runs its own program (:mod:`vflsec.splitnn.trainer`) in its own
 thread over an in-memory channel. After fitting, the estimator keeps every
@@ -27,6 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import NotFittedError
 
 from .._arrays import as_float_array, check_positive_int, check_real, is_torch_tensor
 from .._torch import require_torch
@@ -119,7 +127,15 @@ class _SplitNNBase(BaseEstimator):
                     raise ValueError(f"X_parts[{i}] has {p.shape[1]} features, fitted with {f}")
         if n_expected is not None and parts[0].shape[0] != n_expected:
             raise ValueError(f"X_parts have {parts[0].shape[0]} rows but y has {n_expected} entries")
-        return parts
+        return self._training_order(parts)
+
+    def _training_order(self, blocks: List[Any]) -> List[Any]:
+        """``blocks`` given active first (the public convention) in the order
+        the parties are built and their embeddings concatenated: passives,
+        then the active party's own block. Building in this order keeps the
+        models' initialisation (and so every result) as it always was."""
+        blocks = list(blocks)
+        return blocks[1:] + blocks[:1] if self.active_features else blocks
 
     # -- model building ------------------------------------------------------------------
     def _build_bottom(self, i: int, in_features: int):
@@ -127,7 +143,7 @@ class _SplitNNBase(BaseEstimator):
         if isinstance(spec, (list, tuple)):
             if len(spec) != self.n_parts_:
                 raise ValueError(f"bottoms has {len(spec)} entries for {self.n_parts_} feature blocks")
-            spec = spec[i]
+            spec = self._training_order(spec)[i]
         if spec is None:
             return mlp_bottom(in_features, (64,), self.embedding_dim)
         if _is_module(spec):
@@ -217,28 +233,31 @@ class _SplitNNBase(BaseEstimator):
         self.head_ = active_result.head
         self.passive_parties_ = passives
         self.device_ = device
-        self.n_features_per_party_ = [p.shape[1] for p in parts]
+        self.n_features_per_party_ = [p.shape[1] for p in self._public_order(parts)]
         self.embedding_dims_ = dict(zip(passives, widths))
         self.bytes_by_tag_ = result.bytes_by_tag()
         self.timings_ = {p: r.timings for p, r in result.results.items()}
-        self.history_ = []
+        # One list per metric, one entry per epoch (the GLM estimator's shape).
+        self.history_ = {key: list(values[:self.epochs]) for key, values in active_result.history.items()}
+        self.history_["bytes"] = []
         for e in range(self.epochs):
-            row: Dict[str, Any] = {"epoch": e}
-            for key, values in active_result.history.items():
-                row[key] = values[e]
             sent: Dict[str, int] = {}
             for r in result.results.values():
                 for tag, nbytes in r.bytes_sent[e].items():
                     sent[tag] = sent.get(tag, 0) + nbytes
-            row["bytes"] = sent
-            self.history_.append(row)
+            self.history_["bytes"].append(sent)
         self.privacy_spent_ = {p: self.party_defenses_[p].privacy_spent() for p in passives}
         return self
 
     # -- inference -------------------------------------------------------------------
+    def _public_order(self, blocks: List[Any]) -> List[Any]:
+        """Inverse of :meth:`_training_order`: the active party's block first."""
+        blocks = list(blocks)
+        return blocks[-1:] + blocks[:-1] if self.active_features else blocks
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "head_"):
-            raise AttributeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def embed(self, X_parts: Sequence[Any], *, defended: bool = False) -> Dict[str, np.ndarray]:
         """Each party's embedding of the rows, ``{party: (n, d) float32}``.
@@ -303,16 +322,20 @@ class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
     seed : model initialisation and mini-batch order (defense noise has its
         own opt-in seed on the defense; unseeded noise is cryptographically secure).
     device : None/"auto" (CUDA when available), "cpu", "cuda", ...
-    active_features : the last block is the active party's own features.
+    active_features : ``X_parts[0]`` is the active party's own features
+        (the active party first, as in the GLM estimator; see the module docstring).
     embedding_dim : output width of the default bottoms.
     inference : "defended" or "raw" (see the module docstring).
 
-    Fitted attributes: ``classes_``, ``bottoms_`` ({party: Module}), ``head_``,
-    ``history_`` (one dict per epoch: ``loss``, ``accuracy`` (training, as
-    seen by the active party during the epoch), ``seconds``, ``bytes``
-    {tag: bytes sent by all parties}), ``bytes_by_tag_`` (whole run),
+    Fitted attributes: ``classes_``, ``bottoms_`` ({party: Module}; parties
+    ``passive_0``, ``passive_1``, ... and ``active``), ``head_``,
+    ``history_`` (a dict of per-epoch lists, like the GLM estimator's:
+    ``loss``, ``accuracy`` (training, as seen by the active party during the
+    epoch), ``seconds``, ``bytes`` ({tag: bytes sent by all parties} per
+    epoch)), ``bytes_by_tag_`` (whole run),
     ``privacy_spent_`` ({passive party: PrivacySpent or None}),
     ``defense_`` (the set-up defense), ``party_defenses_`` (each party's copy).
+    Using an unfitted model raises ``sklearn.exceptions.NotFittedError``.
     """
 
     _task = "classification"

@@ -25,12 +25,23 @@ active party, per batch::
 
 ``privacy_spent()`` reports the guarantee (per release and composed over the
 run, via :mod:`vflsec.dp.accounting`) for DP defenses, ``None`` otherwise.
+
+Parameters follow scikit-learn's estimator contract (``sklearn.base``): every
+constructor argument is keyword-only and stored unchanged under its own name
+(no validation or conversion in ``__init__``), ``get_params(deep=...)`` /
+``set_params(**params)`` come from :class:`sklearn.base.BaseEstimator`, so
+``sklearn.base.clone`` works on a defense and on an estimator holding one.
+Settings are validated by :meth:`Defense.check_params`, which ``setup()``
+calls (the point where a defense is attached to a job), with the errors the
+constructors used to raise.
 """
 from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
+
+from sklearn.base import BaseEstimator
 
 __all__ = ["BatchInfo", "Defense", "DefenseContext", "NoDefense", "gaussian_release"]
 
@@ -57,19 +68,27 @@ class BatchInfo:
     indices: Any                       # row indices of the batch in the training set (numpy int64)
 
 
-class Defense:
+class Defense(BaseEstimator):
     """Identity defense; subclasses override the hooks they need.
 
     ``name`` is the defense's name in benchmark results (``none``,
     ``vfl_afe``, ``dp_sgd``, ``fedpass``, ``noise``, ``sparsify``) and
     ``variant`` a sub-setting (VFL-AFE: ``vanilla``, ``R``, ``D``, ``full``).
+    Its name in :mod:`.registry` (unique; e.g. ``noise_embedding``) is the
+    one :func:`~.registry.make_defense` takes.
     """
 
     name = "none"
     variant: Optional[str] = None
 
+    def check_params(self) -> None:
+        """ValueError / TypeError for an invalid setting (no-op here);
+        ``setup()`` calls it, and a caller may call it earlier."""
+
     def setup(self, context: DefenseContext) -> None:
-        """Called once before training; validate settings against the job here."""
+        """Called once before training: validates the settings
+        (:meth:`check_params`); a subclass validates them against the job here."""
+        self.check_params()
         self.context_ = context
 
     # -- model surgery -------------------------------------------------------------
@@ -109,11 +128,9 @@ class Defense:
         """A :class:`vflsec.dp.accounting.PrivacySpent`, or None for a non-DP defense."""
         return None
 
-    def get_params(self) -> Dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}
-
-    def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+    def __repr__(self, N_CHAR_MAX: int = 700) -> str:
+        # Every parameter, defaults included (sklearn's repr shows only changed ones).
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params(deep=False).items())
         return f"{type(self).__name__}({params})"
 
 

@@ -7,6 +7,7 @@
 * :class:`GradientSparsification` -- the active party keeps, per sample, the
   ``ceil(keep_fraction * d)`` largest-magnitude gradient coordinates and zeroes the rest.
 
+Every parameter is keyword-only (``GaussianEmbeddingNoise(scale=0.3)``).
 The two noise defenses release through the lattice Gaussian mechanism
 (:func:`.base.gaussian_release`), like the DP defenses: a float ``x + noise``
 would let the receiver tell inputs apart by the rounding grid of the sum.
@@ -18,6 +19,7 @@ from typing import Any, Dict, Optional
 
 from ..._arrays import check_real
 from .base import BatchInfo, Defense, check_seed, gaussian_release
+from .registry import register_defense
 from .vfl_afe import _derived_seed
 
 __all__ = ["GaussianEmbeddingNoise", "GaussianGradientNoise", "GradientSparsification"]
@@ -28,13 +30,19 @@ class _NoiseMixin:
         """``x`` plus ``N(0, scale^2)`` per coordinate, on the lattice (gradient passes through)."""
         from ...kernels import NoiseGenerator
 
-        gen = self._generators.get(key)
+        generators = self.__dict__.setdefault("_generators", {})
+        gen = generators.get(key)
         if gen is None:
             gen = NoiseGenerator() if self.seed is None else NoiseGenerator(_derived_seed(self.seed, self.variant, key))
-            self._generators[key] = gen
+            generators[key] = gen
         return gaussian_release(x, self.scale, gen)
 
+    def check_params(self) -> None:
+        check_real(self.scale, "scale", low=0.0, low_inclusive=False)
+        check_seed(self.seed)
+
     def __getstate__(self):
+        # Noise generators cannot (and must not) be copied: every copy starts its own.
         state = dict(self.__dict__)
         state["_generators"] = {}
         return state
@@ -47,10 +55,9 @@ class GaussianEmbeddingNoise(_NoiseMixin, Defense):
     name = "noise"
     variant = "embedding"
 
-    def __init__(self, scale: float, *, seed: Optional[int] = None):
-        self.scale = check_real(scale, "scale", low=0.0, low_inclusive=False)
-        self.seed = check_seed(seed)
-        self._generators: Dict[str, Any] = {}
+    def __init__(self, *, scale: float, seed: Optional[int] = None):
+        self.scale = scale
+        self.seed = seed
 
     def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
         return self._release(party, h)
@@ -63,10 +70,9 @@ class GaussianGradientNoise(_NoiseMixin, Defense):
     name = "noise"
     variant = "gradient"
 
-    def __init__(self, scale: float, *, seed: Optional[int] = None):
-        self.scale = check_real(scale, "scale", low=0.0, low_inclusive=False)
-        self.seed = check_seed(seed)
-        self._generators: Dict[str, Any] = {}
+    def __init__(self, *, scale: float, seed: Optional[int] = None):
+        self.scale = scale
+        self.seed = seed
 
     def transform_gradient(self, grads: Dict[str, Any], batch: BatchInfo) -> Dict[str, Any]:
         return {p: self._release(p, g) for p, g in grads.items()}
@@ -79,8 +85,11 @@ class GradientSparsification(Defense):
 
     name = "sparsify"
 
-    def __init__(self, keep_fraction: float):
-        self.keep_fraction = check_real(keep_fraction, "keep_fraction", low=0.0, low_inclusive=False, high=1.0)
+    def __init__(self, *, keep_fraction: float):
+        self.keep_fraction = keep_fraction
+
+    def check_params(self) -> None:
+        check_real(self.keep_fraction, "keep_fraction", low=0.0, low_inclusive=False, high=1.0)
 
     @property
     def variant(self) -> str:
@@ -98,3 +107,8 @@ class GradientSparsification(Defense):
 
     def transform_gradient(self, grads: Dict[str, Any], batch: BatchInfo) -> Dict[str, Any]:
         return {p: self.sparsify(g) for p, g in grads.items()}
+
+
+register_defense("noise_embedding", GaussianEmbeddingNoise)
+register_defense("noise_gradient", GaussianGradientNoise)
+register_defense("sparsify", GradientSparsification)

@@ -65,6 +65,7 @@ from ...dp.accounting import (
 )
 from ...dp.lattice import sigma_for_multiplier
 from .base import BatchInfo, Defense, DefenseContext, check_seed
+from .registry import register_defense
 
 __all__ = ["DPSGD", "LOSS_REDUCTIONS", "dp_vfl_centralized_model", "dp_vfl_models", "split_features_equally"]
 
@@ -175,23 +176,30 @@ class DPSGD(Defense):
 
     name = "dp_sgd"
 
-    def __init__(self, epsilon: float, delta: float = 1e-3, clip_norm: Optional[float] = None,
+    def __init__(self, *, epsilon: float, delta: float = 1e-3, clip_norm: Optional[float] = None,
                  clip_percentile: float = 80, calibration_steps: int = 50, accountant: str = "rdp",
                  loss_reduction: str = "mean", seed: Optional[int] = None) -> None:
-        self.epsilon = check_real(epsilon, "epsilon", low=0.0, low_inclusive=False)
-        self.delta = check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
-        self.clip_norm = None if clip_norm is None else check_real(clip_norm, "clip_norm", low=0.0,
-                                                                   low_inclusive=False)
-        self.clip_percentile = check_real(clip_percentile, "clip_percentile", low=0.0, low_inclusive=False,
-                                          high=100.0)
-        self.calibration_steps = check_positive_int(calibration_steps, "calibration_steps")
-        if accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
+        self.epsilon = epsilon
+        self.delta = delta
+        self.clip_norm = clip_norm
+        self.clip_percentile = clip_percentile
+        self.calibration_steps = calibration_steps
         self.accountant = accountant
-        if loss_reduction not in LOSS_REDUCTIONS:
-            raise ValueError(f"loss_reduction must be one of {LOSS_REDUCTIONS}, got {loss_reduction!r}")
         self.loss_reduction = loss_reduction
-        self.seed = check_seed(seed)
+        self.seed = seed
+
+    def check_params(self) -> None:
+        check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False)
+        check_real(self.delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+        if self.clip_norm is not None:
+            check_real(self.clip_norm, "clip_norm", low=0.0, low_inclusive=False)
+        check_real(self.clip_percentile, "clip_percentile", low=0.0, low_inclusive=False, high=100.0)
+        check_positive_int(self.calibration_steps, "calibration_steps")
+        if self.accountant not in ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+        if self.loss_reduction not in LOSS_REDUCTIONS:
+            raise ValueError(f"loss_reduction must be one of {LOSS_REDUCTIONS}, got {self.loss_reduction!r}")
+        check_seed(self.seed)
 
     # -- setup --------------------------------------------------------------------------
     def setup(self, context: DefenseContext) -> None:
@@ -235,8 +243,8 @@ class DPSGD(Defense):
     # -- clip threshold -----------------------------------------------------------------
     def _clip_for_step(self, party: str, norms: np.ndarray) -> float:
         if self.clip_norm is not None:
-            self.clip_norm_[party] = self.clip_norm
-            return self.clip_norm
+            self.clip_norm_[party] = float(self.clip_norm)
+            return self.clip_norm_[party]
         if self.steps_.get(party, 0) >= self.calibration_steps:
             return self.clip_norm_[party]
         seen = np.concatenate([self.calibration_norms_.get(party, np.empty(0)), norms])
@@ -265,7 +273,7 @@ class DPSGD(Defense):
         if taken >= self.planned_steps_:
             raise RuntimeError(
                 f"DP-SGD: party {party!r} would take step {taken + 1} but the noise was calibrated for "
-                f"{self.planned_steps_} steps (epsilon={self.epsilon}); more steps would exceed the budget")
+                f"{self.planned_steps_} steps (epsilon={float(self.epsilon)}); more steps would exceed the budget")
         batch_size = int(x.shape[0])
         if batch_size == 0:
             raise ValueError("DP-SGD: empty batch")
@@ -319,7 +327,7 @@ class DPSGD(Defense):
             return None
         steps = max(self.steps_.values(), default=0)
         if steps == 0:
-            return PrivacySpent(0.0, self.delta, 0, None, self.accountant)
+            return PrivacySpent(0.0, float(self.delta), 0, None, self.accountant)
         spent = self._spent_cache.get(steps)
         if spent is None:
             spent = self._spent_cache[steps] = self._composed(steps)
@@ -385,3 +393,6 @@ def dp_vfl_centralized_model(n_features: int, n_outputs: int) -> Any:
     h1, h2, h3 = DP_VFL_HIDDEN
     return nn.Sequential(nn.Linear(n_features, h1), nn.ReLU(), nn.Linear(h1, h2), nn.ReLU(),
                          nn.Linear(h2, h3), nn.ReLU(), nn.Linear(h3, n_outputs))
+
+
+register_defense("dp_sgd", DPSGD)

@@ -48,6 +48,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..._arrays import check_positive_int, check_real
 from .base import BatchInfo, Defense, DefenseContext, check_seed
+from .registry import register_defense
 
 __all__ = ["FEDPASS_PAPER_SETTINGS", "FedPass", "PassportConv2d", "PassportLinear"]
 
@@ -339,10 +340,18 @@ class FedPass(Defense):
 
     name = "fedpass"
 
-    def __init__(self, n_range: float = 100.0, sigma2: float = 5.0, where: Sequence[str] = WHERE,
+    def __init__(self, *, n_range: float = 100.0, sigma2: float = 5.0, where: Sequence[str] = WHERE,
                  passport_rows: int = 1, squash: Optional[str] = "tanh", seed: Optional[int] = None) -> None:
-        self.n_range, self.sigma2 = _check_passport_params(n_range, sigma2)
-        self.squash = _check_squash(squash)
+        self.n_range = n_range
+        self.sigma2 = sigma2
+        self.where = where
+        self.passport_rows = passport_rows
+        self.squash = squash
+        self.seed = seed
+
+    def _where(self) -> Tuple[str, ...]:
+        """``where`` as a tuple of sides (a single str names one side)."""
+        where = self.where
         if isinstance(where, str):
             where = (where,)
         try:
@@ -351,9 +360,14 @@ class FedPass(Defense):
             raise TypeError(f"where must be a sequence of {WHERE}, got {where!r}") from None
         if not where or any(w not in WHERE for w in where) or len(set(where)) != len(where):
             raise ValueError(f"where must be a non-empty subset of {WHERE} without repeats, got {where!r}")
-        self.where = where
-        self.passport_rows = check_positive_int(passport_rows, "passport_rows")
-        self.seed = check_seed(seed)
+        return where
+
+    def check_params(self) -> None:
+        _check_passport_params(self.n_range, self.sigma2)
+        _check_squash(self.squash)
+        self._where()
+        check_positive_int(self.passport_rows, "passport_rows")
+        check_seed(self.seed)
 
     @property
     def variant(self) -> str:  # type: ignore[override]
@@ -361,7 +375,8 @@ class FedPass(Defense):
 
     def setup(self, context: DefenseContext) -> None:
         super().setup(context)
-        self._passport_seed = self.seed if self.seed is not None else check_seed(context.seed)
+        self.where_ = self._where()
+        self._passport_seed = check_seed(self.seed if self.seed is not None else context.seed)
         self._generators: Dict[str, Any] = {}
         self.layers_: Dict[str, Tuple[str, Any]] = {}
 
@@ -375,12 +390,17 @@ class FedPass(Defense):
 
     def _make(self, owner: str):
         def make(layer: Any) -> Any:
-            return _passport_from(layer, n_range=self.n_range, sigma2=self.sigma2, squash=self.squash,
-                                  generator=self._generator(owner), passport_rows=self.passport_rows)
+            return _passport_from(layer, n_range=float(self.n_range), sigma2=float(self.sigma2), squash=self.squash,
+                                  generator=self._generator(owner), passport_rows=int(self.passport_rows))
         return make
 
+    def _set_up_where(self) -> Tuple[str, ...]:
+        if not hasattr(self, "where_"):
+            raise RuntimeError("FedPass.setup(context) must be called before wrapping models")
+        return self.where_
+
     def wrap_bottom(self, party: str, module: Any) -> Any:
-        if "passive" not in self.where:
+        if "passive" not in self._set_up_where():
             return module
         import torch.nn as nn
 
@@ -392,7 +412,7 @@ class FedPass(Defense):
         return module
 
     def wrap_head(self, module: Any) -> Any:
-        if "active" not in self.where:
+        if "active" not in self._set_up_where():
             return module
         import torch.nn as nn
 
@@ -407,3 +427,6 @@ class FedPass(Defense):
 
 def _find(module: Any, name: str) -> Any:
     return module if name == "" else module.get_submodule(name)
+
+
+register_defense("fedpass", FedPass)

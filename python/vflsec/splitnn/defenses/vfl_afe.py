@@ -19,7 +19,7 @@ the paper uses (``calibration="classic"``; proved for epsilon < 1, and
 (:func:`vflsec.kernels.add_gaussian_noise`, via :func:`.base.gaussian_release`)
 of one sample's embedding row: ``coordinates = D``, the embedding width, so
 ``sigma_D`` exceeds ``2t sigma`` by a relative ``2^-20 sqrt(D) sigma`` or so.
-Every impl releases this way: ``h + noise`` in floating point would leak ``h``
+Never ``h + noise`` in floating point: that would leak ``h``
 through its rounding. ``privacy_spent()`` gives the per-release epsilon and
 its composition over the epochs (each sample's embedding is released once per
 epoch) from :mod:`vflsec.dp.accounting`, with the lattice release's effective
@@ -55,12 +55,14 @@ cluster and a confidence; among samples with confidence >= the threshold,
 on the clipped / rescaled embeddings *before* noise (the noise is a constant
 for autograd and would dominate the distances).
 
-``impl="vflsec"`` uses the C++ kernels (pairwise-distance statistics, FCM);
-``impl="baseline"`` the common alternatives (``torch.cdist`` plus torch
-statistics, a numpy FCM) so the benchmark can time both. The noise release is
-the same lattice release from a ChaCha20 :class:`vflsec.kernels.NoiseGenerator`
-in both (``torch.randn`` added in floating point is not a DP release; the
-benchmark times it on its own, outside the defense).
+The pairwise-distance statistics and the FCM are vflsec's kernels
+(:func:`vflsec.kernels.pairwise_distance_stats`,
+:func:`vflsec.kernels.fuzzy_cmeans`), which take CUDA tensors as they are:
+embeddings and gradients on a GPU stay there. (The benchmark's baseline with
+``torch.cdist`` and a numpy FCM lives in :mod:`vflsec.bench.splitnn_afe`.)
+
+Every parameter is keyword-only (``VFLAFE(t=10.0, epsilon=5.0)``) and stored
+as given; :meth:`VFLAFE.check_params` (called by ``setup()``) validates them.
 """
 from __future__ import annotations
 
@@ -74,34 +76,11 @@ import numpy as np
 
 from ..._arrays import check_positive_int, check_real
 from .base import BatchInfo, Defense, DefenseContext, check_seed, gaussian_release
+from .registry import register_defense
 
-__all__ = ["IMPLS", "VFLAFE", "numpy_fuzzy_cmeans"]
+__all__ = ["VFLAFE"]
 
-IMPLS = ("vflsec", "baseline")
-CALIBRATIONS = ("classic", "analytic")
 _EPS = 1e-12
-
-
-def numpy_fuzzy_cmeans(X: np.ndarray, n_clusters: int, *, m: float = 2.0, max_iter: int = 100, tol: float = 1e-4,
-                       seed: Optional[int] = None):
-    """Plain numpy fuzzy c-means (random memberships start; the benchmark's
-    baseline). Returns ``(labels, confidence)``."""
-    X = np.asarray(X, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    u = rng.random((X.shape[0], n_clusters))
-    u /= u.sum(axis=1, keepdims=True)
-    centers = None
-    for _ in range(max_iter):
-        um = u ** m
-        new_centers = (um.T @ X) / np.maximum(um.sum(axis=0), _EPS)[:, None]
-        d = np.sqrt(((X[:, None, :] - new_centers[None, :, :]) ** 2).sum(axis=2))
-        inv = np.fmax(d, _EPS) ** (-2.0 / (m - 1.0))
-        u = inv / inv.sum(axis=1, keepdims=True)
-        shift = np.inf if centers is None else float(np.max(np.linalg.norm(new_centers - centers, axis=1)))
-        centers = new_centers
-        if shift < tol:
-            break
-    return u.argmax(axis=1), u.max(axis=1)
 
 
 def _derived_seed(seed: int, *parts: Any) -> int:
@@ -138,12 +117,13 @@ class VFLAFE(Defense):
     calibration : "classic" (the paper's) or "analytic".
     quantile : None (``mu + 3 sigma`` as the paper) or p2 in (0.5, 1) for
         ``mu + sigma sqrt(2) erfinv(2 p2 - 1)``.
-    impl : "vflsec" or "baseline" (see module docstring).
     accountant : "rdp" or "pld" for the composed epsilon.
     seed : None (noise from the OS-entropy CSPRNG: the only setting with a
         privacy guarantee) or an int for reproducible noise (experiments only).
 
-    ``variant`` is "vanilla", "R", "D" or "full" from the switches. With
+    ``noise_multiplier_`` (set by ``setup()``) is sigma per unit of
+    sensitivity for one coordinate. ``variant`` is "vanilla", "R", "D" or
+    "full" from the switches. With
     rescale, ``rescale_trace_[party][epoch]`` holds the training batches'
     mean factor (``"factor"``) and mean ratio of the diameter estimate to the
     batch's largest distance (``"estimate_over_max"``; above 1 the estimate
@@ -152,52 +132,61 @@ class VFLAFE(Defense):
 
     name = "vfl_afe"
 
-    def __init__(self, t: float = 1.0, epsilon: float = 1.0, delta: float = 1e-2, *, rescale: bool = True,
+    def __init__(self, *, t: float = 1.0, epsilon: float = 1.0, delta: float = 1e-2, rescale: bool = True,
                  adjust: bool = True, rescale_shrink: bool = True, kl_weight: float = 0.01,
                  contrastive_weight: float = 0.1,
                  margin: Optional[float] = None, confidence_threshold: float = 0.8, n_clusters: Optional[int] = None,
                  fcm_m: float = 2.0, calibration: str = "classic", quantile: Optional[float] = None,
-                 impl: str = "vflsec", accountant: str = "rdp", kl_max_pairs: int = 4096, fcm_max_iter: int = 100,
+                 accountant: str = "rdp", kl_max_pairs: int = 4096, fcm_max_iter: int = 100,
                  seed: Optional[int] = None):
-        from ...dp import gaussian_sigma
-        from ...dp.accounting import ACCOUNTANTS
+        self.t = t
+        self.epsilon = epsilon
+        self.delta = delta
+        self.rescale = rescale
+        self.adjust = adjust
+        self.rescale_shrink = rescale_shrink
+        self.kl_weight = kl_weight
+        self.contrastive_weight = contrastive_weight
+        self.margin = margin
+        self.confidence_threshold = confidence_threshold
+        self.n_clusters = n_clusters
+        self.fcm_m = fcm_m
+        self.calibration = calibration
+        self.quantile = quantile
+        self.accountant = accountant
+        self.kl_max_pairs = kl_max_pairs
+        self.fcm_max_iter = fcm_max_iter
+        self.seed = seed
 
-        self.t = check_real(t, "t", low=0.0, low_inclusive=False)
-        self.epsilon = check_real(epsilon, "epsilon", low=0.0, low_inclusive=False)
-        self.delta = check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
-        self.rescale = _check_bool(rescale, "rescale")
-        self.adjust = _check_bool(adjust, "adjust")
-        self.rescale_shrink = _check_bool(rescale_shrink, "rescale_shrink")
-        self.kl_weight = check_real(kl_weight, "kl_weight", low=0.0)
-        self.contrastive_weight = check_real(contrastive_weight, "contrastive_weight", low=0.0)
-        self.margin = None if margin is None else check_real(margin, "margin", low=0.0, low_inclusive=False)
-        self.confidence_threshold = check_real(confidence_threshold, "confidence_threshold", low=0.0, high=1.0)
-        if n_clusters is not None:
-            n_clusters = check_positive_int(n_clusters, "n_clusters")
+    def check_params(self) -> None:
+        from ...dp.accounting import ACCOUNTANTS
+        from ...dp.gaussian import GAUSSIAN_METHODS
+
+        check_real(self.t, "t", low=0.0, low_inclusive=False)
+        check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False)
+        check_real(self.delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+        _check_bool(self.rescale, "rescale")
+        _check_bool(self.adjust, "adjust")
+        _check_bool(self.rescale_shrink, "rescale_shrink")
+        check_real(self.kl_weight, "kl_weight", low=0.0)
+        check_real(self.contrastive_weight, "contrastive_weight", low=0.0)
+        if self.margin is not None:
+            check_real(self.margin, "margin", low=0.0, low_inclusive=False)
+        check_real(self.confidence_threshold, "confidence_threshold", low=0.0, high=1.0)
+        if self.n_clusters is not None:
+            n_clusters = check_positive_int(self.n_clusters, "n_clusters")
             if n_clusters < 2:
                 raise ValueError(f"n_clusters must be >= 2, got {n_clusters}")
-        self.n_clusters = n_clusters
-        self.fcm_m = check_real(fcm_m, "fcm_m", low=1.0, low_inclusive=False)
-        if calibration not in CALIBRATIONS:
-            raise ValueError(f"calibration must be one of {CALIBRATIONS}, got {calibration!r}")
-        self.calibration = calibration
-        self.quantile = None if quantile is None else check_real(quantile, "quantile", low=0.5, low_inclusive=False,
-                                                                 high=1.0, high_inclusive=False)
-        if impl not in IMPLS:
-            raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-        self.impl = impl
-        if accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
-        self.accountant = accountant
-        self.kl_max_pairs = check_positive_int(kl_max_pairs, "kl_max_pairs", minimum=3)
-        self.fcm_max_iter = check_positive_int(fcm_max_iter, "fcm_max_iter")
-        self.seed = check_seed(seed)
-        # sigma per unit of sensitivity (one coordinate): checks the budget and
-        # warns here, at construction. The release's own std depends on the
-        # embedding width (the sampler's per-draw error bound): release_sigma().
-        self.noise_multiplier_ = gaussian_sigma(self.epsilon, self.delta, 1.0, method=calibration)
-        self._sigmas: Dict[int, float] = {}
-        self._reset_state()
+        check_real(self.fcm_m, "fcm_m", low=1.0, low_inclusive=False)
+        if self.calibration not in GAUSSIAN_METHODS:
+            raise ValueError(f"calibration must be one of {GAUSSIAN_METHODS}, got {self.calibration!r}")
+        if self.quantile is not None:
+            check_real(self.quantile, "quantile", low=0.5, low_inclusive=False, high=1.0, high_inclusive=False)
+        if self.accountant not in ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+        check_positive_int(self.kl_max_pairs, "kl_max_pairs", minimum=3)
+        check_positive_int(self.fcm_max_iter, "fcm_max_iter")
+        check_seed(self.seed)
 
     # -- bookkeeping -------------------------------------------------------------------
     @property
@@ -212,10 +201,11 @@ class VFLAFE(Defense):
         from ...dp import gaussian_sigma
 
         width = check_positive_int(width, "width")
-        sigma = self._sigmas.get(width)
+        sigmas = self.__dict__.setdefault("_sigmas", {})  # per width; emptied by setup()
+        sigma = sigmas.get(width)
         if sigma is None:
-            sigma = self._sigmas[width] = gaussian_sigma(self.epsilon, self.delta, 2.0 * self.t,
-                                                         method=self.calibration, coordinates=width)
+            sigma = sigmas[width] = gaussian_sigma(self.epsilon, self.delta, 2.0 * self.t,
+                                                   method=self.calibration, coordinates=width)
         return sigma
 
     def noise_multiplier_for(self, width: int) -> float:
@@ -252,8 +242,15 @@ class VFLAFE(Defense):
         return state
 
     def setup(self, context: DefenseContext) -> None:
+        from ...dp import gaussian_sigma
+
         super().setup(context)
         self._reset_state()
+        # sigma per unit of sensitivity (one coordinate): checks the budget and
+        # warns here. The release's own std depends on the embedding width (the
+        # sampler's per-draw error bound): release_sigma().
+        self.noise_multiplier_ = gaussian_sigma(self.epsilon, self.delta, 1.0, method=self.calibration)
+        self._sigmas: Dict[int, float] = {}
         for width in context.extra.get("embedding_dims", {}).values():
             self.release_sigma(width)  # calibrated now, in the caller's thread
         if self.adjust:
@@ -266,29 +263,22 @@ class VFLAFE(Defense):
             self.n_clusters_ = int(c)
 
     def _generator(self, party: str):
-        gen = self._generators.get(party)
+        generators = self.__dict__.setdefault("_generators", {})
+        gen = generators.get(party)
         if gen is None:
             from ...kernels import NoiseGenerator
 
             gen = NoiseGenerator() if self.seed is None else NoiseGenerator(_derived_seed(self.seed, "noise", party))
-            self._generators[party] = gen
+            generators[party] = gen
         return gen
 
     # -- the mechanism -------------------------------------------------------------------
     def _distance_moments(self, h: Any):
-        """(mean, std, max) of the pairwise distances of the rows of ``h``."""
-        import torch
+        """(mean, std, max) of the pairwise distances of the rows of ``h`` (on ``h``'s device)."""
+        from ...kernels import pairwise_distance_stats
 
-        if self.impl == "vflsec":
-            from ...kernels import pairwise_distance_stats
-
-            stats = pairwise_distance_stats(h.detach().to("cpu"))
-            return stats.mean, stats.std, stats.max
-        n = h.shape[0]
-        d = torch.cdist(h.detach(), h.detach())
-        iu = torch.triu_indices(n, n, offset=1, device=d.device)
-        d = d[iu[0], iu[1]].double()
-        return float(d.mean()), float(d.std(unbiased=False)), float(d.max())
+        stats = pairwise_distance_stats(h.detach())
+        return stats.mean, stats.std, stats.max
 
     def _estimate_from(self, mean: float, std: float) -> float:
         if self.quantile is None:
@@ -374,26 +364,37 @@ class VFLAFE(Defense):
         self.timings_["kl"] += time.perf_counter() - t0
         return self.kl_weight * kl
 
-    def cluster_gradients(self, grad: Any, seed: int):
-        """``(labels, confidence)`` numpy arrays from fuzzy c-means on the rows of ``grad``."""
-        g = grad.detach().to("cpu", dtype=__import__("torch").float64).numpy()
-        # FCM memberships are invariant to a global scale; normalising makes tol meaningful.
-        rms = float(np.sqrt(np.mean(np.sum(g * g, axis=1))))
-        if rms > 0:
-            g = g / rms
-        if self.impl == "vflsec":
-            from ...kernels import fuzzy_cmeans
+    def normalised_gradients(self, grad: Any) -> Any:
+        """``grad`` in float64 divided by its root-mean-square row norm: a numpy
+        array for a CPU tensor, a tensor on the same device for a CUDA one."""
+        import torch
 
-            res = fuzzy_cmeans(g, self.n_clusters_, m=self.fcm_m, max_iter=self.fcm_max_iter, tol=1e-4, seed=seed)
+        g = grad.detach().to(torch.float64)
+        # FCM memberships are invariant to a global scale; normalising makes tol meaningful.
+        if g.device.type == "cpu":
+            g = g.numpy()
+            rms = float(np.sqrt(np.mean(np.sum(g * g, axis=1))))
+        else:
+            rms = float(torch.sqrt(torch.mean(torch.sum(g * g, dim=1))))
+        return g / rms if rms > 0 else g
+
+    def cluster_gradients(self, grad: Any, seed: int):
+        """``(labels, confidence)`` from fuzzy c-means on the rows of ``grad``:
+        numpy arrays for a CPU ``grad``, tensors on its device for a CUDA one."""
+        from ...kernels import fuzzy_cmeans
+
+        g = self.normalised_gradients(grad)
+        res = fuzzy_cmeans(g, self.n_clusters_, m=self.fcm_m, max_iter=self.fcm_max_iter, tol=1e-4, seed=seed)
+        if isinstance(g, np.ndarray):
             return np.asarray(res.labels), np.asarray(res.confidence)
-        return numpy_fuzzy_cmeans(g, self.n_clusters_, m=self.fcm_m, max_iter=self.fcm_max_iter, tol=1e-4, seed=seed)
+        return res.labels, res.confidence
 
     def contrastive_loss(self, h: Any, labels: Any) -> Optional[Any]:
         """``(mean_{same} d^2 + mean_{different} max(0, margin - d)^2) / margin^2`` over the
         rows of ``h`` (unweighted; None when there is no pair)."""
         import torch
 
-        labels = torch.as_tensor(np.asarray(labels), device=h.device)
+        labels = torch.as_tensor(labels, device=h.device)
         if h.shape[0] < 2:
             return None
         d2 = ((h.unsqueeze(1) - h.unsqueeze(0)) ** 2).sum(dim=2)
@@ -419,14 +420,16 @@ class VFLAFE(Defense):
         labels, confidence = self.cluster_gradients(
             grad, _derived_seed(0 if self.seed is None else self.seed, "fcm", party, batch.global_step))
         self.timings_["fcm"] += time.perf_counter() - t0
-        keep = confidence >= self.confidence_threshold
-        self.last_kept_fraction_[party] = float(keep.mean())
-        loss = None
-        if keep.sum() >= 2:
-            h = self._clean.get(party, h_sent)
-            import torch
+        import torch
 
-            loss = self.contrastive_loss(h[torch.from_numpy(np.flatnonzero(keep)).to(h.device)], labels[keep])
+        # numpy (CPU) or device tensors (CUDA): the same selection on either.
+        keep = torch.as_tensor(confidence) >= self.confidence_threshold
+        self.last_kept_fraction_[party] = float(keep.to(torch.float64).mean())
+        loss = None
+        if int(keep.sum()) >= 2:
+            h = self._clean.get(party, h_sent)
+            kept = torch.nonzero(keep).flatten()
+            loss = self.contrastive_loss(h[kept.to(h.device)], torch.as_tensor(labels)[kept.to(keep.device)])
         self.timings_["adjust"] += time.perf_counter() - t0
         return None if loss is None else self.contrastive_weight * loss
 
@@ -438,10 +441,14 @@ class VFLAFE(Defense):
         defense was set up for or has released (RuntimeError before any is known)."""
         from ...dp.accounting import composed_gaussian
 
-        if not self._sigmas:
+        sigmas = getattr(self, "_sigmas", {})
+        if not sigmas:
             raise RuntimeError("VFL-AFE's release is calibrated per embedding width: call setup() with "
                                "extra['embedding_dims'] (the trainer does) or release a batch first")
-        z = min(self.noise_multiplier_for(width) for width in self._sigmas)
+        z = min(self.noise_multiplier_for(width) for width in sigmas)
         context = getattr(self, "context_", None)
         epochs = context.epochs if context is not None else 1
-        return composed_gaussian(z, epochs, self.delta, accountant=self.accountant, coordinates=max(self._sigmas))
+        return composed_gaussian(z, epochs, self.delta, accountant=self.accountant, coordinates=max(sigmas))
+
+
+register_defense("vfl_afe", VFLAFE)
