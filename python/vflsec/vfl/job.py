@@ -39,6 +39,14 @@ def check_name(value: Any, what: str) -> str:
 class VFLJob:
     """Base of the job dataclasses: party names, roles and the schedule."""
 
+    # Fields every job dataclass declares (annotations only: a plain base's
+    # annotations do not become dataclass fields).
+    n_samples: int
+    epochs: int
+    batch_size: int
+    seed: int
+    active: str
+    passives: Tuple[str, ...]
     # Jobs without these fields (split learning has no coordinator and always
     # starts at epoch 0) read the class defaults.
     coordinator: Optional[str] = None

@@ -13,6 +13,7 @@ keyword-only fields need Python 3.10.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, List
 
 __all__ = ["PartyResult"]
 
@@ -24,3 +25,7 @@ class PartyResult:
 
     party: str
     role: str
+
+    if TYPE_CHECKING:  # declared by every subclass (see the module docstring)
+        history: Dict[str, List[float]]
+        timings: Dict[str, float]
