@@ -1,6 +1,6 @@
 """Split-learning benchmark: VFL-AFE accuracy per component and time per training step.
 
-``vflsec bench splitnn [--quick] [--data-dir DIR] [--out DIR]`` writes
+``vflsec bench splitnn [--quick] [--config FILE] [--data-dir DIR] [--out DIR]`` writes
 ``DIR/results.json``, ``DIR/report.md`` and PNG plots:
 
 * ``run_table2`` -- VFL-AFE Table 2: test accuracy of a centralized model,
@@ -40,17 +40,16 @@ import numpy as np
 from tqdm import tqdm
 
 from .common import git_revision, machine_info, markdown_table, package_versions, pyplot, write_json
+from .config import with_overrides
 from .splitnn_afe import DELTA, VARIANTS, SplitData, _fit, make_afe
+from .splitnn_config import VFL_AFE, load_grid
 from .splitnn_afe_baseline import IMPLS
 from .splitnn_rescale import plot_rescale, report_rescale, section_rescale
 
-# VFL-AFE Table 2 (test accuracy, %): UCI Adult and MNIST rows of the paper.
-PAPER_TABLE2 = {
-    "adult": {"vanilla": 77.16, "R": 79.02, "D": 77.70, "full": 79.31},
-    "mnist": {"vanilla": 90.48, "R": 95.12, "D": 92.51, "full": 96.53},
-}
+# VFL-AFE Table 2 (test accuracy, %): UCI Adult and MNIST rows of the paper (configs/papers/vfl_afe.toml).
+PAPER_TABLE2 = {name: dict(cells) for name, cells in VFL_AFE.table2.items()}
 # VFL-AFE Table 3 (5000 CIFAR-10 samples): ms and share of training time.
-PAPER_TABLE3 = {"base": (349.89, 45.32), "noise": (60.43, 7.83), "rescale": (279.76, 36.23), "adjust": (82.04, 10.63)}
+PAPER_TABLE3 = {step: (t.ms, t.percent) for step, t in VFL_AFE.table3.items()}
 TIMING_STEPS = ("base", "noise", "rescale", "adjust")
 
 
@@ -174,7 +173,7 @@ def run_table2(datasets: Dict[str, SplitData], cfg: Dict[str, Any]) -> List[Dict
             acc = _centralized_accuracy(data, **train)
             rows.append({**base, "defense": "centralized", "variant": None, "parties": 1, "value": acc})
             continue
-        defense = None if cell == "unprotected" else make_afe(cell, {**cfg, "_dataset_kind": data.kind})
+        defense = None if cell == "unprotected" else make_afe(cell, cfg, kind=data.kind)
         model = _fit(data, defense, device=cfg["device"], **train)
         acc = float(model.score(data.test_parts, data.y_test))
         row = {**base, "defense": "none" if defense is None else defense.name,
@@ -218,7 +217,7 @@ def run_table3(data: SplitData, cfg: Dict[str, Any]) -> List[Dict[str, Any]]:
     steps_run: Dict[Tuple[str, str], int] = {}
     rounds = [(r, cell) for r in range(cfg["timing_rounds"]) for cell in cells]
     for _, (impl, step, variant) in tqdm(rounds, desc="table3", unit="cfg"):
-        defense = None if variant is None else make_afe(variant, {**cfg, "_dataset_kind": data.kind}, impl=impl,
+        defense = None if variant is None else make_afe(variant, cfg, kind=data.kind, impl=impl,
                                                         seed=0)
         model = _fit(data, defense, epochs=cfg["timing_epochs"] + 1, batch_size=cfg["timing_batch_size"],
                      lr=cfg["lr"][data.kind], seed=0, device=cfg["device"])
@@ -265,7 +264,7 @@ def run_kernel_timing(cfg: Dict[str, Any], *, dim: int = 64, n_clusters: int = 1
     grads = torch.from_numpy(centers[rng.integers(0, n_clusters, b)] + rng.standard_normal((b, dim)))
     calls = {}
     for impl in IMPLS:
-        d = make_afe("full", {**cfg, "_dataset_kind": "image"}, impl=impl, seed=0)
+        d = make_afe("full", cfg, kind="image", impl=impl, seed=0)
         d.n_clusters_ = n_clusters
         if impl == "vflsec":
             calls[(impl, "noise")] = lambda d=d: d.release("p", h)
@@ -544,35 +543,26 @@ def _report(result: Dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------
-def _config(quick: bool, device: str, seeds: Optional[int]) -> Dict[str, Any]:
-    common = dict(t=10.0, epsilon={"tabular": 5.0, "image": 20.0}, calibration="classic", kl_weight=0.01,
-                  contrastive_weight=0.1,
-                  confidence_threshold={"tabular": 0.8, "image": 0.5}, lr={"tabular": 1e-3, "image": 1e-3},
-                  device=device, quick=quick)
-    if quick:
-        return dict(common, epochs=3, batch_size=128, seeds=seeds or 1, adult_rows=(3000, 1000),
-                    mnist_rows=(2000, 1000), timing_rows=1024, timing_batch_size=128, timing_epochs=2, timing_rounds=2,
-                    dp_vfl=dict(datasets=("energy",), owners=(3,), epsilons=(1.0, 10.0, 100.0), epochs=5,
-                                batch_size=100, lr=0.05, max_rows=1000),
-                    fedpass=dict(settings=((100.0, 5.0),), epochs=2, max_rows=2000),
-                    rescale=dict(seeds=seeds or 1))
-    from .splitnn_dp import DP_VFL_EPSILONS, DP_VFL_OWNERS, FEDPASS_SETTINGS
-
-    return dict(common, epochs=20, batch_size=128, seeds=seeds or 1, adult_rows=(None, None),
-                mnist_rows=(10000, 2000), timing_rows=5000, timing_batch_size=256, timing_epochs=3, timing_rounds=3,
-                dp_vfl=dict(datasets=("adult", "energy", "california_housing"), owners=DP_VFL_OWNERS,
-                            epsilons=DP_VFL_EPSILONS, epochs=10, batch_size=100, lr=0.05, max_rows=10000),
-                fedpass=dict(settings=FEDPASS_SETTINGS, epochs=10, max_rows=10000),
-                rescale=dict(seeds=seeds or 2))
+def _config(quick: bool, device: str, seeds: Optional[int], path: Optional[Path] = None) -> Dict[str, Any]:
+    """The run's settings: ``[quick]`` or ``[full]`` of ``configs/splitnn.toml``
+    (``path``: a user's copy), ``seeds`` (when given) for Table 2 and rescale."""
+    grid = load_grid(quick, path)
+    if seeds is not None:
+        grid = with_overrides(grid, "--seeds", seeds=seeds,
+                              rescale=dataclasses.replace(grid.rescale, seeds=seeds))
+    return grid.run_settings(quick=quick, device=device)
 
 
 def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path] = None,
         device: Optional[str] = None, seeds: Optional[int] = None,
-        sections: str = "table2,table3,dp_vfl,fedpass") -> Dict[str, Any]:
+        sections: str = "table2,table3,dp_vfl,fedpass", config: Optional[Path] = None) -> Dict[str, Any]:
+    """Run ``sections`` of ``[quick]`` or ``[full]`` of ``config`` (a user's copy of
+    ``splitnn.toml``; default the shipped one; ``seeds`` overrides it), write
+    ``results.json`` and render it."""
     from ..splitnn.estimator import resolve_device
 
     out = Path(out) if out is not None else Path("bench-out") / "splitnn"
-    cfg = _config(quick, resolve_device(device), seeds)
+    cfg = _config(quick, resolve_device(device), seeds, config)
     cfg["data_dir"] = None if data_dir is None else str(data_dir)
     wanted = [s.strip() for s in sections.split(",") if s.strip()]
     unknown = set(wanted) - {"table2", "table3", *SECTIONS}
@@ -624,11 +614,14 @@ def render(result: Dict[str, Any], out: Path) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="subsets and 3 epochs (< 5 minutes on 2 cores)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the [quick] grid: subsets and 3 epochs (< 5 minutes on 2 cores)")
     parser.add_argument("--data-dir", type=Path, default=None, help="folder with the real datasets (or $VFLSEC_DATA)")
-    parser.add_argument("--out", type=Path, default=Path("bench-out") / "splitnn", help="output directory")
+    parser.add_argument("--out", type=Path, default=Path("bench-out") / "splitnn",
+                        help="output directory (default bench-out/splitnn)")
     parser.add_argument("--device", default=None, help="torch device (default: CUDA when available, else CPU)")
     parser.add_argument("--seeds", type=int, default=None,
-                        help="seeds per Table 2 cell (default 1) and per rescale cell (default 2, quick 1)")
+                        help="seeds per Table 2 cell and per rescale cell (default: the config's; 1, and 2 for "
+                             "rescale in the full run)")
     parser.add_argument("--sections", default="table2,table3,dp_vfl,fedpass",
                         help="comma-separated sections to run (known: table2, table3, dp_vfl, fedpass, rescale)")

@@ -40,10 +40,11 @@ def _bottom_factory(data: SplitData):
     return lambda p: mlp_bottom(p, (64,), 32)
 
 
-def make_afe(variant: str, cfg: Dict[str, Any], *, impl: str = "vflsec", seed: Optional[int] = None,
+def make_afe(variant: str, cfg: Dict[str, Any], *, kind: str, impl: str = "vflsec", seed: Optional[int] = None,
              **options: Any):
     """The VFL-AFE defense of a Table 2 ``variant`` with the benchmark's settings
-    (``options``: further VFLAFE keywords, e.g. ``rescale_shrink``); ``impl``
+    for data of ``kind`` ("tabular" or "image": which epsilon and FCM threshold
+    of ``cfg`` apply; ``options``: further VFLAFE keywords, e.g. ``rescale_shrink``); ``impl``
     "baseline" is the benchmark's torch.cdist / numpy-FCM variant
     (:mod:`.splitnn_afe_baseline`)."""
     from .splitnn_afe_baseline import afe_class
@@ -51,10 +52,10 @@ def make_afe(variant: str, cfg: Dict[str, Any], *, impl: str = "vflsec", seed: O
     rescale, adjust = VARIANTS[variant]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the paper's classic calibration warns for epsilon >= 1
-        return afe_class(impl)(t=cfg["t"], epsilon=cfg["epsilon"][cfg["_dataset_kind"]], delta=DELTA, rescale=rescale,
+        return afe_class(impl)(t=cfg["t"], epsilon=cfg["epsilon"][kind], delta=DELTA, rescale=rescale,
                       adjust=adjust,
                       kl_weight=cfg["kl_weight"], contrastive_weight=cfg["contrastive_weight"],
-                      confidence_threshold=cfg["confidence_threshold"][cfg["_dataset_kind"]],
+                      confidence_threshold=cfg["confidence_threshold"][kind],
                       calibration=cfg["calibration"], seed=seed, **options)
 
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 import numpy as np
 
 from .._arrays import check_positive_int, check_real
+from .splitnn_config import DP_VFL, FEDPASS
 
 __all__ = [
     "DP_VFL_EPSILONS",
@@ -41,14 +42,12 @@ __all__ = [
     "split_attributes_equally",
 ]
 
-DP_VFL_EPSILONS = (1.0, 1.5, 2.0, 5.0, 10.0, 50.0, 100.0)
-DP_VFL_OWNERS = (3, 4, 5)
-DP_VFL_DELTA = 1e-3
+# The papers' settings (configs/papers/dp_vfl.toml, configs/papers/fedpass.toml).
+DP_VFL_EPSILONS: Tuple[float, ...] = DP_VFL.epsilons
+DP_VFL_OWNERS: Tuple[int, ...] = DP_VFL.owners
+DP_VFL_DELTA = DP_VFL.delta
 # Table 8 sweep (sigma^2 = 1, N varies) and Table 9 sweep (N = 100, sigma^2 varies).
-FEDPASS_SETTINGS: Tuple[Tuple[float, float], ...] = (
-    (2.0, 1.0), (10.0, 1.0), (50.0, 1.0), (100.0, 1.0), (200.0, 1.0),
-    (100.0, 5.0), (100.0, 9.0), (100.0, 25.0), (100.0, 64.0),
-)
+FEDPASS_SETTINGS: Tuple[Tuple[float, float], ...] = FEDPASS.settings
 
 EstimatorFactory = Callable[..., Any]
 

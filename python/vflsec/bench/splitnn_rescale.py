@@ -46,7 +46,7 @@ def section_rescale(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> List[Dict[
     rows: List[Dict[str, Any]] = []
     for name, seed, (variant, shrink) in tqdm(work, desc="rescale", unit="fit"):
         data = datasets[name]
-        defense = make_afe(variant, {**cfg, "_dataset_kind": data.kind}, seed=seed, rescale_shrink=shrink)
+        defense = make_afe(variant, cfg, kind=data.kind, seed=seed, rescale_shrink=shrink)
         model = _fit(data, defense, epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"][data.kind],
                      seed=seed, device=cfg["device"])
         trace = model.party_defenses_["passive_0"].rescale_trace_.get("passive_0", {})

@@ -1,6 +1,7 @@
 """Vertical GLM benchmark: HDP-VFL differential privacy against Paillier and CKKS.
 
-``vflsec bench glm [--quick] [--datasets breast,credit,adult] [--seed N] [--data-dir DIR] [--out DIR]``
+``vflsec bench glm [--quick] [--config FILE] [--datasets breast,credit,adult] [--seed N] [--data-dir DIR]
+[--out DIR]``
 trains vertical logistic regression with every protection on the same splits
 and writes ``DIR/results.json``, ``DIR/report.md`` and PNG plots: accuracy
 against epsilon beside every reference (majority class, active party alone,
@@ -8,7 +9,8 @@ centralized scikit-learn and mini-batch GD, plain VFL, HE-VFL) like the
 HDP-VFL paper's Fig. 1, its Fig. 2 grid, and runtime / bytes against epochs
 and n like its Fig. 3.
 
-Modules: :mod:`.experiment` (the experiment as data), :mod:`.cells` (splits,
+Modules: :mod:`.experiment` (the experiment as data: ``configs/glm.toml`` and
+``configs/papers/hdp_vfl.toml``), :mod:`.cells` (splits,
 vectorized fits, cross-validation), :mod:`.accuracy` (the accuracy loop),
 :mod:`.selection` (private hyperparameter selection), :mod:`.runtime`,
 :mod:`.report`, :mod:`.plots`.
@@ -25,7 +27,7 @@ from typing import Any, Dict, Optional
 
 from ..common import git_revision, machine_info, package_versions, write_json
 from .accuracy import run_accuracy
-from .experiment import GLMBenchConfig
+from .experiment import GLMBenchConfig, load_config
 from .plots import plot_accuracy, plot_figure2, plot_runtime
 from .report import render_report, summarize
 from .runtime import run_runtime
@@ -54,13 +56,20 @@ def _check_datasets(config: GLMBenchConfig, data_dir: Optional[Path]) -> None:
 
 
 def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[Path] = None,
-        out: Optional[Path] = None, seed: Optional[int] = 0, split_seeds: Optional[int] = None,
+        out: Optional[Path] = None, seed: Optional[int] = None, split_seeds: Optional[int] = None,
         noise_draws: Optional[int] = None, he_budget: Optional[float] = None,
-        he_accuracy_budget: Optional[float] = None, os_entropy: bool = False) -> Dict[str, Any]:
-    """Run the benchmark and write its outputs; explicit arguments always win over ``quick``."""
+        he_accuracy_budget: Optional[float] = None, os_entropy: bool = False,
+        config: Optional[Path] = None) -> Dict[str, Any]:
+    """Run the benchmark and write its outputs. The experiment is ``[quick]`` or
+    ``[full]`` of ``config`` (a user's copy of ``glm.toml``; default the shipped
+    one); explicit arguments always win over it."""
     out = Path(out) if out is not None else Path("bench-out") / "glm"
-    config = GLMBenchConfig.quick_run() if quick else GLMBenchConfig()
-    overrides: Dict[str, Any] = {"seed": None if os_entropy else seed}
+    experiment = load_config(quick, config)
+    overrides: Dict[str, Any] = {}
+    if os_entropy:
+        overrides["seed"] = None
+    elif seed is not None:
+        overrides["seed"] = seed
     if datasets is not None:
         names = tuple(d.strip() for d in datasets.split(",") if d.strip())
         if not names:
@@ -76,25 +85,25 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
             if not value > 0:
                 _fail(f"budgets must be > 0 seconds, got {value}")
             overrides[key] = value
-    config = replace(config, **overrides)
-    _check_datasets(config, data_dir)
+    experiment = replace(experiment, **overrides)
+    _check_datasets(experiment, data_dir)
     result: Dict[str, Any] = {
         # Other processes slow every method, the HE ones most: the load averages say how busy it was.
         "machine": {**machine_info(), "load_average_start": os.getloadavg()},
         "versions": package_versions(["vflsec", "numpy", "scikit-learn", "phe", "gmpy2", "tenseal", "dp-accounting"]),
         "git": git_revision(),
-        "config": config.as_dict(),
+        "config": experiment.as_dict(),
         "accuracy": {"rows": []},
         "runtime": [],
     }
     start = time.perf_counter()
     try:
-        result["accuracy"] = run_accuracy(config, data_dir=data_dir, state=result)
+        result["accuracy"] = run_accuracy(experiment, data_dir=data_dir, state=result)
         result["runtime"] = run_runtime(
-            sizes=config.runtime_sizes, epoch_counts=config.runtime_epochs, epochs_n=config.runtime_epochs_n,
-            features=[35, 73],  # Adult's one-hot widths of the active / passive blocks under PAPER_SPLITS
-            methods=["plain", "hdp", "ckks", "paillier"], batch_size=config.runtime_batch_size,
-            he_budget=config.runtime_he_budget, paillier_3072=config.runtime_paillier_3072)
+            sizes=experiment.runtime_sizes, epoch_counts=experiment.runtime_epochs,
+            epochs_n=experiment.runtime_epochs_n, features=list(experiment.runtime_features),
+            methods=list(experiment.runtime_methods), batch_size=experiment.runtime_batch_size,
+            he_budget=experiment.runtime_he_budget, paillier_3072=experiment.runtime_paillier_3072)
     except (KeyboardInterrupt, Exception) as exc:
         # Whatever finished is written (marked partial) before stopping.
         result["partial"] = True
@@ -135,15 +144,16 @@ def render(result: Dict[str, Any], out: Path) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
-                        help="built-in Breast data, 2 splits x 2 noise draws, small runtime grid (about a minute "
-                             "minutes on 2 idle cores); explicit flags below still apply")
+                        help="the [quick] experiment: built-in Breast data, 2 splits x 2 noise draws, small runtime "
+                             "grid (about a minute on 2 idle cores); explicit flags below still apply")
     parser.add_argument("--datasets", default=None,
                         help="comma-separated dataset names (default: breast,credit,adult; --quick: breast)")
     parser.add_argument("--data-dir", type=Path, default=None, help="folder with the real datasets (or $VFLSEC_DATA)")
-    parser.add_argument("--out", type=Path, default=Path("bench-out") / "glm", help="output directory")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--out", type=Path, default=Path("bench-out") / "glm",
+                        help="output directory (default bench-out/glm)")
+    parser.add_argument("--seed", type=int, default=None,
                         help="base seed of the DP noise of every cell, an experiment setting so runs reproduce "
-                             "(default 0; see --os-entropy)")
+                             "(default: the config's, 0; see --os-entropy)")
     parser.add_argument("--os-entropy", action="store_true",
                         help="draw DP noise from the OS-entropy CSPRNG instead (numbers then vary run to run)")
     parser.add_argument("--split-seeds", type=int, default=None, help="train/test splits per dataset (default 5)")

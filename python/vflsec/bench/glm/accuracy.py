@@ -20,8 +20,7 @@ from tqdm import tqdm
 
 from .cells import (PreparedSplit, cv_accuracy, cv_plain_accuracy, fit_accuracies, fit_scores, hdp_jobs,
                     plain_job, prepare_split, reference_accuracy)
-from .experiment import (DELTA, FIGURE2_GRID, PAPER_GRID, PLAIN_GRID, WIDE_GRID, GLMBenchConfig, HyperParams,
-                         cell_seed)
+from .experiment import DELTA, PAPER, GLMBenchConfig, HyperParams, cell_seed
 
 __all__ = ["REFERENCE_METHODS", "run_accuracy", "search_epsilon", "select_headline"]
 
@@ -134,9 +133,10 @@ def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, sta
     ``state["accuracy"]`` (if given) holds the same, growing cell by cell, so
     an interrupted run can still write what it finished."""
     rows = _Rows(seeded=config.seed is not None)
+    wide = config.wide_grid
     headline: Dict[str, Dict[str, Any]] = {}
     cv: Dict[str, List[np.ndarray]] = {}
-    result = {"rows": rows.rows, "headline": headline, "cv": {}, "grid": [h.as_dict() for h in WIDE_GRID]}
+    result = {"rows": rows.rows, "headline": headline, "cv": {}, "grid": [h.as_dict() for h in wide]}
     if state is not None:
         state["accuracy"] = result
     preps: Dict[str, List[PreparedSplit]] = {}
@@ -159,7 +159,7 @@ def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, sta
     # Work per split grows with its training rows: the estimate is weighted by them.
     rows_total, rows_done = sum(p.n_train for _, p in todo), 0
     for name, prep in tqdm(todo, desc="cross-validation (wide grid x budgets)", unit="split"):
-        scores = cv_accuracy(prep, WIDE_GRID, config.epsilons, folds=config.cv_folds, base_seed=config.seed,
+        scores = cv_accuracy(prep, wide, config.epsilons, folds=config.cv_folds, base_seed=config.seed,
                              tag="tune")
         if name in preps:
             cv.setdefault(name, []).append(scores)
@@ -167,21 +167,20 @@ def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, sta
             pool_cv[name] = scores
         elapsed = time.perf_counter() - start
         rows_done += prep.n_train
-        log(f"[glm] CV {name} split {prep.split_seed}: {len(WIDE_GRID) * len(config.epsilons) * config.cv_folds} "
+        log(f"[glm] CV {name} split {prep.split_seed}: {len(wide) * len(config.epsilons) * config.cv_folds} "
             f"fits, {elapsed:.0f} s so far, about {elapsed / rows_done * (rows_total - rows_done):.0f} s to go")
 
     result["cv"] = {name: [s.tolist() for s in scores] for name, scores in cv.items()}
     # Phase 2: the headline configuration of each dataset, selected on the others.
     for name in config.datasets:
-        index, pool = select_headline(pool_cv, name, WIDE_GRID)
-        headline[name] = {"config": WIDE_GRID[index].as_dict(), "label": WIDE_GRID[index].label(),
-                          "selected_on": pool}
-        log(f"[glm] headline for {name}: {WIDE_GRID[index].label()} (selected on {', '.join(pool)})")
+        index, pool = select_headline(pool_cv, name, wide)
+        headline[name] = {"config": wide[index].as_dict(), "label": wide[index].label(), "selected_on": pool}
+        log(f"[glm] headline for {name}: {wide[index].label()} (selected on {', '.join(pool)})")
 
     # Phase 3: test accuracy.
     for name in config.datasets:
         hp = HyperParams(**headline[name]["config"])
-        paper_idx = [WIDE_GRID.index(h) for h in PAPER_GRID]
+        paper_idx = [wide.index(h) for h in config.paper_grid]
         cells = list(preps[name])
         for prep in tqdm(cells, desc=f"accuracy {name}", unit="split"):
             _reference_rows(rows, prep, hp, config, log)
@@ -189,13 +188,13 @@ def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, sta
             if config.classic_epsilons:
                 _hdp_rows(rows, prep, "headline", hp, config.classic_epsilons, config, "classic")
             scores = cv[name][prep.split_seed]
-            for family, members in (("tuned_paper_grid", paper_idx), ("tuned_wide_grid", list(range(len(WIDE_GRID))))):
+            for family, members in (("tuned_paper_grid", paper_idx), ("tuned_wide_grid", list(range(len(wide))))):
                 for j, eps in enumerate(config.epsilons):
                     best = members[int(np.argmax(scores[members, j]))]
                     runs = len(members) * (config.cv_folds - 1) + 1
                     extra = {eps: {"cv_accuracy": float(scores[best, j]), "search_runs": runs,
                                    "search_epsilon": search_epsilon(eps, runs)}}
-                    _hdp_rows(rows, prep, family, WIDE_GRID[best], [eps], config, "analytic", extra)
+                    _hdp_rows(rows, prep, family, wide[best], [eps], config, "analytic", extra)
             _private_selection_rows(rows, prep, config)
         if config.figure2 and name == "breast":
             _figure2_rows(rows, preps[name], config)
@@ -208,8 +207,9 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
     centralized GD, HE-VFL) use the configuration CV selects for plain VFL on
     this split's training rows (tuning them costs no privacy); plain VFL at
     the DP headline configuration is reported too ("plain_headline")."""
-    scores = cv_plain_accuracy(prep, PLAIN_GRID, folds=config.cv_folds)
-    hp = PLAIN_GRID[int(np.argmax(scores))]
+    plain_grid = config.plain_grid
+    scores = cv_plain_accuracy(prep, plain_grid, folds=config.cv_folds)
+    hp = plain_grid[int(np.argmax(scores))]
     for method in ("majority", "single_party", "centralized_sklearn"):
         acc, area, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
         rows.add(prep, "reference", method, acc, hp=None if method == "majority" else hp, warnings=warned, auc=area)
@@ -243,10 +243,11 @@ def _private_selection_rows(rows: _Rows, prep: PreparedSplit, config: GLMBenchCo
     total is the row's epsilon (see :mod:`.selection`)."""
     from .selection import private_selection_cell
 
+    wide = config.wide_grid
     for eps in config.epsilons:
         for draw in range(config.noise_draws):
             seed = cell_seed(config.seed, "private_selection", prep.dataset, prep.split_seed, eps, draw)
-            cell = private_selection_cell(prep, WIDE_GRID, epsilon=eps,
+            cell = private_selection_cell(prep, wide, epsilon=eps,
                                           mean_candidates=config.selection_mean_candidates, seed=seed)
             chosen = cell.pop("chosen")
             rows.add(prep, "private_selection", "hdp", cell.pop("accuracy"), hp=chosen, epsilon=eps,
@@ -256,8 +257,8 @@ def _private_selection_rows(rows: _Rows, prep: PreparedSplit, config: GLMBenchCo
 def _figure2_rows(rows: _Rows, preps: Sequence[PreparedSplit], config: GLMBenchConfig) -> None:
     """The paper's Figure 2: Breast, epsilon = 1, e in {5, 10, 15} x k in {0.1, 0.3, 0.5}."""
     for prep in preps:
-        for hp in FIGURE2_GRID:
-            _hdp_rows(rows, prep, "figure2", hp, [1.0], config, "analytic")
+        for hp in config.figure2_grid:
+            _hdp_rows(rows, prep, "figure2", hp, [PAPER.figure2.epsilon], config, "analytic")
             plain = fit_accuracies(prep.train, prep.y_train, prep.test, prep.y_test,
                                    [plain_job(prep.n_train, prep.n_parties, hp, split_seed=prep.split_seed)])[0]
             rows.add(prep, "figure2", "plain", plain, hp=hp)

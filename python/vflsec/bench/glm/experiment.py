@@ -1,9 +1,12 @@
 """The GLM benchmark's experiment, as data.
 
-Everything ``vflsec bench glm`` runs is described here: datasets, split
-seeds, noise draws, privacy budgets, the hyperparameter grids and the
-reference methods. The runner (:mod:`.runner`) is a loop over this
-description; the report (:mod:`.report`) reads only the rows it produced.
+Everything ``vflsec bench glm`` runs is described by a :class:`GLMBenchConfig`,
+read from ``configs/glm.toml`` (``[full]``, ``[quick]``; a user's copy with
+``--config``): datasets, split seeds, noise draws, privacy budgets, the
+hyperparameter grids and the runtime grid. The HDP-VFL paper's settings and
+published numbers are ``configs/papers/hdp_vfl.toml`` (:data:`PAPER`). The
+runner (:mod:`.accuracy`, :mod:`.runtime`) is a loop over this description;
+the report (:mod:`.report`) reads only the rows it produced.
 
 Hyperparameter families (all for every method that has the parameter):
 
@@ -25,31 +28,78 @@ Hyperparameter families (all for every method that has the parameter):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
+
+from ..config import load_paper, load_variant, optional_field, spec
 
 __all__ = [
     "DELTA",
     "FIGURE2_GRID",
     "GLMBenchConfig",
+    "HDPVFLPaper",
     "HyperParams",
     "LAM",
     "LEARNING_RATE",
+    "PAPER",
     "PAPER_FIG1",
     "PAPER_FIGURE2_TEXT",
     "PAPER_GRID",
     "PLAIN_GRID",
     "WIDE_GRID",
     "cell_seed",
+    "load_config",
 ]
 
+
+@dataclass(frozen=True)
+class PaperSettings:
+    lam: float = field(metadata=spec(low=0))
+    delta: float = field(metadata=spec(low=0, low_inclusive=False, high=1))
+
+
+@dataclass(frozen=True)
+class PaperFigure1:
+    epochs: int = field(metadata=spec(low=1))
+    batch_size: int = field(metadata=spec(low=1))
+    k: float = field(metadata=spec(low=0, low_inclusive=False))
+
+
+@dataclass(frozen=True)
+class PaperTuningGrid:
+    batch_sizes: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
+    max_k: float = field(metadata=spec(low=0, low_inclusive=False))
+
+
+@dataclass(frozen=True)
+class PaperFigure2:
+    epsilon: float = field(metadata=spec(low=0, low_inclusive=False))
+    epochs: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
+    k: Tuple[float, ...] = field(metadata=spec(low=0, low_inclusive=False, non_empty=True))
+    batch_size: int = field(metadata=spec(low=1))
+
+
+@dataclass(frozen=True)
+class HDPVFLPaper:
+    """``configs/papers/hdp_vfl.toml``: HDP-VFL's settings and what it reports."""
+
+    settings: PaperSettings
+    figure1: PaperFigure1
+    tuning_grid: PaperTuningGrid
+    figure2: PaperFigure2
+    figure2_text: Dict[str, float] = field(metadata=spec(keys=("e=5", "e=15", "k=0.1", "k=0.5"), low=0, high=1))
+
+
+PAPER = load_paper(HDPVFLPaper, "hdp_vfl")
 # HDP-VFL Sec. 6.2: lambda = 0.001 and delta = 0.01 for every dataset.
-LAM = 0.001
-DELTA = 0.01
+LAM = PAPER.settings.lam
+DELTA = PAPER.settings.delta
 # The paper gives no learning rate. 2.0 is half the largest rate the DP bound
 # accepts for two coupled parties (2 / (2 * 0.25 + lam) = 3.99, see
-# vflsec.dp.sensitivity) and is used by every configuration below.
+# vflsec.dp.sensitivity) and is used by every configuration below (the
+# ``learning_rate`` of glm.toml; this is its shipped value).
 LEARNING_RATE = 2.0
 
 
@@ -74,24 +124,13 @@ class HyperParams:
 
 
 # The paper's Figure 1 settings (b = 3200, e = 10, k = 1).
-PAPER_FIG1 = HyperParams(LEARNING_RATE, 10, 3200, 1.0)
-# Wide grid: k up to 10 and b in {256, 1024, 3200}; e over the paper's range.
-WIDE_GRID: Tuple[HyperParams, ...] = tuple(
-    HyperParams(LEARNING_RATE, e, b, k)
-    for b in (256, 1024, 3200) for e in (5, 10, 15) for k in (0.1, 0.3, 1.0, 3.0, 10.0))
-# Non-private references (plain VFL, centralized GD, HE-VFL) are tuned by CV on the training rows (free:
-# they spend no privacy budget) over the wide grid plus small batches, which a non-private model can afford.
-PLAIN_GRID: Tuple[HyperParams, ...] = WIDE_GRID + tuple(
-    HyperParams(LEARNING_RATE, e, b, k) for b in (32, 64) for e in (5, 10, 15) for k in (0.1, 0.3, 1.0, 3.0, 10.0))
-# The paper's grid (e in [5, 15], k in [0.1, 1], b = 3200): a subset of the wide grid.
-PAPER_GRID: Tuple[HyperParams, ...] = tuple(h for h in WIDE_GRID if h.batch_size == 3200 and h.k <= 1.0)
-# Figure 2 of the paper (Breast, epsilon = 1): e and k each over three values.
-FIGURE2_GRID: Tuple[HyperParams, ...] = tuple(
-    HyperParams(LEARNING_RATE, e, 3200, k) for e in (5, 10, 15) for k in (0.1, 0.3, 0.5))
-# What the paper's text says of its Figure 2 (the plot itself has no printed values):
-# e from 5 to 15 at epsilon = 1 drops accuracy from 0.9 to about 0.6; k from 0.1 to
-# 0.5 raises it from 0.5 to about 0.9.
-PAPER_FIGURE2_TEXT = {"e=5": 0.9, "e=15": 0.6, "k=0.1": 0.5, "k=0.5": 0.9}
+PAPER_FIG1 = HyperParams(LEARNING_RATE, PAPER.figure1.epochs, PAPER.figure1.batch_size, PAPER.figure1.k)
+# What the paper's text says of its Figure 2 (the plot itself has no printed values).
+PAPER_FIGURE2_TEXT = dict(PAPER.figure2_text)
+
+
+def _grid(lr: float, batch_sizes, epochs, ks) -> Tuple[HyperParams, ...]:
+    return tuple(HyperParams(lr, e, b, k) for b in batch_sizes for e in epochs for k in ks)
 
 
 @dataclass(frozen=True)
@@ -105,31 +144,45 @@ class GLMBenchConfig:
     batch orders are always seeded.
     """
 
-    datasets: Tuple[str, ...] = ("breast", "credit", "adult")
-    split_seeds: int = 5
-    noise_draws: int = 3
-    epsilons: Tuple[float, ...] = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
-    cv_folds: int = 5
-    test_size: float = 0.2
-    max_rows: Optional[int] = None
-    seed: Optional[int] = 0
+    datasets: Tuple[str, ...] = field(default=("breast", "credit", "adult"), metadata=spec(non_empty=True))
+    split_seeds: int = field(default=5, metadata=spec(low=1))
+    noise_draws: int = field(default=3, metadata=spec(low=1))
+    epsilons: Tuple[float, ...] = field(default=(0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0),
+                                        metadata=spec(low=0, low_inclusive=False, non_empty=True))
+    cv_folds: int = field(default=5, metadata=spec(low=2))
+    test_size: float = field(default=0.2, metadata=spec(low=0, low_inclusive=False, high=0.9))
+    max_rows: Optional[int] = field(default=None, metadata=optional_field(low=10))
+    seed: Optional[int] = field(default=0, metadata=optional_field(low=0))
     # Private selection (Papernot & Steinke 2022): mean number of candidates.
-    selection_mean_candidates: float = 10.0
+    selection_mean_candidates: float = field(default=10.0, metadata=spec(low=1))
     # HE accuracy cells (slow): split seeds and a per-cell budget in seconds.
-    he_methods: Tuple[str, ...] = ("paillier", "ckks")
-    he_split_seeds: int = 1
-    he_accuracy_budget: float = 900.0
-    he_key_bits: int = 2048
+    he_methods: Tuple[str, ...] = field(default=("paillier", "ckks"), metadata=spec(choices=("paillier", "ckks")))
+    he_split_seeds: int = field(default=1, metadata=spec(low=0))
+    he_accuracy_budget: float = field(default=900.0, metadata=spec(low=0, low_inclusive=False))
+    he_key_bits: int = field(default=2048, metadata=spec(low=2048))
     figure2: bool = True
-    # Runtime grid (synthetic data of Adult's shape).
-    runtime_sizes: Tuple[int, ...] = (10000, 20000, 50000, 100000)
-    runtime_epochs: Tuple[int, ...] = (1, 2, 5, 10)
-    runtime_epochs_n: int = 10000
-    runtime_batch_size: int = 3200
-    runtime_he_budget: float = 60.0
+    # Hyperparameter grids: the wide grid is batch_sizes x epochs x k; the
+    # non-private references (plain VFL, centralized GD, HE-VFL) are tuned by CV
+    # on the training rows (free: they spend no privacy budget) over the wide
+    # grid plus small batches, which a non-private model can afford.
+    learning_rate: float = field(default=LEARNING_RATE, metadata=spec(low=0, low_inclusive=False))
+    grid_batch_sizes: Tuple[int, ...] = field(default=(256, 1024, 3200), metadata=spec(low=1, non_empty=True))
+    grid_epochs: Tuple[int, ...] = field(default=(5, 10, 15), metadata=spec(low=1, non_empty=True))
+    grid_k: Tuple[float, ...] = field(default=(0.1, 0.3, 1.0, 3.0, 10.0),
+                                      metadata=spec(low=0, low_inclusive=False, non_empty=True))
+    plain_extra_batch_sizes: Tuple[int, ...] = field(default=(32, 64), metadata=spec(low=1))
+    # Runtime grid (synthetic data of Adult's shape: its one-hot widths of the
+    # active / passive blocks under PAPER_SPLITS).
+    runtime_methods: Tuple[str, ...] = field(default=("plain", "hdp", "ckks", "paillier"),
+                                             metadata=spec(choices=("plain", "hdp", "ckks", "paillier")))
+    runtime_features: Tuple[int, ...] = field(default=(35, 73), metadata=spec(low=1, non_empty=True))
+    runtime_sizes: Tuple[int, ...] = field(default=(10000, 20000, 50000, 100000), metadata=spec(low=2))
+    runtime_epochs: Tuple[int, ...] = field(default=(1, 2, 5, 10), metadata=spec(low=1))
+    runtime_epochs_n: int = field(default=10000, metadata=spec(low=2))
+    runtime_batch_size: int = field(default=3200, metadata=spec(low=1))
+    runtime_he_budget: float = field(default=60.0, metadata=spec(low=0, low_inclusive=False))
     runtime_paillier_3072: bool = True
     quick: bool = False
-    extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def classic_epsilons(self) -> Tuple[float, ...]:
@@ -137,24 +190,55 @@ class GLMBenchConfig:
         guarantee only for epsilon < 1; it is not run elsewhere."""
         return tuple(e for e in self.epsilons if e < 1.0)
 
+    @property
+    def wide_grid(self) -> Tuple[HyperParams, ...]:
+        """The wide grid: k up to 10 and b in {256, 1024, 3200}; e over the paper's range."""
+        return _grid(self.learning_rate, self.grid_batch_sizes, self.grid_epochs, self.grid_k)
+
+    @property
+    def plain_grid(self) -> Tuple[HyperParams, ...]:
+        """The wide grid plus the small batches of the non-private references."""
+        return self.wide_grid + _grid(self.learning_rate, self.plain_extra_batch_sizes, self.grid_epochs,
+                                      self.grid_k)
+
+    @property
+    def paper_grid(self) -> Tuple[HyperParams, ...]:
+        """The paper's tuning grid (b = 3200, k <= 1): a subset of the wide grid."""
+        grid = PAPER.tuning_grid
+        return tuple(h for h in self.wide_grid if h.batch_size in grid.batch_sizes and h.k <= grid.max_k)
+
+    @property
+    def figure2_grid(self) -> Tuple[HyperParams, ...]:
+        """The paper's Figure 2 (Breast, epsilon = 1): e and k each over three values."""
+        fig = PAPER.figure2
+        return tuple(HyperParams(self.learning_rate, e, fig.batch_size, k) for e in fig.epochs for k in fig.k)
+
     @classmethod
     def quick_run(cls, **overrides: Any) -> "GLMBenchConfig":
-        """Built-in Breast data, 2 split seeds x 2 noise draws, HE accuracy cells
-        only if estimated under 2 minutes (their accuracy is taylor's), a small
-        runtime grid: about 2 minutes on 2 idle cores."""
-        base = dict(datasets=("breast",), split_seeds=2, noise_draws=2,
-                    epsilons=(0.01, 0.1, 1.0, 10.0, 100.0), he_accuracy_budget=120.0, figure2=True,
-                    runtime_sizes=(1000, 2000), runtime_epochs=(1, 2), runtime_epochs_n=1000,
-                    runtime_batch_size=250, runtime_he_budget=15.0, runtime_paillier_3072=False, quick=True)
-        base.update(overrides)
-        return cls(**base)
+        """The ``[quick]`` variant of the shipped ``glm.toml`` (built-in Breast data,
+        2 split seeds x 2 noise draws, HE accuracy cells only if estimated under 2
+        minutes (their accuracy is taylor's), a small runtime grid: about 2
+        minutes on 2 idle cores), with ``overrides``."""
+        return replace(load_config(quick=True), **overrides)
 
     def as_dict(self) -> Dict[str, Any]:
         out = asdict(self)
         out["classic_epsilons"] = list(self.classic_epsilons)
         out["headline_grid"] = "wide"
-        out["lam"], out["delta"], out["lr"] = LAM, DELTA, LEARNING_RATE
+        out["lam"], out["delta"], out["lr"] = LAM, DELTA, self.learning_rate
         return out
+
+
+def load_config(quick: bool, path: Optional[Path] = None) -> GLMBenchConfig:
+    """``[quick]`` or ``[full]`` of the shipped ``glm.toml`` or of the user's copy ``path``."""
+    return load_variant(GLMBenchConfig, "glm", "quick" if quick else "full", path)
+
+
+# The shipped full run's grids (the tests and other modules read them as constants).
+WIDE_GRID: Tuple[HyperParams, ...] = GLMBenchConfig().wide_grid
+PLAIN_GRID: Tuple[HyperParams, ...] = GLMBenchConfig().plain_grid
+PAPER_GRID: Tuple[HyperParams, ...] = GLMBenchConfig().paper_grid
+FIGURE2_GRID: Tuple[HyperParams, ...] = GLMBenchConfig().figure2_grid
 
 
 def cell_seed(base: Optional[int], *parts: Any) -> Optional[int]:
