@@ -360,7 +360,8 @@ class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
         return torch.softmax(self._outputs(X_parts).double(), dim=1).numpy()
 
     def predict(self, X_parts: Sequence[Any]) -> np.ndarray:
-        return self.classes_[self._outputs(X_parts).argmax(dim=1).numpy()]
+        winners = self._outputs(X_parts).argmax(dim=1).numpy()  # checks the model is fitted first
+        return self.classes_[winners]
 
 
 class SplitNNRegressor(RegressorMixin, _SplitNNBase):
