@@ -55,7 +55,7 @@ VFLSEC_HD void block(const std::uint32_t (&key)[8], std::uint32_t w12, std::uint
     std::uint32_t s8 = key[4], s9 = key[5], s10 = key[6], s11 = key[7];
     std::uint32_t s12 = w12, s13 = w13, s14 = w14, s15 = w15;
 #define VFLSEC_ROTL(v, n) rotl32(v, n)
-#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__)  // the device pass; g++ (host pass included) does not know the pragma
 #pragma unroll
 #endif
     VFLSEC_CHACHA_20_ROUNDS(s)
