@@ -22,7 +22,7 @@ __all__ = ["GLMJobKind"]
 
 
 def _jsonable(info: Mapping[str, Any]) -> Dict[str, Any]:
-    out = {}
+    out: Dict[str, Any] = {}
     for key, value in info.items():
         if isinstance(value, (bool, int, str)) or value is None:
             out[key] = value
@@ -43,7 +43,7 @@ def _labels_for(loss: str, y: np.ndarray) -> np.ndarray:
     return y
 
 
-class GLMJobKind(JobKind):
+class GLMJobKind(JobKind[GLMJob]):
     name = "glm"
     default_row_norm = "clip"
     writes_checkpoints = True

@@ -75,6 +75,8 @@ def agree_on_plan(channel, spec: JobSpec, leader: str, followers: List[str], dat
         if "error" in plan:
             raise ValueError(plan["error"])
         return int(plan["n_samples"]), int(plan["start_epoch"])
+    if n_samples is None:
+        raise ValueError(f"the leader {leader!r} must hold aligned rows")
     epochs = [last_epoch] + [int(channel.recv(f, TAG_RESUME)["last_epoch"]) for f in followers]
     data_epochs = [e for e, p in zip(epochs, [leader] + followers) if p in data_parties]
     start = min(data_epochs) + 1 if resume else 0

@@ -39,7 +39,7 @@ class JobSpec:
     and the runner setting ``row_norm``; ``digest`` is the SHA-256 of its
     canonical JSON."""
 
-    kind: JobKind
+    kind: JobKind[Any]
     fields: Mapping[str, Any]
     row_norm: str
     digest: str

@@ -20,12 +20,11 @@ from __future__ import annotations
 import importlib
 import threading
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, Generic, Mapping, Optional, Set, Tuple, TypeVar
 
 import numpy as np
 
 from ..vfl.job import VFLJob
-from ..vfl.result import PartyResult
 from ..vfl.runner import PartyProgram
 
 __all__ = ["DEFAULT_KIND", "JobKind", "available_job_kinds", "get_job_kind", "register_job_kind"]
@@ -34,9 +33,12 @@ DEFAULT_KIND = "glm"
 # Built-in kind name -> module that registers it.
 _BUILTIN = {"glm": "vflsec.runtime.glm_kind", "splitnn": "vflsec.runtime.splitnn_kind"}
 
+JobT = TypeVar("JobT", bound=VFLJob)
 
-class JobKind:
-    """How the party runtime runs one kind of job (subclass per kind)."""
+
+class JobKind(Generic[JobT]):
+    """How the party runtime runs one kind of job (subclass per kind,
+    parametrised by its job class)."""
 
     #: the ``kind`` value in job.toml
     name: str = ""
@@ -49,41 +51,41 @@ class JobKind:
         """The ``[job]`` keys this kind accepts (besides ``kind`` and ``row_norm``)."""
         raise NotImplementedError
 
-    def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> VFLJob:
+    def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> JobT:
         """The job object (validated; ValueError/TypeError on bad fields)."""
         raise NotImplementedError
 
-    def resume_refusal(self, job: VFLJob) -> Optional[str]:
+    def resume_refusal(self, job: JobT) -> Optional[str]:
         """Why ``job`` must not continue from a checkpoint (None: it may)."""
         if not self.writes_checkpoints:
             return (f"{self.name} jobs cannot resume: their party programs write no checkpoints; "
                     "start the job again without --resume")
         return None
 
-    def party_data(self, job: VFLJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
+    def party_data(self, job: JobT, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                    y: Optional[np.ndarray], checkpoint: Any) -> Any:
         """The ``data`` argument of ``party``'s role program from its aligned
         rows (X after the job's row_norm; None for a party without data)."""
         raise NotImplementedError
 
-    def program(self, job: VFLJob, role: str) -> PartyProgram:
+    def program(self, job: JobT, role: str) -> PartyProgram:
         raise NotImplementedError
 
-    def features_optional(self, job: VFLJob, role: str) -> bool:
+    def features_optional(self, job: JobT, role: str) -> bool:
         """Whether a data party of ``role`` may hold no feature columns."""
         return False
 
-    def summary(self, job: VFLJob, result: PartyResult, output: Optional[Path]) -> Dict[str, Any]:
+    def summary(self, job: JobT, result: Any, output: Optional[Path]) -> Dict[str, Any]:
         """Kind-specific entries of the party's output (JSON-serialisable);
         may write files beside ``output``."""
         raise NotImplementedError
 
 
-_REGISTRY: Dict[str, JobKind] = {}
+_REGISTRY: Dict[str, JobKind[Any]] = {}
 _LOCK = threading.Lock()
 
 
-def register_job_kind(kind: JobKind, *, replace: bool = False) -> JobKind:
+def register_job_kind(kind: JobKind[Any], *, replace: bool = False) -> JobKind[Any]:
     if not isinstance(kind, JobKind):
         raise TypeError(f"kind must be a JobKind, got {type(kind).__name__}")
     if not isinstance(kind.name, str) or not kind.name:
@@ -95,7 +97,7 @@ def register_job_kind(kind: JobKind, *, replace: bool = False) -> JobKind:
     return kind
 
 
-def get_job_kind(name: str) -> JobKind:
+def get_job_kind(name: str) -> JobKind[Any]:
     """The registered kind ``name`` (ValueError listing the known kinds)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"job kind must be a non-empty str, got {name!r}")

@@ -120,11 +120,9 @@ def write_local_job(
         table["options"] = dict(options)
     job_file = directory / "job.toml"
     job_file.write_text(to_toml({"job": table}))
-    if not insecure:
-        if certs_dir is None:
-            certs_dir = directory / "certs"
-            init_certificates(certs_dir, parties, overwrite=True)
-        certs_dir = Path(certs_dir)
+    certs = Path(certs_dir) if certs_dir is not None else directory / "certs"
+    if not insecure and certs_dir is None:
+        init_certificates(certs, parties, overwrite=True)
     configs, outputs = {}, {}
     for name in parties:
         party: Dict[str, Any] = {"name": name, "listen": f"127.0.0.1:{ports[name]}", "job": "job.toml",
@@ -136,8 +134,8 @@ def write_local_job(
         body: Dict[str, Any] = {"party": party,
                                 "peers": {p: f"127.0.0.1:{ports[p]}" for p in parties if p != name}}
         if not insecure:
-            body["tls"] = {"ca": str(certs_dir / "ca.pem"), "cert": str(certs_dir / f"{name}.pem"),
-                           "key": str(certs_dir / f"{name}.key")}
+            body["tls"] = {"ca": str(certs / "ca.pem"), "cert": str(certs / f"{name}.pem"),
+                           "key": str(certs / f"{name}.key")}
         if network:
             body["network"] = dict(network)
         path = directory / f"party-{name}.toml"

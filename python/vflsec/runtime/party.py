@@ -138,7 +138,7 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         if holds_data and n_samples != len(common):
             raise ValueError(f"the leader announced {n_samples} aligned rows, this party aligned {len(common)}")
         job = spec.job(n_samples=n_samples, start_epoch=start_epoch)
-        if holds_data:
+        if X is not None:
             order = row_order(ids, common)
             X = X[order]
             if spec.row_norm == "clip" and X.shape[1] > 0:

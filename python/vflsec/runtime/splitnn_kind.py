@@ -94,7 +94,7 @@ def build_party_data(job: SplitJob, fields: Mapping[str, Any], party: str, X: Op
     head_hidden = _widths(settings["head_hidden"], "head_hidden")
     width = check_positive_int(settings["embedding_dim"], "embedding_dim")
     classification = job.task == "classification"
-    n_outputs = job.n_classes if classification else 1
+    n_outputs = int(job.n_classes) if classification and job.n_classes is not None else 1
     defense = make_defense(fields.get("defense"))
     defense.setup(DefenseContext(
         n_classes=job.n_classes if classification else None, passive_parties=job.passives,
@@ -138,7 +138,7 @@ def module_arrays(result: SplitPartyResult) -> Dict[str, np.ndarray]:
     return out
 
 
-class SplitJobKind(JobKind):
+class SplitJobKind(JobKind[SplitJob]):
     name = "splitnn"
     default_row_norm = "none"
     writes_checkpoints = False
@@ -149,7 +149,7 @@ class SplitJobKind(JobKind):
 
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> SplitJob:
         if start_epoch:
-            raise ValueError(self.resume_refusal(None))
+            raise ValueError("split-learning jobs always start at epoch 0 (they write no checkpoints)")
         names = {f.name for f in dataclasses.fields(SplitJob)}
         kwargs = {k: v for k, v in fields.items() if k in names}
         if "passives" in kwargs:
@@ -182,8 +182,9 @@ class SplitJobKind(JobKind):
             path = output.with_name(output.stem + ".modules.npz")
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(path.name + ".tmp")
+            arrays: Dict[str, Any] = module_arrays(result)
             with open(tmp, "wb") as fh:
-                np.savez(fh, **module_arrays(result))
+                np.savez(fh, **arrays)
             tmp.replace(path)
             out["modules_file"] = path.name
         return out
