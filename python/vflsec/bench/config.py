@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type, TypeVar
 
-__all__ = ["BenchConfigError", "load_paper", "load_variant", "read_document", "shipped_config_text", "spec",
-           "validated", "with_overrides"]
+__all__ = ["BenchConfigError", "load_paper", "load_variant", "optional_field", "read_document", "shipped_config_text",
+           "spec", "validated", "with_overrides"]
 
 T = TypeVar("T")
 
@@ -109,7 +109,7 @@ def load_variant(cls: Type[T], name: str, variant: str, path: Optional[Path] = N
     if unknown:
         raise BenchConfigError(f"{source}: unknown table or key {unknown[0]!r} at the top level; "
                                f"allowed: {', '.join(f'[{v}]' for v in variants)}")
-    chosen = None
+    chosen: Any = None
     for v, v_cls in variants.items():
         try:
             table = _table(document, v, source)
@@ -117,12 +117,12 @@ def load_variant(cls: Type[T], name: str, variant: str, path: Optional[Path] = N
             if v == variant:
                 raise
             continue
-        parsed = _from_table(v_cls, table, source, v)
+        parsed: Any = _from_table(v_cls, table, source, v)
         if v == variant:
             chosen = parsed
     if chosen is None:
         raise BenchConfigError(f"{source}: variant [{variant}] is not one of {', '.join(variants)}")
-    return chosen
+    return typing.cast(T, chosen)
 
 
 def load_paper(cls: Type[T], paper: str) -> T:
@@ -221,7 +221,7 @@ def _convert(value: Any, tp: Any, meta: Mapping[str, Any], source: str, table: s
                                        f"{', '.join(allowed)}")
         return {k: _convert(v, args[1], {**meta, "non_empty": meta.get("non_empty")}, source, table,
                             f"{key}.{k}", sub) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return _from_table(tp, {f.name: getattr(value, f.name) for f in dataclasses.fields(tp)}, source, sub)
         if not isinstance(value, Mapping):

@@ -27,8 +27,8 @@ import os
 import tempfile
 import time
 import warnings
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np

@@ -37,62 +37,25 @@ import argparse
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 from tqdm import tqdm
 
 from ..common import git_revision, machine_info, package_versions, write_json
-from ..config import BenchConfigError, load_variant, spec, with_overrides
+from ..config import BenchConfigError, with_overrides
 from .ckks import bench_ckks
 from .epoch import bench_epoch
+from .grid import HEGrid, load_grid
 from .old_path import old_paillier_path, per_product_dot
 from .paillier import OPS, _add_ratios, _optional_heu, _paillier_sizes, bench_paillier
 from .report import (TARGET_DOT_VS_PHE, TARGET_ENCRYPT_VS_PHE, TARGET_EPOCH_CPU, TARGET_VS_HEU, _conclusion,
                      _criteria, plot, render, render_report)
 from .timing import _PROG, _load_snapshot
 
-__all__ = ["HEGrid", "OPS", "load_grid", "TARGET_DOT_VS_PHE", "TARGET_ENCRYPT_VS_PHE", "TARGET_EPOCH_CPU", "TARGET_VS_HEU",
+__all__ = ["HEGrid", "OPS", "TARGET_DOT_VS_PHE", "TARGET_ENCRYPT_VS_PHE", "TARGET_EPOCH_CPU", "TARGET_VS_HEU", "load_grid",
            "add_arguments", "bench_ckks", "bench_epoch", "bench_paillier", "main", "old_paillier_path",
            "per_product_dot", "plot", "render_report", "run"]
-
-
-
-@dataclass(frozen=True)
-class HEGrid:
-    """One variant of ``configs/he.toml`` (``[full]`` or ``[quick]``): sizes and sampling of every row."""
-
-    seed: int = field(metadata=spec(low=0))
-    key_bits: Tuple[int, ...] = field(metadata=spec(low=2048, non_empty=True))
-    n_exp: int = field(metadata=spec(low=1))
-    n_add: int = field(metadata=spec(low=1))
-    n_mul: int = field(metadata=spec(low=1))
-    dot_rows: int = field(metadata=spec(low=1))
-    dot_cols: int = field(metadata=spec(low=1))
-    repeats: int = field(metadata=spec(low=1))
-    min_total: float = field(metadata=spec(low=0))
-    max_total: float = field(metadata=spec(low=0, low_inclusive=False))
-    ckks_rows: int = field(metadata=spec(low=1))
-    tenseal_matmul_rows: int = field(metadata=spec(low=1))
-    epoch_n: int = field(metadata=spec(low=2))
-    epoch_batch: int = field(metadata=spec(low=1))
-
-    def __post_init__(self) -> None:
-        if any(bits % 2 for bits in self.key_bits):
-            raise BenchConfigError(f"key_bits must be even integers >= 2048, got {list(self.key_bits)}")
-
-    def sizes(self) -> Dict[str, Any]:
-        """The sizes as the section functions read them (``key_bits`` a list), without the seed."""
-        out = asdict(self)
-        del out["seed"]
-        out["key_bits"] = list(self.key_bits)
-        return out
-
-
-def load_grid(quick: bool, path: Optional[Path] = None) -> HEGrid:
-    """``[quick]`` or ``[full]`` of the shipped ``he.toml`` or of the user's copy ``path``."""
-    return load_variant(HEGrid, "he", "quick" if quick else "full", path)
 
 
 def _fail(message: str) -> None:
@@ -176,14 +139,14 @@ def run(quick: bool = False, seed: Optional[int] = None, out: Optional[Path] = N
         with warnings.catch_warnings(), tqdm(total=steps, desc="bench he", unit="step") as progress:
             warnings.simplefilter("ignore", WeakKeyWarning)
             for bits in cfg["key_bits"]:
-                bench_paillier(bits, cfg, seed, heu, result["paillier"], result["setup"], progress)
+                bench_paillier(bits, grid, seed, heu, result["paillier"], result["setup"], progress)
                 result["paillier_sizes"].append(_paillier_sizes(bits, cfg["ckks_rows"], cfg["dot_cols"]))
             shutdown_pool()
             if ckks:
-                bench_ckks(cfg, seed, result["ckks"], result["ckks_sizes"])
+                bench_ckks(grid, seed, result["ckks"], result["ckks_sizes"])
                 progress.update(1)
             if epoch:
-                result["epoch"] = bench_epoch(cfg, seed)
+                result["epoch"] = bench_epoch(grid, seed)
                 progress.update(1)
     finally:
         shutdown_pool()

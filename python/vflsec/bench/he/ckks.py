@@ -9,10 +9,11 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from .grid import HEGrid
 from .timing import _PROG, _measure, _Timing
 
 
-def bench_ckks(cfg: Dict[str, Any], seed: int, rows: List[Dict[str, Any]], sizes: Dict[str, Any]) -> None:
+def bench_ckks(cfg: HEGrid, seed: int, rows: List[Dict[str, Any]], sizes: Dict[str, Any]) -> None:
     import tenseal as ts
 
     from ...he.ckks import CKKSSecretContext
@@ -25,11 +26,11 @@ def bench_ckks(cfg: Dict[str, Any], seed: int, rows: List[Dict[str, Any]], sizes
                            "coeff_mod_bit_sizes": list(ctx.params.coeff_mod_bit_sizes),
                            "scale_bits": ctx.params.scale_bits, "slots": ctx.params.slot_count}
     rng = np.random.default_rng([seed, 1])
-    n_rows, cols = cfg["ckks_rows"], cfg["dot_cols"]
+    n_rows, cols = cfg.ckks_rows, cfg.dot_cols
     v = rng.uniform(-1.0, 1.0, n_rows)
     X = rng.uniform(-1.0, 1.0, (n_rows, cols)) / math.sqrt(cols)
     expected = v @ X
-    timing = dict(repeats=cfg["repeats"], min_total=cfg["min_total"], max_total=cfg["max_total"])
+    timing = dict(repeats=cfg.repeats, min_total=cfg.min_total, max_total=cfg.max_total)
 
     def add(op: str, method: str, items: int, t: _Timing, ok: bool, **extra: Any) -> None:
         if not ok:
@@ -65,7 +66,7 @@ def bench_ckks(cfg: Dict[str, Any], seed: int, rows: List[Dict[str, Any]], sizes
     t = _measure(lambda: ts.ckks_vector(tctx, values), **timing)
     tvec = t.result
     add("encrypt", "TenSEAL ckks_vector", n_rows, t, close(tvec.decrypt(), v, 1e-4), case=f"{n_rows} values")
-    m_rows = min(n_rows, cfg["tenseal_matmul_rows"])
+    m_rows = min(n_rows, cfg.tenseal_matmul_rows)
     tsub = ts.ckks_vector(tctx, values[:m_rows])
     Xl = X[:m_rows].tolist()
     # TenSEAL's matmul costs O(rows) rotations: measured once, on at most

@@ -8,19 +8,19 @@ from typing import Any, Dict
 
 import numpy as np
 
+from .grid import HEGrid
 from .old_path import old_paillier_path
 from .timing import _PROG
 
 
-def bench_epoch(cfg: Dict[str, Any], seed: int) -> Dict[str, Any]:
+def bench_epoch(cfg: HEGrid, seed: int) -> Dict[str, Any]:
     """One epoch of Paillier-2048 HE-VFL logistic regression, in-process (1
     process: CPU time of every party thread), new path vs the old one."""
     from ...data import make_synthetic
     from ...glm import VerticalLogisticRegression
-    from ...he import _pool
-    from ...he import set_num_processes
+    from ...he import _pool, set_num_processes
 
-    data = make_synthetic(n_samples=cfg["epoch_n"], features_per_party=[10, 10], seed=seed)
+    data = make_synthetic(n_samples=cfg.epoch_n, features_per_party=[10, 10], seed=seed)
     parts = [data.X[:, :10], data.X[:, 10:]]
     y = data.y
     previous = _pool._num_processes
@@ -30,7 +30,7 @@ def bench_epoch(cfg: Dict[str, Any], seed: int) -> Dict[str, Any]:
         for label, ctx in (("vflsec (DJN + Pippenger)", contextlib.nullcontext({})),
                            ("vflsec old path (classic r^n + per-product)", old_paillier_path())):
             with ctx as calls:
-                model = VerticalLogisticRegression(protection="paillier", epochs=1, batch_size=cfg["epoch_batch"],
+                model = VerticalLogisticRegression(protection="paillier", epochs=1, batch_size=cfg.epoch_batch,
                                                    key_bits=2048, seed=seed)
                 c0, w0 = time.process_time(), time.perf_counter()
                 model.fit(parts, y)
@@ -55,7 +55,7 @@ def bench_epoch(cfg: Dict[str, Any], seed: int) -> Dict[str, Any]:
     new, old = runs["vflsec (DJN + Pippenger)"], runs["vflsec old path (classic r^n + per-product)"]
     coef_diff = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(new["coef"], old["coef"]))
     return {
-        "n_samples": cfg["epoch_n"], "features_per_party": [10, 10], "batch_size": cfg["epoch_batch"],
+        "n_samples": cfg.epoch_n, "features_per_party": [10, 10], "batch_size": cfg.epoch_batch,
         "key_bits": 2048, "epochs": 1, "processes": 1, "runs": runs,
         "cpu_ratio_old_over_new": old["cpu_s"] / new["cpu_s"],
         "wall_ratio_old_over_new": old["wall_s"] / new["wall_s"],

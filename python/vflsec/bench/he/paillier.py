@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from .grid import HEGrid
 from .old_path import per_product_dot
 from .timing import _Method, _run_methods
 
@@ -36,7 +37,7 @@ def _spot(k: int) -> List[int]:
     return sorted({0, k // 2, k - 1})
 
 
-def bench_paillier(bits: int, cfg: Dict[str, Any], seed: int, heu, rows: List[Dict[str, Any]],
+def bench_paillier(bits: int, cfg: HEGrid, seed: int, heu, rows: List[Dict[str, Any]],
                    setup: List[Dict[str, Any]], progress) -> None:
     import phe
 
@@ -69,7 +70,7 @@ def bench_paillier(bits: int, cfg: Dict[str, Any], seed: int, heu, rows: List[Di
                           "seconds": time.perf_counter() - t0})
 
     rng = np.random.default_rng([seed, bits])
-    N, n_add, n_mul = cfg["n_exp"], cfg["n_add"], cfg["n_mul"]
+    N, n_add, n_mul = cfg.n_exp, cfg.n_add, cfg.n_mul
     x = rng.uniform(-2.0, 2.0, max(N, n_add, n_mul))
     ints = [int(v) for v in pk.encode_signed(x)]          # round(x 2^40): 41-bit signed
     base_cts = pk.encrypt(x[:N], processes=1).ciphertexts
@@ -196,7 +197,7 @@ def bench_paillier(bits: int, cfg: Dict[str, Any], seed: int, heu, rows: List[Di
         ops.append((op, n_mul, min(16, n_mul), mul, f"scalars round(s 2^40), |s| < {bound:g}: {bits_used}-bit"))
 
     # -- X^T [[r]] ----------------------------------------------------------------
-    rows_n, cols = cfg["dot_rows"], cfg["dot_cols"]
+    rows_n, cols = cfg.dot_rows, cfg.dot_cols
     r_float = rng.uniform(-1.0, 1.0, rows_n)
     X = rng.uniform(-2.0, 2.0, (rows_n, cols))
     r_int = [int(v) for v in pk.encode_signed(r_float)]

@@ -10,6 +10,8 @@ import time
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from .grid import HEGrid
+
 _PROG = "vflsec bench he"
 
 
@@ -101,13 +103,13 @@ class _Method:
 
 
 def _run_methods(rows: List[Dict[str, Any]], base: Dict[str, Any], methods: Sequence[_Method], items: int,
-                 warm_items: int, per_item: int, cfg: Dict[str, Any]) -> None:
+                 warm_items: int, per_item: int, cfg: HEGrid) -> None:
     for m in methods:
         # vflsec's fast rows warm up at full size so both pool workers have built
         # their fixed-base tables (an offline cost, reported on its own).
         m.make(items if m.warm_full else warm_items)()
         thunk = m.make(items)
-        t = _measure(thunk, repeats=cfg["repeats"], min_total=cfg["min_total"], max_total=cfg["max_total"],
+        t = _measure(thunk, repeats=cfg.repeats, min_total=cfg.min_total, max_total=cfg.max_total,
                      pool=(m.workers or 1) > 1)
         verified = bool(m.check(t.result, items))
         if not verified:
