@@ -26,6 +26,7 @@
 #include <new>
 #include <vector>
 
+#include "fcm_power_plan.hpp"
 #include "host_device.hpp"
 #include "isa_dispatch.hpp"
 #include "parallel.hpp"
@@ -117,33 +118,8 @@ struct Workspace {
           obj(kGroups) {}
 };
 
-// x^e for x >= 0 without a pow call when e * 2^roots is an integer up to
-// 1024 for roots <= 2 (m = 1.5, 3, 5, 1.25, ...: the exponents 1/(m-1) and m
-// alike): `roots` square roots, then exponentiation by squaring, all in SIMD
-// lanes. Other exponents (m = 2.5, 1.7, ...) fall back to std::pow lane by
-// lane, several times slower.
-struct PowerPlan {
-    double exponent = 1.0;
-    bool by_roots = false;
-    int roots = 0;
-    unsigned power = 1;
-};
-
-inline PowerPlan make_power_plan(double exponent) {
-    PowerPlan plan;
-    plan.exponent = exponent;
-    for (int roots = 0; roots <= 2; ++roots) {
-        const double k = std::ldexp(exponent, roots);
-        if (k >= 1.0 && k <= 1024.0 && k == std::floor(k)) {
-            plan.by_roots = true;
-            plan.roots = roots;
-            plan.power = static_cast<unsigned>(k);
-            return plan;
-        }
-    }
-    return plan;
-}
-
+// x^e in SIMD lanes by the PowerPlan of fcm_power_plan.hpp (std::pow lane by
+// lane for exponents it cannot take apart).
 template <typename Vec, typename T>
 VFLSEC_ALWAYS_INLINE void power_lanes(const Vec& x, const PowerPlan& plan, Vec& out) {
     if (!plan.by_roots) {

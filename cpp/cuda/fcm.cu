@@ -20,35 +20,16 @@
 #include <limits>
 
 #include "api.hpp"
+#include "fcm_power_plan.hpp"
 #include "exec.cuh"
 
 namespace vflsec::cuda {
 namespace {
 
-// x^e for x >= 0: `roots` square roots then exponentiation by squaring when
-// e * 2^roots is an integer in [1, 1024] for some roots <= 2 (cpp/fcm.cpp's
-// PowerPlan), otherwise pow.
-struct PowerPlan {
-    double exponent;
-    bool by_roots;
-    int roots;
-    unsigned power;
-};
+using fcm::make_power_plan;
+using fcm::PowerPlan;
 
-PowerPlan make_power_plan(double exponent) {
-    PowerPlan plan{exponent, false, 0, 1};
-    for (int roots = 0; roots <= 2; ++roots) {
-        const double k = std::ldexp(exponent, roots);
-        if (k >= 1.0 && k <= 1024.0 && k == std::floor(k)) {
-            plan.by_roots = true;
-            plan.roots = roots;
-            plan.power = static_cast<unsigned>(k);
-            return plan;
-        }
-    }
-    return plan;
-}
-
+// x^e for x >= 0 by the PowerPlan of cpp/fcm_power_plan.hpp (the CPU's choice).
 template <typename T>
 VFLSEC_HD T power(T x, const PowerPlan& plan) {
     if (!plan.by_roots) return pow_of(x, static_cast<T>(plan.exponent));
