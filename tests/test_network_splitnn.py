@@ -2,12 +2,14 @@
 ``python -m vflsec party`` process (loopback gRPC, mutual TLS from
 ``vflsec certs init``, PSI alignment of shuffled, partly overlapping rows);
 the trained modules equal those of the in-process runner on the aligned
-rows, a party with another job description is refused, and ``--resume`` is
-refused in one line (split-learning programs write no checkpoints)."""
+rows, a party with another job description is refused, a job whose passive
+party is killed resumes from the checkpoints to the uninterrupted run's
+weights, and ``--resume`` with a stateful defense is refused in one line."""
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -120,10 +122,47 @@ def test_split_learning_mismatched_job_file_is_refused(tmp_path):
     assert "refused the job" in status["passive2"][1]
 
 
-def test_split_learning_resume_is_refused_in_one_line(tmp_path):
+def test_killed_passive_stops_others_and_resume_reproduces_model(tmp_path):
+    torch.set_num_threads(1)
+    frames = _frames(n=150)
+    job = dict(JOB, epochs=40, batch_size=10, defense={"name": "none"})
+    local = write_local_job(tmp_path, job, frames, network=FAST_NETWORK)
+    procs = start_parties(local, env=_env())
+    try:
+        # Kill passive2 once it has checkpointed a few epochs (mid-run, most likely mid-epoch).
+        ckpt = tmp_path / "checkpoints" / "passive2"
+        deadline = time.monotonic() + 90
+        while not (ckpt.is_dir() and len(list(ckpt.glob("*.npz"))) >= 3):
+            assert time.monotonic() < deadline, "passive2 never checkpointed"
+            assert procs["passive2"].process.poll() is None, procs["passive2"].stderr_path.read_text()
+            time.sleep(0.005)
+        procs["passive2"].process.kill()
+        status = wait_parties({n: procs[n] for n in ("active", "passive1")}, FAST_NETWORK["peer_timeout"] + 10)
+    finally:
+        kill_parties(procs)
+    for name, (rc, err) in status.items():
+        assert rc == 1, f"{name} should fail after passive2 died (rc={rc}):\n{err}"
+        assert "'passive2'" in err, err
+
+    for name, (rc, err) in _run(local, resume=True).items():
+        assert rc == 0, f"{name} failed on resume:\n{err}"
+    outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
+    assert outputs["active"]["start_epoch"] >= 2
+    reference, _ = _in_memory(local.job_file, frames)
+    for name in NAMES:
+        expected = module_arrays(reference.results[name])
+        with np.load(local.outputs[name].with_name(outputs[name]["modules_file"]), allow_pickle=False) as got:
+            for key, value in expected.items():
+                np.testing.assert_array_equal(got[key], value, err_msg=f"{name} {key}")
+    assert outputs["active"]["history"]["loss"] == reference.results["active"].history["loss"]
+
+
+def test_split_learning_resume_with_stateful_defense_is_refused_in_one_line(tmp_path):
     local = write_local_job(tmp_path, JOB, _frames(n=60), network=FAST_NETWORK)
+    for name, (rc, err) in _run(local, timeout=60.0).items():
+        assert rc == 0, f"party {name} exited with {rc}:\n{err}"
     status = _run(local, timeout=60.0, resume=True)
     for name, (rc, err) in status.items():
         assert rc == 1, err
         lines = [line for line in err.splitlines() if line.startswith(f"vflsec party {name}: error:")]
-        assert len(lines) == 1 and "splitnn jobs cannot resume" in lines[0], err
+        assert len(lines) == 1 and "defense 'noise_embedding' cannot resume" in lines[0], err

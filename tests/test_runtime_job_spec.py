@@ -63,9 +63,13 @@ def test_resume_refusal_is_a_property_of_the_protocol_and_kind():
     glm = get_job_kind("glm")
     assert glm.writes_checkpoints
     assert "protocol 'hdp' cannot resume" in glm.resume_refusal(
-        glm.make_job(dict(GLM, protocol="hdp"), n_samples=100))
-    assert glm.resume_refusal(glm.make_job(GLM, n_samples=100)) is None
+        glm.make_job(dict(GLM, protocol="hdp"), n_samples=100), {})
+    assert glm.resume_refusal(glm.make_job(GLM, n_samples=100), {}) is None
     split = get_job_kind("splitnn")
-    assert not split.writes_checkpoints
-    assert "cannot resume" in split.resume_refusal(split.make_job({}, n_samples=100))
+    assert split.writes_checkpoints
+    job = split.make_job({}, n_samples=100)
+    assert split.resume_refusal(job, {}) is None
+    assert split.resume_refusal(job, {"defense": {"name": "sparsify", "keep_fraction": 0.5}}) is None
+    refusal = split.resume_refusal(job, {"defense": {"name": "noise_embedding", "scale": 0.1}})
+    assert refusal.startswith("defense 'noise_embedding' cannot resume")
     assert {"glm", "splitnn"} <= set(available_job_kinds())

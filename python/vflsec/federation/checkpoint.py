@@ -2,8 +2,10 @@
 
 One ``.npz`` file per completed epoch, ``<party>-e<epoch>.npz``, written to
 a temporary name and renamed, so a party killed mid-write leaves the
-previous epochs intact. It holds the party's weights, its per-epoch history
-and a fingerprint of the job and of the aligned IDs; a checkpoint whose
+previous epochs intact. It holds the party's training state -- one weight
+array (a GLM party's ``coef``) or named arrays (a split-learning party's
+module and optimizer tensors) --, its per-epoch history and a fingerprint of
+the job and of the aligned IDs; a checkpoint whose
 fingerprint differs (another job, other data) is never loaded. Files are
 read with ``allow_pickle=False``.
 
@@ -15,13 +17,17 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import numpy as np
 
 __all__ = ["EpochCheckpoint"]
 
 _HISTORY_PREFIX = "history__"
+_STATE_PREFIX = "state__"
+
+# One weight array, or named arrays.
+State = Union[np.ndarray, Mapping[str, np.ndarray]]
 
 
 class EpochCheckpoint:
@@ -36,13 +42,19 @@ class EpochCheckpoint:
     def path(self, epoch: int) -> Path:
         return self.directory / f"{self.party}-e{epoch:05d}.npz"
 
-    def save(self, epoch: int, coef: np.ndarray, history: Dict[str, List[float]]) -> None:
+    def save(self, epoch: int, state: State, history: Dict[str, List[float]]) -> None:
+        """Keep ``state`` (an array: float64 weights; a mapping: named arrays
+        stored with their own dtypes) and ``history`` after ``epoch``."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        arrays = {
-            "coef": np.asarray(coef, dtype=np.float64),
+        arrays: Dict[str, Any] = {
             "epoch": np.array(epoch, dtype=np.int64),
             "fingerprint": np.frombuffer(self.fingerprint.encode("utf-8"), dtype=np.uint8),
         }
+        if isinstance(state, Mapping):
+            for key, value in state.items():
+                arrays[_STATE_PREFIX + key] = np.asarray(value)
+        else:
+            arrays["coef"] = np.asarray(state, dtype=np.float64)
         for key, values in history.items():
             arrays[_HISTORY_PREFIX + key] = np.asarray(values, dtype=np.float64)
         final = self.path(epoch)
@@ -57,10 +69,15 @@ class EpochCheckpoint:
         with np.load(path, allow_pickle=False) as data:
             if bytes(data["fingerprint"].tobytes()).decode("utf-8", "replace") != self.fingerprint:
                 return None
-            coef = np.array(data["coef"], dtype=np.float64)
+            state: State
+            if "coef" in data.files:
+                state = np.array(data["coef"], dtype=np.float64)
+            else:
+                state = {key[len(_STATE_PREFIX):]: np.array(data[key])
+                         for key in data.files if key.startswith(_STATE_PREFIX)}
             history = {key[len(_HISTORY_PREFIX):]: [float(v) for v in data[key]]
                        for key in data.files if key.startswith(_HISTORY_PREFIX)}
-            return int(data["epoch"]), coef, history
+            return int(data["epoch"]), state, history
 
     def epochs(self) -> List[int]:
         """Completed epochs with a checkpoint of this job and data, ascending."""
@@ -84,7 +101,9 @@ class EpochCheckpoint:
         epochs = self.epochs()
         return epochs[-1] if epochs else -1
 
-    def load(self, epoch: int) -> Tuple[np.ndarray, Dict[str, List[float]]]:
+    def load(self, epoch: int) -> Tuple[State, Dict[str, List[float]]]:
+        """``(state, history)`` saved after ``epoch`` (FileNotFoundError if
+        there is none of this job and data)."""
         record = None
         path = self.path(epoch)
         if path.exists():
@@ -92,5 +111,5 @@ class EpochCheckpoint:
         if record is None:
             raise FileNotFoundError(f"party {self.party!r} has no checkpoint of this job for epoch {epoch} in "
                                     f"{self.directory}")
-        _, coef, history = record
-        return coef, history
+        _, state, history = record
+        return state, history

@@ -57,7 +57,7 @@ class GLMJobKind(JobKind[GLMJob]):
             kwargs["passives"] = tuple(kwargs["passives"])
         return GLMJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
 
-    def resume_refusal(self, job: GLMJob) -> Optional[str]:
+    def resume_refusal(self, job: GLMJob, fields: Mapping[str, Any]) -> Optional[str]:
         reason = get_protocol(job.protocol).resume_refusal
         return None if reason is None else f"protocol {job.protocol!r} cannot resume: {reason}"
 

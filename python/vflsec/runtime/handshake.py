@@ -82,7 +82,7 @@ def agree_on_plan(channel, spec: JobSpec, leader: str, followers: List[str], dat
     start = min(data_epochs) + 1 if resume else 0
     error = None
     total = int(spec.fields.get("epochs", 10))
-    refusal = spec.kind.resume_refusal(spec.probe_job()) if start > 0 else None
+    refusal = spec.kind.resume_refusal(spec.probe_job(), spec.fields) if start > 0 else None
     if refusal is not None:
         error = refusal
     elif start >= total:

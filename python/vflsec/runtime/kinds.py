@@ -55,8 +55,9 @@ class JobKind(Generic[JobT]):
         """The job object (validated; ValueError/TypeError on bad fields)."""
         raise NotImplementedError
 
-    def resume_refusal(self, job: JobT) -> Optional[str]:
-        """Why ``job`` must not continue from a checkpoint (None: it may)."""
+    def resume_refusal(self, job: JobT, fields: Mapping[str, Any]) -> Optional[str]:
+        """Why ``job`` (described by the ``[job]`` ``fields``) must not
+        continue from a checkpoint (None: it may)."""
         if not self.writes_checkpoints:
             return (f"{self.name} jobs cannot resume: their party programs write no checkpoints; "
                     "start the job again without --resume")

@@ -95,7 +95,7 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
     probe = spec.probe_job()
     role = probe.role_of(cfg.name)
     if resume and not kind.writes_checkpoints:
-        raise ValueError(kind.resume_refusal(probe))
+        raise ValueError(kind.resume_refusal(probe, spec.fields))
     leader = probe.active
     followers = [p for p in probe.parties if p != leader]
     holds_data = cfg.name in probe.data_parties

@@ -24,11 +24,14 @@ depend on any other party's, and the in-process runner given the same
 builder trains the same weights. Classification labels in the active party's
 CSV are the class indices ``0 .. n_classes - 1``.
 
-Split-learning programs write no checkpoints yet (torch modules, optimizer
-moments and each defense's noise and accounting state would all have to be
-saved), so ``--resume`` is refused. A party's output JSON has the history,
-bytes sent per epoch and the defense's privacy spent; its trained modules go
-to ``<output stem>.modules.npz`` (``bottom.<param>``, ``head.<param>``).
+Every party checkpoints its modules and optimizer state after each epoch
+(:mod:`vflsec.splitnn.training_state`); ``--resume`` continues from them
+when the defense allows it: a defense with state of its own (noise
+generators, privacy accounting, adapted parameters) declares a
+``resume_refusal`` and the run must start again. A party's output JSON has
+the history, bytes sent per epoch and the defense's privacy spent; its
+trained modules go to ``<output stem>.modules.npz`` (``bottom.<param>``,
+``head.<param>``).
 """
 from __future__ import annotations
 
@@ -46,6 +49,7 @@ from ..splitnn.defenses.registry import get_defense
 from ..splitnn.job import SplitJob, SplitPartyData, SplitPartyResult
 from ..splitnn.models import linear_head, mlp_bottom, mlp_head
 from ..splitnn.trainer import PROGRAMS
+from ..splitnn.training_state import training_state
 from .kinds import JobKind, register_job_kind
 
 __all__ = ["MODEL_FIELDS", "SplitJobKind", "build_party_data", "make_defense", "module_arrays"]
@@ -84,7 +88,7 @@ def _model_seed(seed: int, position: int) -> int:
 
 
 def build_party_data(job: SplitJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
-                     y: Optional[np.ndarray]) -> SplitPartyData:
+                     y: Optional[np.ndarray], checkpoint: Any = None) -> SplitPartyData:
     """``party``'s models, defense copy and data for ``job`` -- what its
     process builds in ``vflsec party`` (and what an in-process reference run
     must build to train the same weights)."""
@@ -107,7 +111,8 @@ def build_party_data(job: SplitJob, fields: Mapping[str, Any], party: str, X: Op
             if X is None or X.shape[1] == 0:
                 raise ValueError(f"passive party {party!r} has no feature columns")
             bottom = mlp_bottom(X.shape[1], hidden, width)
-            return SplitPartyData(X=np.asarray(X, dtype=np.float32), bottom=bottom, defense=defense)
+            return SplitPartyData(X=np.asarray(X, dtype=np.float32), bottom=bottom, defense=defense,
+                                  checkpoint=checkpoint)
         if y is None:
             raise ValueError(f"the active party {party!r} has no labels")
         if classification:
@@ -125,48 +130,50 @@ def build_party_data(job: SplitJob, fields: Mapping[str, Any], party: str, X: Op
         in_features = width * (len(job.passives) + (1 if job.active_features else 0))
         head = mlp_head(in_features, n_outputs, hidden=head_hidden) if head_hidden else linear_head(in_features,
                                                                                                     n_outputs)
-        return SplitPartyData(X=own_X, bottom=own_bottom, defense=defense, y=labels, head=head)
+        return SplitPartyData(X=own_X, bottom=own_bottom, defense=defense, y=labels, head=head,
+                              checkpoint=checkpoint)
 
 
 def module_arrays(result: SplitPartyResult) -> Dict[str, np.ndarray]:
     """``{"bottom.<param>" / "head.<param>": array}`` of a party's trained modules."""
-    out = {}
-    for prefix, module in (("bottom", result.bottom), ("head", result.head)):
-        if module is not None:
-            for key, value in module.state_dict().items():
-                out[f"{prefix}.{key}"] = value.detach().cpu().numpy()
-    return out
+    return training_state({"bottom": result.bottom, "head": result.head})
 
 
 class SplitJobKind(JobKind[SplitJob]):
     name = "splitnn"
     default_row_norm = "none"
-    writes_checkpoints = False
+    writes_checkpoints = True
 
     def job_fields(self) -> Set[str]:
-        job = {f.name for f in dataclasses.fields(SplitJob)} - {"n_samples"}
+        job = {f.name for f in dataclasses.fields(SplitJob)} - {"n_samples", "start_epoch"}
         return job | set(MODEL_FIELDS) | {"defense"}
 
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> SplitJob:
-        if start_epoch:
-            raise ValueError("split-learning jobs always start at epoch 0 (they write no checkpoints)")
         names = {f.name for f in dataclasses.fields(SplitJob)}
         kwargs = {k: v for k, v in fields.items() if k in names}
         if "passives" in kwargs:
             kwargs["passives"] = tuple(kwargs["passives"])
-        job = SplitJob(n_samples=n_samples, **kwargs)
+        job = SplitJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
         make_defense(fields.get("defense"))  # a bad [job.defense] fails before any connection
         for key in ("bottom_hidden", "head_hidden"):
             _widths(fields.get(key, MODEL_FIELDS[key]), key)
         check_positive_int(fields.get("embedding_dim", MODEL_FIELDS["embedding_dim"]), "embedding_dim")
         return job
 
+    def resume_refusal(self, job: SplitJob, fields: Mapping[str, Any]) -> Optional[str]:
+        defense = make_defense(fields.get("defense"))
+        reason = getattr(defense, "resume_refusal", None)
+        if reason is None:
+            return None
+        name = dict(fields.get("defense") or {}).get("name", "none")
+        return f"defense {name!r} cannot resume: {reason}; start the job again"
+
     def features_optional(self, job: SplitJob, role: str) -> bool:
         return role == "active" and not job.active_features
 
     def party_data(self, job: SplitJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                    y: Optional[np.ndarray], checkpoint: Any) -> SplitPartyData:
-        return build_party_data(job, fields, party, X, y)
+        return build_party_data(job, fields, party, X, y, checkpoint)
 
     def program(self, job: SplitJob, role: str):
         return PROGRAMS[role]

@@ -58,7 +58,8 @@ class SplitJob(VFLJob):
     its own features; its embedding is never sent and is concatenated after
     the passive parties' embeddings (in ``passives`` order). ``device``: torch
     device string every party uses (each party could use its own in a real
-    deployment).
+    deployment). ``start_epoch`` > 0 resumes a run from the checkpoint each
+    party saved after epoch ``start_epoch - 1`` (see :class:`SplitPartyData`).
     """
 
     n_samples: int
@@ -73,6 +74,7 @@ class SplitJob(VFLJob):
     passives: Tuple[str, ...] = ("passive_0",)
     active_features: bool = False
     device: str = "cpu"
+    start_epoch: int = 0
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -89,6 +91,9 @@ class SplitJob(VFLJob):
         if not isinstance(self.active_features, bool):
             raise TypeError("active_features must be a bool")
         check_name(self.device, "device")
+        set_("start_epoch", check_positive_int(self.start_epoch, "start_epoch", minimum=0))
+        if self.start_epoch >= self.epochs:
+            raise ValueError(f"start_epoch ({self.start_epoch}) must be below epochs ({self.epochs})")
 
 
 @dataclass
@@ -96,13 +101,21 @@ class SplitPartyData:
     """One party's private inputs: ``X`` (float32 ``(n, p)``, rows aligned;
     None for an active party without features), its ``bottom`` module (None
     likewise), ``defense`` (this party's own copy, already ``setup()``), and
-    for the active party ``y`` and ``head``."""
+    for the active party ``y`` and ``head``.
+
+    ``checkpoint`` (optional) keeps per-epoch training state: an object with
+    ``save(epoch, state, history)`` (called at the end of every epoch with
+    :func:`~vflsec.splitnn.training_state.training_state`'s arrays) and
+    ``load(epoch) -> (state, history)`` (called once when
+    ``job.start_epoch`` > 0), e.g.
+    :class:`vflsec.federation.checkpoint.EpochCheckpoint`."""
 
     X: Any
     bottom: Any
     defense: Any
     y: Any = None
     head: Any = None
+    checkpoint: Any = None
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ..vfl.clock import PhaseClock
 from ..vfl.runner import JobResult, run_programs
 from .defenses.base import BatchInfo
 from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
+from .training_state import restore_training_state, training_state
 
 __all__ = ["PROGRAMS", "active_program", "make_optimizer", "passive_program", "run_split_job"]
 
@@ -47,6 +48,30 @@ def _batches(job: SplitJob):
     for epoch, step, idx in job.batches():
         yield BatchInfo(epoch=epoch, step=step, global_step=epoch * job.steps_per_epoch + step,
                         indices=idx.astype(np.int64))
+
+
+def _resume(job: SplitJob, data: SplitPartyData, modules: Mapping[str, Any], optimizer: Any,
+            history: Dict[str, List[float]]) -> None:
+    """For a resumed job, load the state saved after epoch ``start_epoch - 1``
+    into ``modules``, ``optimizer`` and ``history`` (in place)."""
+    if job.start_epoch == 0:
+        return
+    if data.checkpoint is None:
+        raise ValueError(f"job starts at epoch {job.start_epoch} but the party has no checkpoint to resume from")
+    reason = getattr(data.defense, "resume_refusal", None)
+    if reason is not None:
+        raise ValueError(f"defense {type(data.defense).__name__} cannot resume: {reason}")
+    state, saved = data.checkpoint.load(job.start_epoch - 1)
+    restore_training_state(state, modules, optimizer)
+    for key, values in saved.items():
+        history[key] = [float(v) for v in values]
+
+
+def _end_epoch(job: SplitJob, data: SplitPartyData, epoch: int, modules: Mapping[str, Any], optimizer: Any,
+               history: Dict[str, List[float]]) -> None:
+    """Hand the state after ``epoch`` to the checkpoint, if any."""
+    if data.checkpoint is not None:
+        data.checkpoint.save(epoch, training_state(modules, optimizer), history)
 
 
 def _to_wire(t: Any) -> np.ndarray:
@@ -87,6 +112,8 @@ def passive_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitParty
     X = torch.as_tensor(data.X, dtype=torch.float32).to(device)
     bottom = defense.wrap_bottom(name, data.bottom.to(device))
     optimizer = make_optimizer(job, bottom.parameters())
+    modules = {"bottom": bottom}
+    _resume(job, data, modules, optimizer, {})
     counter = _ByteCounter(job.epochs)
     bottom.train()
     for batch in _batches(job):
@@ -103,16 +130,18 @@ def passive_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitParty
         def embed(x, _batch=batch):
             return defense.transform_embedding(name, bottom(x), _batch)
 
-        if defense.bottom_backward(name, bottom, optimizer, xb, embed, grad, batch):
-            continue
-        loss = (h_sent * grad).sum()
-        for extra in (defense.regularizer(name, h_raw, h_sent, batch), defense.adjust_loss(name, h_sent, grad, batch)):
-            if extra is not None:
-                loss = loss + extra
-        if loss.requires_grad:
-            loss.backward()
-            if optimizer is not None:
-                optimizer.step()
+        if not defense.bottom_backward(name, bottom, optimizer, xb, embed, grad, batch):
+            loss = (h_sent * grad).sum()
+            for extra in (defense.regularizer(name, h_raw, h_sent, batch),
+                          defense.adjust_loss(name, h_sent, grad, batch)):
+                if extra is not None:
+                    loss = loss + extra
+            if loss.requires_grad:
+                loss.backward()
+                if optimizer is not None:
+                    optimizer.step()
+        if batch.step == job.steps_per_epoch - 1:
+            _end_epoch(job, data, batch.epoch, modules, optimizer, {})
     return SplitPartyResult(
         party=name, role="passive", bottom=bottom, defense=defense, bytes_sent=counter.result(),
         timings=clock.timings(endpoint),
@@ -143,6 +172,8 @@ def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyR
     history: Dict[str, List[float]] = {"loss": [], "seconds": []}
     if classification:
         history["accuracy"] = []
+    modules = {"bottom": own_bottom, "head": head}
+    _resume(job, data, modules, optimizer, history)
     loss_sum = correct = seen = 0.0
     epoch_start = time.perf_counter()
     for batch in _batches(job):
@@ -184,6 +215,7 @@ def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyR
             history["seconds"].append(now - epoch_start)
             epoch_start = now
             loss_sum = correct = seen = 0.0
+            _end_epoch(job, data, batch.epoch, modules, optimizer, history)
     return SplitPartyResult(
         party=name, role="active", bottom=own_bottom, head=head, defense=defense, history=history,
         bytes_sent=counter.result(), timings=clock.timings(endpoint),

@@ -78,6 +78,13 @@ class Defense(BaseEstimator):
     one :func:`~.registry.make_defense` takes.
     """
 
+    # Why a split-learning run with this defense cannot continue from a
+    # checkpoint (None: it can). Checkpoints hold the models and optimizer
+    # state only, so a defense with state of its own refuses; stateless
+    # defenses set None.
+    resume_refusal: Optional[str] = ("its own state (noise generators, privacy accounting, adapted parameters) "
+                                     "is not checkpointed")
+
     name = "none"
     variant: Optional[str] = None
 
@@ -138,6 +145,7 @@ class NoDefense(Defense):
     """Unprotected split learning (the baseline every defense is compared with)."""
 
     name = "none"
+    resume_refusal = None
 
 
 def check_seed(seed: Any) -> Optional[int]:

@@ -84,6 +84,7 @@ class GradientSparsification(Defense):
     ``torch.topk``, so exactly ``k`` entries survive)."""
 
     name = "sparsify"
+    resume_refusal = None  # a pure function of each batch's gradients
 
     def __init__(self, *, keep_fraction: float):
         self.keep_fraction = keep_fraction
