@@ -10,10 +10,11 @@ the job (:func:`.handshake.agree_on_job`: SHA-256 of the job description,
 then a fresh random session); entity alignment by PSI
 (:mod:`vflsec.federation.psi`), rows ordered by the sorted common IDs; agree
 on the start epoch (``--resume``: one past the last epoch every data party
-has checkpointed; refused where the job kind says so, e.g. DP protocols,
-since the interrupted epoch's releases would be repeated beyond the privacy
-budget, and split-learning jobs, which write no checkpoints); train; write
-the output; tell the peers this party is done.
+has checkpointed; refused where the job kind says so: a GLM protocol with a
+``resume_refusal`` such as "hdp", since the interrupted epoch's releases
+would be repeated beyond the privacy budget, or a split-learning defense
+with state of its own); train; write the output; tell the peers this party
+is done.
 
 Failures: any error stops the party with exit status 1 and one line on
 stderr, ``vflsec party <name>: error: ...``; its peers are told and stop
