@@ -164,7 +164,8 @@ def _from_table(cls: Type[T], table: Mapping[str, Any], source: str, where: str)
             if f.metadata.get(_NONE_WHEN_ABSENT):
                 values[name] = None
                 continue
-            raise BenchConfigError(f"{_where(source, where, name)}: missing (expected {_describe(hints[name], f.metadata)})")
+            expected = _describe(hints[name], f.metadata)
+            raise BenchConfigError(f"{_where(source, where, name)}: missing (expected {expected})")
         sub = f"{where}.{name}" if where else name
         values[name] = _convert(table[name], hints[name], f.metadata, source, where, name, sub)
     try:

@@ -103,7 +103,8 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
             sizes=experiment.runtime_sizes, epoch_counts=experiment.runtime_epochs,
             epochs_n=experiment.runtime_epochs_n, features=list(experiment.runtime_features),
             methods=list(experiment.runtime_methods), batch_size=experiment.runtime_batch_size,
-            he_budget=experiment.runtime_he_budget, paillier_3072=experiment.runtime_paillier_3072)
+            he_budget=experiment.runtime_he_budget, paillier_3072=experiment.runtime_paillier_3072,
+            lr=experiment.learning_rate)
     except (KeyboardInterrupt, Exception) as exc:
         # Whatever finished is written (marked partial) before stopping.
         result["partial"] = True

@@ -23,11 +23,12 @@ __all__ = ["run_runtime"]
 
 def run_runtime(*, sizes: Sequence[int], epoch_counts: Sequence[int], epochs_n: int, features: Sequence[int],
                 methods: Sequence[str], batch_size: int, he_budget: float,
-                paillier_3072: bool = False) -> List[Dict[str, Any]]:
+                paillier_3072: bool = False, lr: float = LEARNING_RATE) -> List[Dict[str, Any]]:
     """Wall time, phases and bytes for each method (Paillier with 2048-bit keys);
     HE cells past the budget are measured on a prefix of whole batches and
     extrapolated linearly. ``paillier_3072`` adds one 3072-bit Paillier cell
-    (n = ``epochs_n``, one epoch): the cost of 128-bit security."""
+    (n = ``epochs_n``, one epoch): the cost of 128-bit security. ``lr``: the
+    experiment's learning rate (glm.toml's ``learning_rate``)."""
     from ...data import make_synthetic
 
     cells = [(epochs_n, e) for e in epoch_counts] + [(n, 1) for n in sizes if not (n == epochs_n and 1 in epoch_counts)]
@@ -38,16 +39,17 @@ def run_runtime(*, sizes: Sequence[int], epoch_counts: Sequence[int], epochs_n: 
         parts = np.split(ds.X, np.cumsum(features)[:-1], axis=1)
         total_batches = epochs * math.ceil(n / batch_size)
         for method in methods:
-            rows.append(_runtime_cell(method, parts, ds.y, n, epochs, batch_size, total_batches, he_budget, cache))
+            rows.append(_runtime_cell(method, parts, ds.y, n, epochs, batch_size, total_batches, he_budget, cache,
+                                      lr=lr))
         if paillier_3072 and n == epochs_n and epochs == 1:
             rows.append(_runtime_cell("paillier", parts, ds.y, n, 1, batch_size, total_batches, he_budget, cache,
-                                      key_bits=3072, label="paillier-3072"))
+                                      key_bits=3072, label="paillier-3072", lr=lr))
     return rows
 
 
 def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, epochs: int, batch_size: int,
                   total_batches: int, he_budget: float, cache: Dict[tuple, Any], *, key_bits: int = 2048,
-                  label: Optional[str] = None) -> Dict[str, Any]:
+                  label: Optional[str] = None, lr: float = LEARNING_RATE) -> Dict[str, Any]:
     from ...glm import VerticalLogisticRegression
 
     cell = {"dataset": "synthetic(adult-shape)", "method": label or method, "n": n, "epochs": epochs}
@@ -59,7 +61,7 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
             # The 2048-bit Paillier key warns by design: the rows carry key_bits and the report says so.
             warnings.filterwarnings("ignore", message=".*2048.*")
             model = VerticalLogisticRegression(protection=method, epsilon=1.0, delta=DELTA, lam=LAM,
-                                               lr=LEARNING_RATE, epochs=ep, batch_size=min(batch_size, rows),
+                                               lr=lr, epochs=ep, batch_size=min(batch_size, rows),
                                                k=PAPER_FIG1.k,
                                                seed=0, key_bits=key_bits)
             t0 = time.perf_counter()
