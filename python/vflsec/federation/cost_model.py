@@ -103,17 +103,22 @@ def _timelines(records: Sequence[MessageRecord], receipts: Sequence[ReceiptRecor
 
 def predict(records: Sequence[MessageRecord], receipts: Sequence[ReceiptRecord], profile: LinkProfile, *,
             finished: Optional[Mapping[str, float]] = None, overhead: WireOverhead = WireOverhead(),
-            message_seconds: float = 0.0, acknowledged: bool = True) -> Prediction:
+            message_seconds: float = 0.0, compute_scale: float = 1.0, acknowledged: bool = True) -> Prediction:
     """Replay an in-memory run over ``profile``.
 
     ``records`` / ``receipts``: the hub's :attr:`~.channel.InMemoryHub.records`
     and :attr:`~.channel.InMemoryHub.receipts`; ``finished``: each party's
     finish time on the hub's clock (default: its last channel call; pass it
-    to count compute after the last message). ``acknowledged=False`` models
-    a transport whose send returns once the bytes have left.
+    to count compute after the last message). ``compute_scale`` multiplies
+    every compute stretch (separate processes do not share the in-memory
+    run's GIL: a loopback run calibrates it, see the network bench).
+    ``acknowledged=False`` models a transport whose send returns once the
+    bytes have left.
     """
     if message_seconds < 0 or not math.isfinite(message_seconds):
         raise ValueError(f"message_seconds must be >= 0, got {message_seconds!r}")
+    if not (compute_scale > 0 and math.isfinite(compute_scale)):
+        raise ValueError(f"compute_scale must be > 0, got {compute_scale!r}")
     timelines = _timelines(records, receipts)
     parties = sorted(set(timelines) | set(finished or {}))
     bandwidth = profile.bandwidth_bps
@@ -133,7 +138,7 @@ def predict(records: Sequence[MessageRecord], receipts: Sequence[ReceiptRecord],
             events = timelines.get(p, [])
             while position[p] < len(events):
                 e = events[position[p]]
-                work = max(0.0, e.time - last[p])
+                work = compute_scale * max(0.0, e.time - last[p])
                 if e.kind == "recv":
                     key = (e.peer, p, e.tag)
                     k = taken[key]
@@ -163,7 +168,7 @@ def predict(records: Sequence[MessageRecord], receipts: Sequence[ReceiptRecord],
                              + ", ".join(f"{p} waits for {e.peer}/{e.tag}" for p, e in stuck.items()))
     party_seconds = {}
     for p in parties:
-        tail = max(0.0, (finished or {}).get(p, last[p]) - last[p])
+        tail = compute_scale * max(0.0, (finished or {}).get(p, last[p]) - last[p])
         compute[p] += tail
         party_seconds[p] = clock[p] + tail
     return Prediction(seconds=max(party_seconds.values(), default=0.0),

@@ -257,7 +257,8 @@ class LinkRelay:
                 upstream = socket.create_connection(self.target, timeout=10.0)
                 upstream.settimeout(None)
             except OSError as exc:
-                log.warning("cannot reach target %s:%d: %s", self.target[0], self.target[1], exc)
+                # the target may not listen yet (parties start in any order): the client retries
+                log.debug("cannot reach target %s:%d: %s", self.target[0], self.target[1], exc)
                 client.close()
                 continue
             for s in (client, upstream):

@@ -1,0 +1,146 @@
+"""The link stage of ``vflsec bench network --links``: parties over emulated links,
+and the cost model's prediction of each run.
+
+For one method, the bench has an in-memory reference run (its hub's message
+and receipt records) and runs the same job as separate ``vflsec party``
+processes once per link profile, every party-to-party connection going
+through its own :class:`~vflsec.federation.link_relay.LinkRelay` (one per
+ordered pair of parties: the client side of p -> q's gRPC connection, so p's
+messages to q and q's acknowledgements share that relay's two directions).
+
+The cost model (:mod:`vflsec.federation.cost_model`) is calibrated once per
+method, on the unshaped loopback run (:func:`calibrate`): one parameter is
+fitted so that the loopback prediction equals the loopback measurement --
+``message_seconds``, the fixed cost of one gRPC message (TLS, HTTP/2, the
+envelope, thread hand-offs), or, when the in-memory run computed more
+slowly than the processes (its parties share one interpreter), the compute
+scale. Every other profile is then a prediction, and its error against the
+emulated run is reported.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from ..federation.channel import MessageRecord, ReceiptRecord
+from ..federation.cost_model import Prediction, WireOverhead, predict
+from ..federation.link_profiles import PROFILES, LinkProfile, parse_link
+from ..federation.link_relay import LinkRelay
+
+__all__ = ["Calibration", "InMemoryTrace", "calibrate", "link_row", "parse_links", "relay_local_job"]
+
+
+@dataclass(frozen=True)
+class InMemoryTrace:
+    """What the cost model needs from an in-memory run."""
+
+    records: Sequence[MessageRecord]
+    receipts: Sequence[ReceiptRecord]
+    seconds: float  # its wall time
+
+
+def parse_links(text: str) -> List[LinkProfile]:
+    """``"loopback,lan,wan"`` or with custom ``BW,RTT`` entries separated by ``;``:
+    ``"loopback;100mbit,20ms"``. Names are unique."""
+    text = str(text).strip()
+    parts = [p for p in (text.split(";") if ";" in text else text.split(",")) if p.strip()]
+    # "100mbit,20ms" alone is one custom link, not two names
+    if ";" not in text and len(parts) == 2 and parts[0].strip().lower() not in PROFILES:
+        parts = [text]
+    links = [parse_link(p) for p in parts]
+    names = [link.name for link in links]
+    if len(set(names)) != len(names) or not links:
+        raise ValueError(f"--links {text!r}: give distinct links, e.g. loopback,lan,datacenter,wan,internet")
+    return links
+
+
+def relay_local_job(local: Any, profile: LinkProfile) -> List[LinkRelay]:
+    """Put a relay on every party-to-party connection of a written loopback job
+    (:func:`vflsec.runtime.launch.write_local_job`): each party's ``[peers]``
+    entry for q becomes the address of a relay to q's listening port.
+    Returns the started relays (stop them when the run ends)."""
+    from ..runtime.config import read_toml
+    from ..runtime.launch import to_toml
+
+    bodies = {name: read_toml(Path(path)) for name, path in local.configs.items()}
+    listen = {name: body["party"]["listen"] for name, body in bodies.items()}
+    relays: List[LinkRelay] = []
+    try:
+        for name, body in bodies.items():
+            for peer in list(body["peers"]):
+                host, port = listen[peer].rsplit(":", 1)
+                relay = LinkRelay(("127.0.0.1", 0), (host, int(port)), profile)
+                relays.append(relay)
+                body["peers"][peer] = f"127.0.0.1:{relay.start()}"
+            Path(local.configs[name]).write_text(to_toml(body))
+    except BaseException:
+        for relay in relays:
+            relay.stop()
+        raise
+    return relays
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The cost model's two free parameters, fitted on the loopback run."""
+
+    message_seconds: float  # fixed cost of one gRPC message
+    compute_scale: float    # process compute time / in-memory compute time
+
+    def predict(self, trace: InMemoryTrace, profile: LinkProfile, overhead: WireOverhead = WireOverhead()
+                ) -> Prediction:
+        return predict(trace.records, trace.receipts, profile, overhead=overhead,
+                       message_seconds=self.message_seconds, compute_scale=self.compute_scale)
+
+
+def calibrate(trace: InMemoryTrace, measured_loopback_s: float, *,
+              overhead: WireOverhead = WireOverhead()) -> Calibration:
+    """Fit one parameter so the loopback prediction equals the loopback
+    measurement: the per-message cost when the in-memory replay is faster
+    than the processes were, otherwise the compute scale (the in-memory
+    run's parties shared one process and its GIL; the processes did not)."""
+    loopback = PROFILES["loopback"]
+
+    def predicted(cost: float, scale: float) -> float:
+        return predict(trace.records, trace.receipts, loopback, overhead=overhead, message_seconds=cost,
+                       compute_scale=scale).seconds
+
+    if not trace.records or measured_loopback_s <= 0:
+        return Calibration(0.0, 1.0)
+    if predicted(0.0, 1.0) < measured_loopback_s:
+        low, high = 0.0, 1e-3
+        while predicted(high, 1.0) < measured_loopback_s and high < 10.0:
+            high *= 2
+        for _ in range(50):
+            mid = 0.5 * (low + high)
+            low, high = (mid, high) if predicted(mid, 1.0) < measured_loopback_s else (low, mid)
+        return Calibration(0.5 * (low + high), 1.0)
+    low, high = 1e-6, 1.0
+    for _ in range(50):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if predicted(0.0, mid) < measured_loopback_s else (low, mid)
+    return Calibration(0.0, 0.5 * (low + high))
+
+
+def link_row(method: str, profile: LinkProfile, measured_s: float, prediction: Prediction,
+             plain_measured_s: Optional[float], extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """One ``results.json["links"]`` row (the issue's contract keys first)."""
+    row: Dict[str, Any] = {
+        "method": method,
+        "link": profile.name,
+        "bandwidth_bps": profile.bandwidth_bps,
+        "rtt_s": profile.rtt_s,
+        "seconds": measured_s,
+        "predicted_seconds": prediction.seconds,
+        "bytes": prediction.bytes,
+        "rounds": prediction.rounds,
+        "compute_seconds": prediction.compute_seconds,
+    }
+    row["prediction_error"] = (prediction.seconds - measured_s) / measured_s if measured_s > 0 else None
+    row["communication_share"] = (max(0.0, measured_s - prediction.compute_seconds) / measured_s
+                                  if measured_s > 0 else None)
+    row["vs_plain"] = measured_s / plain_measured_s if plain_measured_s else None
+    if extra:
+        row.update(extra)
+    return row
