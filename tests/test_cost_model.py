@@ -96,3 +96,27 @@ def test_hub_records_receipts_of_a_real_run():
     base = predict(hub.records, hub.receipts, PROFILES["loopback"])
     slow = predict(hub.records, hub.receipts, LinkProfile("far", None, 0.1), overhead=NO_OVERHEAD)
     assert slow.seconds - base.seconds == pytest.approx(3 * 0.1 + 0.05, abs=0.02)
+
+
+def test_loopback_calibration_fits_one_parameter():
+    from vflsec.bench.network_links import InMemoryTrace, calibrate
+
+    records, receipts = _ping_pong_records(0.5, 0.25, 1000)
+    trace = InMemoryTrace(records, receipts, 0.75)
+    slower = calibrate(trace, 0.95)  # the processes took longer: a per-message cost (2 messages)
+    assert slower.compute_scale == 1.0 and slower.message_seconds == pytest.approx(0.1, rel=1e-6)
+    faster = calibrate(trace, 0.6)  # the processes computed faster than the shared interpreter
+    assert faster.message_seconds == 0.0 and faster.compute_scale == pytest.approx(0.8, rel=1e-6)
+    assert faster.predict(trace, PROFILES["loopback"]).seconds == pytest.approx(0.6, rel=1e-6)
+
+
+def test_parse_links():
+    from vflsec.bench.network_links import parse_links
+
+    assert [p.name for p in parse_links("loopback,lan,datacenter,wan,internet")] == list(PROFILES)
+    custom = parse_links("100mbit,20ms")
+    assert len(custom) == 1 and custom[0].bandwidth_bps == 1e8
+    assert [p.name for p in parse_links("wan;5mbit,80ms")] == ["wan", "5mbit,80ms"]
+    for bad in ("wan,wan", "moon", ""):
+        with pytest.raises(ValueError):
+            parse_links(bad)
