@@ -1,6 +1,7 @@
 """Network benchmark: GLM jobs over loopback gRPC (one process per party, mutual TLS) vs in-memory, and PSI.
 
-``vflsec bench network [--quick] [--config FILE] [--out DIR] [--methods plain,hdp,paillier,ckks] [--rows N]``
+``vflsec bench network [--quick] [--config FILE] [--out DIR] [--methods plain,hdp,paillier,ckks] [--rows N]
+[--links loopback,lan,datacenter,wan,internet]``
 
 For every method the same job (same aligned rows, seeds, hyper-parameters)
 runs twice: in one process over the in-memory hub, and as separate
@@ -13,6 +14,11 @@ construction) and the bytes that actually crossed gRPC (envelopes + frames,
 before TLS and HTTP/2 framing); and the largest difference between the two
 runs' weights. Then two-party PSI timings (openmined-psi, ECDH P-256) for
 10^4 and 10^5 IDs per party (``--quick``: 10^3 and 10^4), in process.
+
+With ``--links``, the link stage follows (:mod:`.network_links`): each
+method of ``[links]`` as processes over every listed link profile through
+user-space relays, against the cost model's prediction from its in-memory
+run (``results.json["links"]``, a plot of the ratios against bandwidth).
 
 Writes ``DIR/results.json`` and ``DIR/report.md`` (default
 ``bench-out/network``).
@@ -67,6 +73,28 @@ class NetworkSettings:
 
 
 @dataclass(frozen=True)
+class LinkGrid:
+    """The link stage (``[<variant>.links]``, run with ``--links``): one job per
+    method, in memory and as processes over every link profile."""
+
+    methods: Tuple[str, ...] = field(metadata=spec(choices=METHODS, non_empty=True))
+    parties: Tuple[str, ...] = field(metadata=spec(non_empty=True))
+    dataset: str = field(metadata=spec(choices=("adult", "synthetic")))
+    features_per_party: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
+    rows: int = field(metadata=spec(low=2))
+    keep: float = field(metadata=spec(low=0, low_inclusive=False, high=1))
+    data_seed: int = field(metadata=spec(low=0))
+    job: JobSettings
+
+    def __post_init__(self) -> None:
+        if len(self.parties) < 2 or len(set(self.parties)) != len(self.parties):
+            raise BenchConfigError(f"links: parties must be 2 or more distinct names, got {list(self.parties)}")
+        if len(self.features_per_party) != len(self.parties):
+            raise BenchConfigError(f"links: features_per_party has {len(self.features_per_party)} entries for "
+                                   f"{len(self.parties)} parties; give one per party")
+
+
+@dataclass(frozen=True)
 class NetworkGrid:
     """One variant of ``configs/network.toml`` (``[full]`` or ``[quick]``)."""
 
@@ -81,6 +109,7 @@ class NetworkGrid:
     psi_overlap: float = field(metadata=spec(low=0, high=1))
     job: JobSettings
     network: NetworkSettings
+    links: LinkGrid
 
     def __post_init__(self) -> None:
         if len(self.parties) < 2 or len(set(self.parties)) != len(self.parties):
@@ -105,6 +134,10 @@ def add_arguments(parser) -> None:
                         help="rows per party (default: the config's; Adult 4000, --quick: synthetic 300)")
     parser.add_argument("--psi-sizes", default=None, help="comma-separated IDs per party for PSI timings")
     parser.add_argument("--data-dir", default=None, help="Adult folder (default $VFLSEC_DATA)")
+    parser.add_argument("--links", default=None,
+                        help="also run the link stage over these profiles: names from loopback,lan,datacenter,"
+                             "wan,internet and/or BANDWIDTH,RTT (separate with ';' when one is custom, e.g. "
+                             "'loopback;wan;5mbit,80ms'); loopback is always run first (it calibrates the model)")
 
 
 def _frames(grid: NetworkGrid, data_dir):
@@ -149,13 +182,17 @@ def _in_memory(job_table, frames):
     return result, time.perf_counter() - start
 
 
-def _network(job_table, frames, workdir: Path, settings: NetworkSettings):
+def _network(job_table, frames, workdir: Path, settings: NetworkSettings, profile=None):
+    """The job as ``vflsec party`` processes; ``profile``: a link profile every
+    party-to-party connection goes through (a relay each), None for plain loopback."""
     from ..runtime.launch import kill_parties, start_parties, wait_parties, write_local_job
+    from .network_links import relay_local_job
 
     local = write_local_job(workdir, job_table, frames,
                             network=dict(peer_timeout=settings.peer_timeout,
                                          heartbeat_interval=settings.heartbeat_interval,
                                          connect_timeout=settings.connect_timeout))
+    relays = relay_local_job(local, profile) if profile is not None and profile.shaped else []
     import vflsec
 
     env = {"PYTHONPATH": str(Path(vflsec.__file__).resolve().parents[1]) + os.pathsep
@@ -166,18 +203,21 @@ def _network(job_table, frames, workdir: Path, settings: NetworkSettings):
         status = wait_parties(procs, 3600)
     finally:
         kill_parties(procs)
+        for relay in relays:
+            relay.stop()
     wall = time.perf_counter() - start
     for name, (rc, err) in status.items():
         if rc != 0:
             raise RuntimeError(f"party {name} failed (exit {rc}):\n{err[-3000:]}")
     outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
-    return outputs, wall
+    relayed = sum(r.stats.bytes_forward + r.stats.bytes_backward for r in relays)
+    return outputs, wall, relayed
 
 
 def _bench_method(method: str, grid: NetworkGrid, frames, workdir: Path) -> Dict[str, Any]:
     job = _job(method, grid)
     reference, memory_wall = _in_memory(job, frames)
-    outputs, process_wall = _network(job, frames, workdir / method, grid.network)
+    outputs, process_wall, _ = _network(job, frames, workdir / method, grid.network)
     training_tags = set(reference.hub.bytes_by_tag())
     net_training_bytes = sum(v for out in outputs.values() for t, v in out["bytes_sent_by_tag"].items()
                              if t in training_tags)
@@ -199,9 +239,79 @@ def _bench_method(method: str, grid: NetworkGrid, frames, workdir: Path) -> Dict
     }
 
 
+def _bench_links(grid: LinkGrid, profiles, settings: NetworkSettings, *, data_dir=None) -> Dict[str, Any]:
+    """The link stage: every method of ``grid`` in memory (the cost model's
+    trace), as processes on plain loopback (the model's calibration) and over
+    each shaped profile (measurement vs prediction)."""
+    from ..federation.link_profiles import PROFILES
+    from .network_links import InMemoryTrace, calibrate, link_row
+
+    shaped = [p for p in profiles if p.shaped]
+    frames = _frames(grid, data_dir)
+    rows: List[Dict[str, Any]] = []
+    calibrations: Dict[str, Any] = {}
+    traces: Dict[str, Any] = {}
+    total = len(grid.methods) * (1 + len(shaped))
+    done, started = 0, time.perf_counter()
+
+    def progress(what: str) -> None:
+        elapsed = time.perf_counter() - started
+        eta = "" if done == 0 else f", about {elapsed / done * (total - done):.0f} s left"
+        print(f"[bench network] links {done + 1}/{total}: {what} ({elapsed:.0f} s elapsed{eta})", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="vflsec-bench-links-") as tmp:
+        for method in grid.methods:
+            job = _job(method, grid)
+            reference, memory_wall = _in_memory(job, frames)
+            trace = InMemoryTrace(reference.hub.records, reference.hub.receipts, memory_wall)
+            progress(f"{method} over loopback (calibration)")
+            outputs, _, _ = _network(job, frames, Path(tmp) / method / "loopback", settings)
+            loopback_s = max(out["timings"]["train_s"] for out in outputs.values())
+            done += 1
+            calibration = calibrate(trace, loopback_s)
+            calibrations[method] = {"message_seconds": calibration.message_seconds,
+                                    "compute_scale": calibration.compute_scale,
+                                    "in_memory_seconds": memory_wall}
+            traces[method] = (trace, calibration)
+            rows.append(link_row(method, PROFILES["loopback"], loopback_s,
+                                 calibration.predict(trace, PROFILES["loopback"]), None,
+                                 {"calibration_run": True, "relayed_bytes": None}))
+            for profile in shaped:
+                progress(f"{method} over {profile.describe()}")
+                outputs, _, relayed = _network(job, frames, Path(tmp) / method / profile.name, settings, profile)
+                measured = max(out["timings"]["train_s"] for out in outputs.values())
+                done += 1
+                rows.append(link_row(method, profile, measured, calibration.predict(trace, profile), None,
+                                     {"calibration_run": False, "relayed_bytes": relayed}))
+    plain = {r["link"]: r["seconds"] for r in rows if r["method"] == "plain"}
+    for r in rows:
+        base = plain.get(r["link"])
+        r["vs_plain"] = r["seconds"] / base if base else None
+    job_shape = {"parties": list(grid.parties), "dataset": grid.dataset,
+                 "features_per_party": list(grid.features_per_party), "rows": grid.rows,
+                 "epochs": grid.job.epochs, "paillier_epochs": grid.job.paillier_epochs,
+                 "batch_size": grid.job.batch_size, "key_bits": grid.job.key_bits}
+    from .network_links import rtt_for_ratio
+
+    # The model's answer beyond the measured links: at each bandwidth, the
+    # smallest RTT at which each method's predicted time falls within 3x plain's.
+    model_answer = []
+    if "plain" in traces:
+        for method in traces:
+            if method == "plain":
+                continue
+            for bandwidth in (1e9, 100e6, 20e6):
+                model_answer.append({"method": method, "bandwidth_bps": bandwidth,
+                                     "rtt_s": rtt_for_ratio(traces[method], traces["plain"], bandwidth, 3.0)})
+    return {"links": rows, "links_calibration": calibrations, "links_job": job_shape,
+            "links_model_answer": model_answer,
+            "links_profiles": [{"link": p.name, "bandwidth_bps": p.bandwidth_bps, "rtt_s": p.rtt_s}
+                               for p in profiles]}
+
+
 def run(quick: bool = False, out: str = str(Path("bench-out") / "network"), methods: Optional[str] = None,
         rows: Optional[int] = None, psi_sizes: Optional[str] = None, data_dir=None,
-        config: Optional[Path] = None) -> Dict[str, Any]:
+        config: Optional[Path] = None, links: Optional[str] = None) -> Dict[str, Any]:
     """Run the grid (``config``: a user's copy of ``network.toml``; the other
     arguments override it), write ``results.json`` and render ``report.md``."""
     grid = load_grid(quick, config)
@@ -217,7 +327,15 @@ def run(quick: bool = False, out: str = str(Path("bench-out") / "network"), meth
             raise BenchConfigError(f"--psi-sizes must be comma-separated integers, got {psi_sizes!r}") from None
     if overrides:
         grid = with_overrides(grid, "command line (--methods, --rows, --psi-sizes)", **overrides)
-    payload = run_grid(grid, quick=quick, data_dir=data_dir)
+    profiles = None
+    if links is not None:
+        from .network_links import parse_links
+
+        try:
+            profiles = parse_links(links)
+        except ValueError as exc:
+            raise BenchConfigError(str(exc)) from None
+    payload = run_grid(grid, quick=quick, data_dir=data_dir, links=profiles)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "results.json", payload)
@@ -226,8 +344,9 @@ def run(quick: bool = False, out: str = str(Path("bench-out") / "network"), meth
     return payload
 
 
-def run_grid(grid: NetworkGrid, *, quick: bool, data_dir=None) -> Dict[str, Any]:
-    """Every method of ``grid`` in memory and over gRPC, then the PSI timings: the content of ``results.json``."""
+def run_grid(grid: NetworkGrid, *, quick: bool, data_dir=None, links=None) -> Dict[str, Any]:
+    """Every method of ``grid`` in memory and over gRPC, then the PSI timings, then
+    (``links``: link profiles) the link stage: the content of ``results.json``."""
     from ..federation.psi import time_two_party_psi
 
     frames = _frames(grid, data_dir)
@@ -240,9 +359,12 @@ def run_grid(grid: NetworkGrid, *, quick: bool, data_dir=None) -> Dict[str, Any]
     for size in grid.psi_sizes:
         print(f"[bench network] PSI {size} IDs per party ...", flush=True)
         psi.append(time_two_party_psi(size, overlap=grid.psi_overlap, seed=0))
-    return {
+    payload = {
         "benchmark": "network", "quick": quick, "dataset": grid.dataset,
         "machine": machine_info(), "git": git_revision(),
         "packages": package_versions(["numpy", "grpcio", "cryptography", "openmined-psi", "phe", "tenseal"]),
         "methods": results, "psi": psi,
     }
+    if links is not None:
+        payload.update(_bench_links(grid.links, links, grid.network, data_dir=data_dir))
+    return payload

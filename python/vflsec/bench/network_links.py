@@ -21,14 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..federation.channel import MessageRecord, ReceiptRecord
 from ..federation.cost_model import Prediction, WireOverhead, predict
 from ..federation.link_profiles import PROFILES, LinkProfile, parse_link
 from ..federation.link_relay import LinkRelay
 
-__all__ = ["Calibration", "InMemoryTrace", "calibrate", "link_row", "parse_links", "relay_local_job"]
+__all__ = ["Calibration", "InMemoryTrace", "calibrate", "link_row", "parse_links", "relay_local_job",
+           "rtt_for_ratio"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,9 @@ def calibrate(trace: InMemoryTrace, measured_loopback_s: float, *,
 
 def link_row(method: str, profile: LinkProfile, measured_s: float, prediction: Prediction,
              plain_measured_s: Optional[float], extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-    """One ``results.json["links"]`` row (the issue's contract keys first)."""
+    """One ``results.json["links"]`` row: the issue's contract keys (method, link,
+    bandwidth_bps, rtt_s, seconds, predicted_seconds, bytes, rounds,
+    compute_seconds) first, then the derived ones."""
     row: Dict[str, Any] = {
         "method": method,
         "link": profile.name,
@@ -144,3 +147,20 @@ def link_row(method: str, profile: LinkProfile, measured_s: float, prediction: P
     if extra:
         row.update(extra)
     return row
+
+
+def rtt_for_ratio(method: Tuple[InMemoryTrace, Calibration], plain: Tuple[InMemoryTrace, Calibration],
+                  bandwidth_bps: float, ratio: float, *, max_rtt_s: float = 2.0) -> Optional[float]:
+    """The smallest RTT (1 ms .. ``max_rtt_s``, 5% steps) at which the cost model
+    predicts ``method`` within ``ratio`` times plain VFL's time on a link of
+    ``bandwidth_bps``; None if not even at ``max_rtt_s``. A model extrapolation,
+    labelled as such wherever it is shown."""
+    rtt = 1e-3
+    while rtt <= max_rtt_s:
+        link = LinkProfile("model", bandwidth_bps, rtt)
+        slow = method[1].predict(method[0], link).seconds
+        base = plain[1].predict(plain[0], link).seconds
+        if base > 0 and slow / base <= ratio:
+            return rtt
+        rtt *= 1.05
+    return None

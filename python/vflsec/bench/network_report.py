@@ -6,15 +6,21 @@ from pathlib import Path
 from typing import Any, Dict
 
 from .common import markdown_table
+from .network_links_report import links_markdown
 
 __all__ = ["render", "render_file", "report_markdown"]
 
 
 def render(payload: Dict[str, Any], out: Path) -> None:
-    """Write ``report.md`` of ``payload`` (a run's ``results.json`` content) into ``out``."""
+    """Write ``report.md`` (and, with a link stage, ``links.png``) of ``payload``
+    (a run's ``results.json`` content) into ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(report_markdown(payload))
+    if payload.get("links"):
+        from .network_links_report import plot_links
+
+        plot_links(payload, out / "links.png")
 
 
 def render_file(results_json: Path) -> None:
@@ -52,4 +58,4 @@ def report_markdown(payload: Dict[str, Any]) -> str:
         markdown_table(["IDs per party", "shared", "client request s", "server reply s", "client intersect s",
                         "total s", "bytes exchanged"], psi_rows),
         "",
-    ])
+    ] + (links_markdown(payload) if payload.get("links") else []))

@@ -25,13 +25,23 @@ def make_party_frames(dataset: str = "adult", attribute_counts: Sequence[int] = 
                       names: Optional[Sequence[str]] = None, *, keep: float = 0.95, seed: int = 0,
                       rows: Optional[int] = None, data_dir=None
                       ) -> Dict[str, Tuple[List[str], np.ndarray, Optional[np.ndarray], Tuple[str, ...]]]:
-    """``name -> (ids, X, y or None, feature names)`` of every party."""
-    from ..data import load_dataset, vertical_split
+    """``name -> (ids, X, y or None, feature names)`` of every party.
+
+    ``"synthetic"``: the built-in 10-feature set when ``attribute_counts``
+    split 10 features, otherwise a synthetic set with exactly these features
+    per party (:func:`vflsec.data.make_synthetic`, enough rows for ``rows``).
+    """
+    from ..data import load_dataset, make_synthetic, vertical_split
 
     if not 0 < keep <= 1:
         raise ValueError(f"keep must be in (0, 1], got {keep}")
-    kw = {"data_dir": data_dir} if dataset in ("adult", "credit") else {}
-    data = load_dataset(dataset, **kw)
+    if dataset == "synthetic" and sum(attribute_counts) != len(load_dataset("synthetic").feature_names):
+        # vertical_split keeps 80% for training: generate enough for `rows` training rows
+        data = make_synthetic(n_samples=max(1000, -(-5 * (rows or 1000) // 4) + 1),
+                              features_per_party=list(attribute_counts), seed=seed)
+    else:
+        kw = {"data_dir": data_dir} if dataset in ("adult", "credit") else {}
+        data = load_dataset(dataset, **kw)
     split = vertical_split(data, list(attribute_counts), seed=seed)
     n = len(split.y_train)
     rng = np.random.default_rng(seed)

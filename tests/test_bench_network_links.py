@@ -1,0 +1,62 @@
+"""`vflsec bench network --links`: parties as processes over emulated links, the
+cost model's prediction beside each measurement, and the report's answer."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("private_set_intersection.python")
+
+from vflsec.bench import network  # noqa: E402
+from vflsec.bench.config import shipped_config_text  # noqa: E402
+
+CONTRACT_KEYS = ["method", "link", "bandwidth_bps", "rtt_s", "seconds", "predicted_seconds", "bytes", "rounds",
+                 "compute_seconds"]
+
+
+def _tiny_config(tmp_path):
+    text = shipped_config_text("network")
+    quick = text[text.index("[quick]"):]
+    quick = re.sub(r'methods = \[[^\]]*\]', 'methods = ["plain", "hdp"]', quick)
+    quick = re.sub(r"psi_sizes = \[[^\]]*\]", "psi_sizes = [100]", quick)
+    path = tmp_path / "network.toml"
+    path.write_text(text[:text.index("[quick]")] + quick)
+    return path
+
+
+def test_links_stage_rows_report_and_plot(tmp_path):
+    out = tmp_path / "out"
+    payload = network.run(quick=True, out=str(out), config=_tiny_config(tmp_path), links="loopback;20mbit,30ms")
+    rows = payload["links"]
+    assert [(r["method"], r["link"]) for r in rows] == [("plain", "loopback"), ("plain", "20mbit,30ms"),
+                                                        ("hdp", "loopback"), ("hdp", "20mbit,30ms")]
+    for r in rows:
+        assert list(r)[:len(CONTRACT_KEYS)] == CONTRACT_KEYS
+        assert r["seconds"] > 0 and r["predicted_seconds"] > 0 and r["rounds"] > 0 and r["bytes"] > 0
+    shaped = [r for r in rows if r["link"] != "loopback"]
+    for r in shaped:
+        # each message costs its sender at least one 30 ms round trip
+        assert r["seconds"] > 0.03 * 2
+        assert r["relayed_bytes"] > r["bytes"] * 0.5
+        assert abs(r["prediction_error"]) < 0.5  # a sanity bound; the committed run reports the real errors
+    loopback = [r for r in rows if r["link"] == "loopback"]
+    assert all(r["calibration_run"] and r["predicted_seconds"] == pytest.approx(r["seconds"]) for r in loopback)
+    assert rows[0]["vs_plain"] == 1.0 and rows[2]["vs_plain"] == pytest.approx(rows[2]["seconds"] / rows[0]["seconds"])
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["links"] == json.loads(json.dumps(rows))
+    report = (out / "report.md").read_text()
+    assert "When is HE-VFL within 2-3x of plain VFL?" in report and "### Conclusion" in report
+    assert (out / "links.png").stat().st_size > 10_000
+
+
+def test_bad_links_are_one_line_errors(capsys):
+    from vflsec.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "network", "--quick", "--links", "moon"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown link 'moon'" in err[0]
