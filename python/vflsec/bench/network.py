@@ -72,6 +72,14 @@ class NetworkSettings:
     connect_timeout: float = field(metadata=spec(low=0, low_inclusive=False))
 
 
+def _check_parties(parties: Tuple[str, ...], features_per_party: Tuple[int, ...], where: str) -> None:
+    if len(parties) < 2 or len(set(parties)) != len(parties):
+        raise BenchConfigError(f"{where}parties must be 2 or more distinct names, got {list(parties)}")
+    if len(features_per_party) != len(parties):
+        raise BenchConfigError(f"{where}features_per_party has {len(features_per_party)} entries for "
+                               f"{len(parties)} parties; give one per party")
+
+
 @dataclass(frozen=True)
 class LinkGrid:
     """The link stage (``[<variant>.links]``, run with ``--links``): one job per
@@ -87,11 +95,7 @@ class LinkGrid:
     job: JobSettings
 
     def __post_init__(self) -> None:
-        if len(self.parties) < 2 or len(set(self.parties)) != len(self.parties):
-            raise BenchConfigError(f"links: parties must be 2 or more distinct names, got {list(self.parties)}")
-        if len(self.features_per_party) != len(self.parties):
-            raise BenchConfigError(f"links: features_per_party has {len(self.features_per_party)} entries for "
-                                   f"{len(self.parties)} parties; give one per party")
+        _check_parties(self.parties, self.features_per_party, "links: ")
 
 
 @dataclass(frozen=True)
@@ -112,11 +116,7 @@ class NetworkGrid:
     links: LinkGrid
 
     def __post_init__(self) -> None:
-        if len(self.parties) < 2 or len(set(self.parties)) != len(self.parties):
-            raise BenchConfigError(f"parties must be 2 or more distinct names, got {list(self.parties)}")
-        if len(self.features_per_party) != len(self.parties):
-            raise BenchConfigError(f"features_per_party has {len(self.features_per_party)} entries for "
-                                   f"{len(self.parties)} parties; give one per party")
+        _check_parties(self.parties, self.features_per_party, "")
 
 
 def load_grid(quick: bool, path: Optional[Path] = None) -> NetworkGrid:
