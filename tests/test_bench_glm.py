@@ -3,7 +3,6 @@ headline selection rule, the references on every table, reproducibility and
 strict JSON. (HE protocols are covered by test_glm_he.py; their cells here
 are exercised through the budget logic only.)"""
 import json
-import math
 from dataclasses import replace
 
 import numpy as np

@@ -12,7 +12,6 @@ from vflsec.data import (
     Dataset,
     load_adult,
     load_breast,
-    load_credit,
     load_dataset,
     make_synthetic,
     vertical_split,
@@ -66,7 +65,7 @@ def test_adult_loads(adult):
     # numeric attributes keep their raw values; one-hot rows sum to one
     age = dict(adult.attributes)["age"]
     assert adult.X[0, age[0]] == 39.0  # first row of adult.data
-    for name, cols in adult.attributes:
+    for _name, cols in adult.attributes:
         if len(cols) > 1:
             np.testing.assert_array_equal(adult.X[:, list(cols)].sum(axis=1), 1.0)
     workclass = dict(adult.attributes)["workclass"]

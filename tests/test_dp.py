@@ -16,7 +16,6 @@ from vflsec.dp import (
     loss_value,
 )
 
-
 # ---------------------------------------------------------------- Gaussian
 
 def _lattice(per_unit_sigma, sensitivity=1.0):

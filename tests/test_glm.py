@@ -1,5 +1,10 @@
+import math
+
 import numpy as np
 import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_breast_cancer
+from sklearn.preprocessing import StandardScaler
 
 from vflsec.federation import InMemoryHub, payload_nbytes
 from vflsec.glm import (
@@ -8,10 +13,12 @@ from vflsec.glm import (
     PartyError,
     PartyResult,
     PhaseClock,
+    VerticalLogisticRegression,
     get_protocol,
     register_protocol,
     run_job,
 )
+from vflsec.glm.ir_exchange import TAG_IR_ACTIVE, TAG_IR_PASSIVE
 
 
 # --- runner / registry with a toy protocol ---------------------------------
@@ -85,14 +92,6 @@ def test_batches_are_a_public_function_of_the_job():
 
 
 # --- shared synthetic data ---------------------------------------------------
-import math
-
-from sklearn.base import clone
-from sklearn.datasets import load_breast_cancer
-from sklearn.preprocessing import StandardScaler
-
-from vflsec.glm import VerticalLogisticRegression
-from vflsec.glm.ir_exchange import TAG_IR_ACTIVE, TAG_IR_PASSIVE
 
 
 def _unit_rows(X):

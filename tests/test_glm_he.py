@@ -12,8 +12,7 @@ ts = pytest.importorskip("tenseal")
 
 from vflsec.data import load_breast, vertical_split  # noqa: E402
 from vflsec.federation.channel import InMemoryHub  # noqa: E402
-from vflsec.glm import GLMJob, PartyData, VerticalLogisticRegression, run_job  # noqa: E402
-from vflsec.glm import he_vfl  # noqa: E402
+from vflsec.glm import GLMJob, PartyData, VerticalLogisticRegression, he_vfl, run_job  # noqa: E402
 from vflsec.glm.penalties import clip_norm, penalized_step  # noqa: E402
 from vflsec.he import WeakKeyWarning  # noqa: E402
 
@@ -96,7 +95,7 @@ def test_paillier_matches_taylor_descent_and_sends_only_masked_bytes(breast):
         assert set(payload) == {"scheme", "n", "hs"} and isinstance(payload["n"], bytes)
         assert isinstance(payload["hs"], bytes)
     for tag, items in tags.items():
-        for record, payload in items:
+        for _record, payload in items:
             if tag == he_vfl.TAG_PUBLIC_KEY:
                 continue
             if tag == he_vfl.TAG_LOSS_VALUE:
@@ -145,7 +144,7 @@ def test_ckks_matches_taylor_descent(breast):
     assert result.results["coordinator"].info["flooding_sigma"] == 2.0 ** -14
 
     tags = payloads_by_tag(hub)
-    for record, payload in tags[he_vfl.TAG_PUBLIC_KEY]:
+    for _record, payload in tags[he_vfl.TAG_PUBLIC_KEY]:
         assert isinstance(payload, bytes)
         context = ts.context_from(payload)
         assert not context.has_secret_key() and not context.is_private()

@@ -4,10 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from test_glm_he import taylor_reference  # the plaintext Taylor descent
 from vflsec.data import load_breast, vertical_split
 from vflsec.glm import GLMJob, PartyData, VerticalLogisticRegression, run_job
-
-from test_glm_he import taylor_reference  # noqa: E402  (the plaintext Taylor descent)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 import vflsec
 from vflsec import _core, kernels
 

@@ -31,9 +31,9 @@ from vflsec.federation.grpc_channel import (  # noqa: E402
     NetworkSettings,
     PeerFailed,
 )
-from vflsec.runtime.launch import free_ports  # noqa: E402
 from vflsec.federation.psi import align_ids, row_order  # noqa: E402
 from vflsec.federation.tls import init_certificates, load_tls  # noqa: E402
+from vflsec.runtime.launch import free_ports  # noqa: E402
 
 pytestmark = pytest.mark.network
 

@@ -157,6 +157,6 @@ def test_mismatched_job_description_is_refused(tmp_path):
         status = wait_parties(procs, 60)
     finally:
         kill_parties(procs)
-    for name, (rc, err) in status.items():
+    for _name, (rc, err) in status.items():
         assert rc == 1, err
     assert "job description of ['passive2'] differs" in status["active"][1]

@@ -116,7 +116,7 @@ def test_split_learning_mismatched_job_file_is_refused(tmp_path):
     config = local.configs["passive2"]
     config.write_text(config.read_text().replace('job = "job.toml"', f'job = "{other.name}"'))
     status = _run(local, timeout=60.0)
-    for name, (rc, err) in status.items():
+    for _name, (rc, err) in status.items():
         assert rc == 1, err
     assert "job description of ['passive2'] differs" in status["active"][1]
     assert "refused the job" in status["passive2"][1]

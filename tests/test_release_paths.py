@@ -253,7 +253,7 @@ def test_noise_baselines_release_on_the_lattice(torch):
     out.sum().backward()
     assert torch.equal(h.grad, torch.ones_like(h))
     assert_on_lattice(grad.transform_gradient({"p": torch.randn(16, 4)}, _batch())["p"], 0.8)
-    for defense, release in ((emb, lambda x: emb.transform_embedding("p", x, _batch())),
+    for _defense, release in ((emb, lambda x: emb.transform_embedding("p", x, _batch())),
                              (grad, lambda x: grad.transform_gradient({"p": x}, _batch())["p"])):
         zero, one = release(torch.zeros(20_000)), release(torch.ones(20_000))
         assert_indistinguishable(zero, one, BITS32)
@@ -274,7 +274,7 @@ def _dp_sgd_world(torch, grad_rows, steps):
     opt = torch.optim.SGD(m.parameters(), lr=0.0)
     x = torch.zeros(batch, 1)
     released = []
-    for step in range(steps):
+    for _step in range(steps):
         d.bottom_backward("p1", m, opt, x, m, grad_rows, _batch())
         released.append(torch.cat([m.weight.grad.reshape(-1), m.bias.grad]) * batch)
     return torch.stack(released), d

@@ -10,6 +10,7 @@ torch.set_num_threads(1)
 
 from scipy.spatial.distance import pdist  # noqa: E402
 
+from vflsec.bench.splitnn_afe_baseline import afe_class, numpy_fuzzy_cmeans  # noqa: E402
 from vflsec.splitnn.defenses import (  # noqa: E402
     VFLAFE,
     BatchInfo,
@@ -18,7 +19,6 @@ from vflsec.splitnn.defenses import (  # noqa: E402
     GaussianGradientNoise,
     GradientSparsification,
 )
-from vflsec.bench.splitnn_afe_baseline import afe_class, numpy_fuzzy_cmeans  # noqa: E402
 
 BATCH = BatchInfo(epoch=0, step=0, global_step=0, indices=np.arange(4, dtype=np.int64))
 

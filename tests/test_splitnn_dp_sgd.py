@@ -70,7 +70,7 @@ def _train(defense, Xs, y, *, epochs, batch_size, lr, seed=0):
             for P in PARTIES:
                 opts[P].zero_grad()
 
-                def embed(x, P=P):
+                def embed(x, P=P, batch=batch):
                     return defense.transform_embedding(P, bottoms[P](x), batch)
 
                 if not defense.bottom_backward(P, bottoms[P], opts[P], Xs[P][idx], embed, grads[P], batch):

@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
+from vflsec.bench.splitnn_afe_baseline import BaselineVFLAFE  # noqa: E402
 from vflsec.federation.channel import payload_nbytes  # noqa: E402
-from vflsec.vfl import batch_indices  # noqa: E402
 from vflsec.splitnn import (  # noqa: E402
     TAG_EMBEDDING,
     TAG_GRADIENT,
@@ -21,8 +21,8 @@ from vflsec.splitnn import (  # noqa: E402
     SplitNNClassifier,
     SplitNNRegressor,
 )
-from vflsec.bench.splitnn_afe_baseline import BaselineVFLAFE  # noqa: E402
 from vflsec.splitnn.models import cnn_bottom, dp_vfl_bottom, dp_vfl_head, mlp_bottom  # noqa: E402
+from vflsec.vfl import batch_indices  # noqa: E402
 
 
 def _data(n=240, seed=0, classes=2):

@@ -6,11 +6,11 @@ Gaussian noise) in C++. See ``vflsec.kernels``.
 """
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version as _version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
-from . import _core
+from . import _core, kernels
 from ._arrays import check_positive_int as _check_positive_int
-from . import kernels
 from .kernels import NoiseGenerator
 from .kernels import _cuda as _kernels_cuda
 

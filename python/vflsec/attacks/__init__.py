@@ -45,13 +45,13 @@ from .metrics import (
     membership_scores,
     normalized_feature_mse,
 )
-from .views import active_party_embeddings, last_epoch, passive_party_gradients
 from .model_inversion import (
     blackbox_model_inversion,
     query_embeddings,
     total_variation,
     whitebox_model_inversion,
 )
+from .views import active_party_embeddings, last_epoch, passive_party_gradients
 
 __all__ = [
     "ActivePartyView",

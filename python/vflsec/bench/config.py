@@ -17,11 +17,15 @@ naming the file, the table, the key and what is allowed.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 import typing
 from importlib import resources
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11 (requires-python is >= 3.9): the same API, as in runtime/config.py
+    import tomli as tomllib  # type: ignore[no-redef]  # the backport stands in for the stdlib module
 
 __all__ = ["BenchConfigError", "load_paper", "load_variant", "optional_field", "read_document", "shipped_config_text",
            "spec", "validated", "with_overrides"]

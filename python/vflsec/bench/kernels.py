@@ -29,10 +29,10 @@ from tqdm import tqdm
 from .. import get_num_threads, kernels, set_num_threads
 from .common import git_revision, machine_info, median_cpu_time, median_time, package_versions, write_json
 from .config import load_variant, optional_field, spec, with_overrides
+from .kernels_cuda import CudaKernelsGrid
 from .kernels_report import NUMPY_RELEASE as _NUMPY
 from .kernels_report import PURE_PYTHON_SAMPLER as _PURE_PYTHON
 from .kernels_report import SECURE_RELEASE as _SECURE
-from .kernels_cuda import CudaKernelsGrid
 from .kernels_report import release_criteria, render, summarize
 
 _PROG = "vflsec bench kernels"
@@ -140,15 +140,15 @@ def bench_pairwise(rec: _Recorder, sizes: List[int], n: int, repeats: int, accur
             case = f"float32 n=m={n} d={d} {label}"
             exact = cdist(X[:accuracy_rows].astype(np.float64), Y.astype(np.float64))
             methods: Dict[str, Callable[[], Any]] = {
-                "vflsec": lambda: kernels.pairwise_distances(X, Y),
-                "scipy.cdist": lambda: cdist(X, Y),
-                "sklearn.pairwise_distances": lambda: sk_pairwise(X, Y),
+                "vflsec": lambda X=X, Y=Y: kernels.pairwise_distances(X, Y),
+                "scipy.cdist": lambda X=X, Y=Y: cdist(X, Y),
+                "sklearn.pairwise_distances": lambda X=X, Y=Y: sk_pairwise(X, Y),
             }
             if torch is not None:
                 Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
-                methods["torch.cdist"] = lambda: torch.cdist(Xt, Yt)
+                methods["torch.cdist"] = lambda Xt=Xt, Yt=Yt: torch.cdist(Xt, Yt)
             if faiss is not None:
-                def faiss_dist():
+                def faiss_dist(X=X, Y=Y):
                     out = faiss.pairwise_distances(X, Y)  # squared L2
                     np.sqrt(np.maximum(out, 0, out=out), out=out)
                     return out

@@ -5,8 +5,8 @@ Writes ``DIR/kernels-cuda.json``, ``.md`` and ``.png``.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -51,9 +51,10 @@ def bench_pairwise(rec: Any, torch: Any, n: int, sizes: List[int], repeats: int,
         exact = cdist(X[:accuracy_rows].astype(np.float64), X.astype(np.float64))
         case = f"float32 n=m={n} d={d} Y=X (GPU)"
         methods = {
-            "vflsec cuda": lambda: kernels.pairwise_distances(Xg, Xg),
-            "torch.cdist cuda": lambda: torch.cdist(Xg, Xg),
-            "torch.cdist cuda (donot_use_mm)": lambda: torch.cdist(Xg, Xg, compute_mode="donot_use_mm_for_euclid_dist"),
+            "vflsec cuda": lambda Xg=Xg: kernels.pairwise_distances(Xg, Xg),
+            "torch.cdist cuda": lambda Xg=Xg: torch.cdist(Xg, Xg),
+            "torch.cdist cuda (donot_use_mm)": lambda Xg=Xg: torch.cdist(Xg, Xg,
+                                                                          compute_mode="donot_use_mm_for_euclid_dist"),
         }
         for name, fn in methods.items():
             result = fn()[:accuracy_rows].double().cpu().numpy()
@@ -135,11 +136,11 @@ def bench_noise(rec: Any, torch: Any, n: int, repeats: int) -> None:
     for dtype, tdtype in (("float64", torch.float64), ("float32", torch.float32)):
         case = f"{dtype} n={n} (GPU)"
         rec.add("gaussian_noise", case, "vflsec cuda secure ChaCha20", median_time(_synced(
-            torch, lambda: kernels.gaussian_noise(n, dtype=dtype, generator=secure, device="cuda")), repeats=repeats))
+            torch, lambda dtype=dtype: kernels.gaussian_noise(n, dtype=dtype, generator=secure, device="cuda")), repeats=repeats))
         rec.add("gaussian_noise", case, "vflsec cuda seeded ChaCha20", median_time(_synced(
-            torch, lambda: kernels.gaussian_noise(n, dtype=dtype, generator=seeded, device="cuda")), repeats=repeats))
+            torch, lambda dtype=dtype: kernels.gaussian_noise(n, dtype=dtype, generator=seeded, device="cuda")), repeats=repeats))
         rec.add("gaussian_noise", case, "torch.randn cuda (Philox, not cryptographic)", median_time(_synced(
-            torch, lambda: torch.randn(n, dtype=tdtype, device="cuda")), repeats=repeats))
+            torch, lambda tdtype=tdtype: torch.randn(n, dtype=tdtype, device="cuda")), repeats=repeats))
 
 
 @dataclass(frozen=True)

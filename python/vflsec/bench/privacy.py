@@ -43,6 +43,7 @@ from tqdm import tqdm
 from .common import git_revision, machine_info, package_versions, write_json
 from .config import load_variant, spec, with_overrides
 from .privacy_report import FEATURE_ATTACKS, LABEL_ATTACKS, recovery_error, render  # noqa: F401 (re-exported)
+
 # Defenses whose effect is on the gradients returned to the passive party (the
 # only ones for which the direct-label model is retrained).
 GRADIENT_DEFENSES = ("none", "noise_gradient", "sparsify")

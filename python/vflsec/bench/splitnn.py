@@ -42,8 +42,8 @@ from tqdm import tqdm
 from .common import git_revision, machine_info, markdown_table, package_versions, pyplot, write_json
 from .config import with_overrides
 from .splitnn_afe import DELTA, VARIANTS, SplitData, _fit, make_afe
-from .splitnn_config import VFL_AFE, load_grid
 from .splitnn_afe_baseline import IMPLS
+from .splitnn_config import VFL_AFE, load_grid
 from .splitnn_rescale import plot_rescale, report_rescale, section_rescale
 
 # VFL-AFE Table 2 (test accuracy, %): UCI Adult and MNIST rows of the paper (configs/papers/vfl_afe.toml).
@@ -125,8 +125,8 @@ def _centralized_accuracy(data: SplitData, *, epochs: int, batch_size: int, lr: 
     """One bottom on all features + the same head, plain torch, same batch order."""
     import torch
 
-    from ..vfl.schedule import batch_indices
     from ..splitnn.models import cnn_bottom, linear_head, mlp_bottom
+    from ..vfl.schedule import batch_indices
 
     Xtr = torch.from_numpy(np.hstack(data.train_parts) if data.kind == "tabular" else
                            _join_halves(data.train_parts, data.image_shape))

@@ -20,7 +20,6 @@ are derived here (see :func:`loss_constants`).
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, Optional
 

@@ -72,8 +72,8 @@ def _write(path: Path, data: bytes, private: bool) -> None:
 
 
 def _name(common_name: str):
-    from cryptography.x509.oid import NameOID
     from cryptography import x509
+    from cryptography.x509.oid import NameOID
 
     return x509.Name([
         x509.NameAttribute(NameOID.ORGANIZATION_NAME, "vflsec federation"),

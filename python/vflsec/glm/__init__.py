@@ -28,6 +28,8 @@ private selection).
 from .job import GLMJob, GLMPartyResult, PartyData, PartyResult, PhaseClock
 from .registry import Protocol, available_protocols, get_protocol, register_protocol
 from .runner import JobResult, PartyError, run_job
+
+# isort: split
 from . import hdp, plain  # noqa: F401  (registers the built-in protocols)
 
 __all__ = [

@@ -55,8 +55,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from ..dp.sensitivity import clip_row_norms
 from .._arrays import as_float_array, check_positive_int, check_real
+from ..dp.sensitivity import clip_row_norms
 from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, PartyData
 from .registry import get_protocol
 from .runner import run_job

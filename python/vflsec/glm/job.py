@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from .._arrays import as_float_array, check_positive_int, check_real
+
 # LOSSES, PENALTIES and CALIBRATIONS (the Gaussian mechanism's methods) are defined once, in vflsec.dp.
 from ..dp.gaussian import GAUSSIAN_METHODS as CALIBRATIONS
 from ..dp.losses import LOSSES

@@ -141,7 +141,6 @@ def _noise_multipliers(job: GLMJob) -> np.ndarray:
     if not _is_private(job):
         return np.full(1 + len(job.passives), math.nan)
     s = hdp_noise_scales(job)
-    d = s["coordinates"]
     z_a = lattice_noise_multiplier(s["sigma_active"], s["sensitivity_active"])
     z_p = lattice_noise_multiplier(s["sigma_passive"], s["sensitivity_passive"])
     return np.array([z_a] + [z_p] * len(job.passives))

@@ -55,8 +55,8 @@ import struct
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import gmpy2
+import numpy as np
 import phe
 
 from .._arrays import as_float_array, check_positive_int

@@ -45,7 +45,7 @@ def numpy_fuzzy_cmeans(
     converged = False
     n_iter = 0
     um = u * u if m == 2.0 else u**m
-    for n_iter in range(1, max_iter + 1):
+    for n_iter in range(1, max_iter + 1):  # noqa: B007  (n_iter is a result: read after the loop)
         new_centers = (um.T @ X) / um.sum(axis=0)[:, None]
         shift = np.inf if centers is None else float(np.sqrt(((new_centers - centers) ** 2).sum(axis=1)).max())
         centers = new_centers

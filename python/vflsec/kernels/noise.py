@@ -72,8 +72,8 @@ import numpy as np
 from .. import _core
 from .._arrays import as_float_array, check_positive_int, check_real, check_shape
 from . import _cuda
-from ._checks import _check_sigma
 from . import _discrete_gaussian as _dg
+from ._checks import _check_sigma
 
 __all__ = [
     "LATTICE_BITS",

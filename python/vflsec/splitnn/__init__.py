@@ -13,9 +13,9 @@ torch is imported lazily: importing this package does not import torch.
 from .defenses import (
     DPSGD,
     VFLAFE,
-    FedPass,
     Defense,
     DefenseContext,
+    FedPass,
     GaussianEmbeddingNoise,
     GaussianGradientNoise,
     GradientSparsification,

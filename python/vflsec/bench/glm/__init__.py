@@ -113,7 +113,7 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
         render(result, out)
         if isinstance(exc, KeyboardInterrupt):
             print(f"{_PROG}: interrupted; the finished cells are in {out}", file=sys.stderr)
-            raise SystemExit(130)
+            raise SystemExit(130) from None
         print(f"{_PROG}: failed ({type(exc).__name__}: {exc}); the finished cells are in {out}", file=sys.stderr)
         raise
     result["seconds"] = time.perf_counter() - start

@@ -18,8 +18,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from tqdm import tqdm
 
-from .cells import (PreparedSplit, cv_accuracy, cv_plain_accuracy, fit_accuracies, fit_scores, hdp_jobs,
-                    plain_job, prepare_split, reference_accuracy)
+from .cells import (
+    PreparedSplit,
+    cv_accuracy,
+    cv_plain_accuracy,
+    fit_accuracies,
+    fit_scores,
+    hdp_jobs,
+    plain_job,
+    prepare_split,
+    reference_accuracy,
+)
 from .experiment import DELTA, PAPER, GLMBenchConfig, HyperParams, cell_seed
 
 __all__ = ["REFERENCE_METHODS", "run_accuracy", "search_epsilon", "select_headline"]

@@ -49,8 +49,17 @@ from .epoch import bench_epoch
 from .grid import HEGrid, load_grid
 from .old_path import old_paillier_path, per_product_dot
 from .paillier import OPS, _add_ratios, _optional_heu, _paillier_sizes, bench_paillier
-from .report import (TARGET_DOT_VS_PHE, TARGET_ENCRYPT_VS_PHE, TARGET_EPOCH_CPU, TARGET_VS_HEU, _conclusion,
-                     _criteria, plot, render, render_report)
+from .report import (
+    TARGET_DOT_VS_PHE,
+    TARGET_ENCRYPT_VS_PHE,
+    TARGET_EPOCH_CPU,
+    TARGET_VS_HEU,
+    _conclusion,
+    _criteria,
+    plot,
+    render,
+    render_report,
+)
 from .timing import _PROG, _load_snapshot
 
 __all__ = ["HEGrid", "OPS", "TARGET_DOT_VS_PHE", "TARGET_ENCRYPT_VS_PHE", "TARGET_EPOCH_CPU", "TARGET_VS_HEU", "load_grid",

@@ -176,12 +176,12 @@ def bench_paillier(bits: int, cfg: HEGrid, seed: int, heu, rows: List[Dict[str, 
 
         mul = [
             _Method("vflsec", "vflsec",
-                    lambda k, s=s_float: (lambda v: lambda: v.mul_plain(s[:k], processes=1))(
+                    lambda k, s=s_float: (lambda vec: lambda: vec.mul_plain(s[:k], processes=1))(
                         EncryptedVector(pk, tiled(k))),
                     lambda r, k, e=mul_expected: vf_ok(r.ciphertexts, e(k), k, level=2), warm_full=True,
                     note="unchanged by this work: no old-path row"),
             _Method("vflsec, 2 workers", "vflsec",
-                    lambda k, s=s_float: (lambda v: lambda: v.mul_plain(s[:k], processes=2))(
+                    lambda k, s=s_float: (lambda vec: lambda: vec.mul_plain(s[:k], processes=2))(
                         EncryptedVector(pk, tiled(k))),
                     lambda r, k, e=mul_expected: vf_ok(r.ciphertexts, e(k), k, level=2), workers=2, warm_full=True),
             _Method("phe", "phe",

@@ -113,8 +113,8 @@ def per_sample_gradients(module: Any, embed: Callable[[Any], Any], x: Any, grad:
                          scale: float) -> Tuple[List[str], List[Any]]:
     """Gradients of ``scale * <embed(x_i), grad_i>`` w.r.t. each trainable
     parameter of ``module``, one per sample: tensors of shape ``(B, *p.shape)``."""
-    import torch
-    from torch.func import functional_call, grad as func_grad, vmap
+    from torch.func import functional_call, vmap
+    from torch.func import grad as func_grad
 
     names = [n for n, p in module.named_parameters() if p.requires_grad]
     if not names:
@@ -301,7 +301,7 @@ class DPSGD(Defense):
 
         params = dict(module.named_parameters())
         offset = 0
-        for name, g in zip(names, per_sample):
+        for name, _sample_grads in zip(names, per_sample):
             p = params[name]
             size = p.numel()
             p.grad = noisy_mean[offset:offset + size].view_as(p).to(p.dtype).clone()

@@ -50,7 +50,8 @@ from ..._arrays import check_positive_int, check_real
 from .base import BatchInfo, Defense, DefenseContext, check_seed
 from .registry import register_defense
 
-__all__ = ["FEDPASS_PAPER_SETTINGS", "FedPass", "PassportConv2d", "PassportLinear"]
+# PassportConv2d / PassportLinear are served by the module __getattr__ below (torch is imported lazily).
+__all__ = ["FEDPASS_PAPER_SETTINGS", "FedPass", "PassportConv2d", "PassportLinear"]  # noqa: F822
 
 FEDPASS_PAPER_SETTINGS: Dict[str, Dict[str, Any]] = {
     "lenet_mnist": {"optimizer": "SGD", "lr": 1e-2, "weight_decay": 4e-5, "batch_size": 64, "iterations": 50,
