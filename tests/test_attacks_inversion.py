@@ -70,7 +70,8 @@ def test_whitebox_inversion_with_total_variation_prior_on_images():
     # so the embedding alone underdetermines the image and the TV prior helps.
     rng = np.random.default_rng(4)
     yy, xx = np.mgrid[0:6, 0:6] / 5.0
-    imgs = np.stack([np.clip(a * xx + b * yy + c, 0, 1) for a, b, c in rng.uniform(-0.5, 0.5, size=(20, 3)) + [0, 0, 0.5]])
+    planes = rng.uniform(-0.5, 0.5, size=(20, 3)) + [0, 0, 0.5]
+    imgs = np.stack([np.clip(a * xx + b * yy + c, 0, 1) for a, b, c in planes])
     imgs = imgs.astype(np.float32)[:, None]  # (20, 1, 6, 6)
     torch.manual_seed(5)
     f = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(36, 12))

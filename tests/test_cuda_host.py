@@ -71,7 +71,8 @@ def test_distances_power_of_two_scaling(dtype, scale):
 def test_distance_stats_match_cpu(dtype, n, d):
     rng = np.random.default_rng(n + d)
     X = rng.standard_normal((n, d)).astype(dtype)
-    fn = core_cuda._host_pairwise_distance_stats_f32 if dtype == np.float32 else core_cuda._host_pairwise_distance_stats_f64
+    fn = (core_cuda._host_pairwise_distance_stats_f32 if dtype == np.float32
+          else core_cuda._host_pairwise_distance_stats_f64)
     count, mean, std, lo, hi = fn(X, 0)
     want = kernels.pairwise_distance_stats(X)
     assert int(count) == want.count == n * (n - 1) // 2

@@ -150,7 +150,8 @@ def test_mirrored_path_matches_general(isa, n, d):
     for squared in (False, True):
         general = pairwise_distances(X, extra, squared=squared)[:, :n]
         assert np.array_equal(pairwise_distances(X, squared=squared), general)
-    np.testing.assert_allclose(pairwise_distances(X), cdist(X.astype(np.float64), X.astype(np.float64)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(pairwise_distances(X), cdist(X.astype(np.float64), X.astype(np.float64)),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_duplicate_rows_give_exact_zero():
@@ -203,7 +204,8 @@ def test_non_contiguous_inputs():
     ref_xy = cdist(X, Y)
     np.testing.assert_allclose(pairwise_distances(X, Y), ref_xy, rtol=1e-12)
     np.testing.assert_allclose(pairwise_distances(Z, X), cdist(Z, X), rtol=1e-12)
-    assert np.array_equal(pairwise_distances(X, Y), pairwise_distances(np.ascontiguousarray(X), np.ascontiguousarray(Y)))
+    assert np.array_equal(pairwise_distances(X, Y),
+                          pairwise_distances(np.ascontiguousarray(X), np.ascontiguousarray(Y)))
 
 
 def test_mixed_and_integer_dtypes():

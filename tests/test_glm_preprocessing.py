@@ -104,7 +104,8 @@ def test_fit_intercept_false_reproduces_the_intercept_free_model():
     np.testing.assert_array_equal(model.coef_[0], out.results["active"].coef)
     np.testing.assert_array_equal(model.coef_[1], out.results["passive1"].coef)
     assert model.intercept_ == 0.0
-    np.testing.assert_array_equal(model.decision_function(parts), clipped[0] @ model.coef_[0] + clipped[1] @ model.coef_[1])
+    np.testing.assert_array_equal(model.decision_function(parts),
+                                  clipped[0] @ model.coef_[0] + clipped[1] @ model.coef_[1])
 
 
 def test_references_use_sklearn_intercept_on_the_same_features():

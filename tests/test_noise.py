@@ -262,7 +262,8 @@ def test_seeded_reproducible_and_seeds_differ():
     assert not np.array_equal(NoiseGenerator(seed=43).standard_normal(1000), a)
     # int and bytes seeds are domain-separated
     assert not np.array_equal(NoiseGenerator(seed=b"\x2a").standard_normal(1000), a)
-    np.testing.assert_array_equal(NoiseGenerator(seed=b"k").random_raw(5), NoiseGenerator(seed=bytearray(b"k")).random_raw(5))
+    np.testing.assert_array_equal(NoiseGenerator(seed=b"k").random_raw(5),
+                                  NoiseGenerator(seed=bytearray(b"k")).random_raw(5))
 
 
 def test_unseeded_generators_and_calls_differ():

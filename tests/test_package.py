@@ -27,7 +27,8 @@ def test_set_get_num_threads_roundtrip():
         vflsec.set_num_threads(before)
 
 
-@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError), ("2", TypeError)])
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError),
+                                      ("2", TypeError)])
 def test_set_num_threads_rejects_bad_values(bad, exc):
     with pytest.raises(exc, match="n"):
         vflsec.set_num_threads(bad)
@@ -49,7 +50,8 @@ def test_cpu_features_reports_dispatch_flags():
 def test_cli_version_and_help():
     out = subprocess.run([sys.executable, "-m", "vflsec", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == vflsec.__version__
-    out = subprocess.run([sys.executable, "-m", "vflsec", "bench", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "vflsec", "bench", "--help"], capture_output=True, text=True,
+                         check=True)
     assert "kernels" in out.stdout
 
 

@@ -88,7 +88,8 @@ class ActivePartyView:
         return sum(ir is not None for _, ir in self.steps)
 
 
-def active_party_view(transcript: Sequence[Tuple[Any, Any]], job: Any, *, passive: Optional[str] = None) -> ActivePartyView:
+def active_party_view(transcript: Sequence[Tuple[Any, Any]], job: Any, *,
+                      passive: Optional[str] = None) -> ActivePartyView:
     """Collect the IR messages ``passive`` sent to the active party of ``job``
     (a :class:`vflsec.glm.GLMJob`) from ``transcript`` (``hub.transcript`` of
     an ``InMemoryHub(keep_payloads=True)``). Only messages whose receiver is

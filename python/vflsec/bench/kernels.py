@@ -182,7 +182,8 @@ t0 = time.perf_counter()
 s = kernels.pairwise_distance_stats(X)
 secs = time.perf_counter() - t0
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": secs, "extra_peak_mib": (after - before) / 1024.0, "count": s.count, "mean": s.mean, "std": s.std}))
+print(json.dumps({"seconds": secs, "extra_peak_mib": (after - before) / 1024.0,
+                  "count": s.count, "mean": s.mean, "std": s.std}))
 """
 
 

@@ -136,9 +136,11 @@ def bench_noise(rec: Any, torch: Any, n: int, repeats: int) -> None:
     for dtype, tdtype in (("float64", torch.float64), ("float32", torch.float32)):
         case = f"{dtype} n={n} (GPU)"
         rec.add("gaussian_noise", case, "vflsec cuda secure ChaCha20", median_time(_synced(
-            torch, lambda dtype=dtype: kernels.gaussian_noise(n, dtype=dtype, generator=secure, device="cuda")), repeats=repeats))
+            torch, lambda dtype=dtype: kernels.gaussian_noise(n, dtype=dtype, generator=secure, device="cuda")),
+            repeats=repeats))
         rec.add("gaussian_noise", case, "vflsec cuda seeded ChaCha20", median_time(_synced(
-            torch, lambda dtype=dtype: kernels.gaussian_noise(n, dtype=dtype, generator=seeded, device="cuda")), repeats=repeats))
+            torch, lambda dtype=dtype: kernels.gaussian_noise(n, dtype=dtype, generator=seeded, device="cuda")),
+            repeats=repeats))
         rec.add("gaussian_noise", case, "torch.randn cuda (Philox, not cryptographic)", median_time(_synced(
             torch, lambda tdtype=tdtype: torch.randn(n, dtype=tdtype, device="cuda")), repeats=repeats))
 

@@ -122,7 +122,8 @@ def report_tables(rows: List[Dict[str, Any]], summary: List[Dict[str, Any]], rel
         if kernel == "gaussian_release":
             parts += _release_text(rows, release_epsilon, release_delta)
         headers = ["case", "method", "median" if "unit" in extra_keys else "median s"] + extra_keys
-        parts.append(markdown_table(headers, [[r["case"], r["method"], r["seconds"]] + [r.get(k) for k in extra_keys] for r in kr]))
+        parts.append(markdown_table(headers, [[r["case"], r["method"], r["seconds"]] + [r.get(k) for k in extra_keys]
+                                              for r in kr]))
         parts.append("")
     parts.append("### speed-up of vflsec (time of alternative / time of vflsec; > 1 means vflsec is faster)\n")
     parts.append(markdown_table(

@@ -293,7 +293,8 @@ def split_attacks(model: TrainedSplit, data: PrivacyData, *, kind: str, strength
     norm = A.norm_scoring(G)
     add("norm_scoring", "accuracy", A.label_attack_accuracy(is_minority[g_rows], norm.labels))
     if np.unique(is_minority[g_rows]).size == 2:
-        add("norm_scoring", "auc", A.membership_scores(is_minority[g_rows], norm.scores / max(norm.scores.max(), 1e-300))["auc"])
+        add("norm_scoring", "auc",
+            A.membership_scores(is_minority[g_rows], norm.scores / max(norm.scores.max(), 1e-300))["auc"])
     aux = A.choose_auxiliary(data.y_train, N_AUX_LABELS, seed=seed)
     known_minority = set(aux[data.y_train[aux] == minority].tolist())
     correct = total = 0
@@ -406,7 +407,8 @@ def cap_table(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         err = recovery_error(r)
         if err is None or r["defense"] == "none":
             continue
-        groups.setdefault((r["dataset"], r["defense"], r["attack"]), []).append((r["strength"], r["main_accuracy"], err))
+        groups.setdefault((r["dataset"], r["defense"], r["attack"]), []).append(
+            (r["strength"], r["main_accuracy"], err))
     out = []
     for (dataset, defense, attack), cells in sorted(groups.items()):
         cap = calibrated_averaged_performance([c[1] for c in cells], [c[2] for c in cells])

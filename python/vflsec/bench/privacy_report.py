@@ -51,7 +51,8 @@ def plot_tradeoffs(rows: List[Dict[str, Any]], out: Path) -> List[str]:
     for dataset in sorted({r["dataset"] for r in rows if r["attack"] in attacks}):
         fig, axes = plt.subplots(1, len(attacks), figsize=(4.2 * len(attacks), 3.8))
         for ax, attack in zip(axes, attacks):
-            cells = [r for r in rows if r["dataset"] == dataset and r["attack"] == attack and recovery_error(r) is not None]
+            cells = [r for r in rows
+                     if r["dataset"] == dataset and r["attack"] == attack and recovery_error(r) is not None]
             for defense in sorted({r["defense"] for r in cells}):
                 pts = sorted(((r["main_accuracy"], recovery_error(r)) for r in cells if r["defense"] == defense))
                 xs, ys = zip(*pts)
@@ -88,7 +89,8 @@ def plot_tradeoffs(rows: List[Dict[str, Any]], out: Path) -> List[str]:
 
 def _value(rows, dataset, defense, strength, attack, metric):
     for r in rows:
-        if (r["dataset"], r["defense"], r["strength"], r["attack"], r["metric"]) == (dataset, defense, strength, attack, metric):
+        key = (r["dataset"], r["defense"], r["strength"], r["attack"], r["metric"])
+        if key == (dataset, defense, strength, attack, metric):
             return r["value"]
     return None
 
@@ -99,17 +101,20 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
     s = payload["settings"]
     lines = ["# Privacy benchmark: defenses vs attacks", "",
              f"Mode: {'quick' if s['quick'] else 'full'}; git {payload['git']}; {payload['elapsed_s']:.0f} s on "
-             f"{payload['machine']['cpu']} ({payload['machine']['logical_cores']} logical cores, shared with other jobs).",
+             f"{payload['machine']['cpu']} ({payload['machine']['logical_cores']} logical cores, "
+             "shared with other jobs).",
              "",
              f"Split learning: passive party = HDP-VFL's passive columns, active party = the active columns + labels; "
              f"half of the rows train (members), a quarter test (non-members, main accuracy), a quarter is the "
              f"attacker's auxiliary / shadow pool. Passive bottom {s['split']['passive_bottom']}, "
-             f"{s['split']['epochs']} epochs, batch {s['split']['batch_size']}, Adam lr {s['split']['lr']}, seed {s['seed']}. "
+             f"{s['split']['epochs']} epochs, batch {s['split']['batch_size']}, Adam lr {s['split']['lr']}, "
+             f"seed {s['seed']}. "
              "Every attack reads only the messages addressed to its adversary (hub transcript), the models "
              "released to it and the auxiliary data its threat model grants (see `vflsec.attacks`). "
              "Recovery errors are on the parties' scaled features (each row of a party has L2 norm <= 1).", ""]
-    split_sets = sorted({(r["dataset"], r["defense"], r["strength"]) for r in rows if r["attack"] != "equality_solving"},
-                        key=lambda t: (t[0], list(payload["settings"]["grid"]).index(t[1]) if t[1] in payload["settings"]["grid"] else 99, t[2] or 0))
+    split_sets = sorted({(r["dataset"], r["defense"], r["strength"])
+                         for r in rows if r["attack"] != "equality_solving"},
+                        key=lambda t: (t[0], list(s["grid"]).index(t[1]) if t[1] in s["grid"] else 99, t[2] or 0))
     cols = [("model_inversion_blackbox", "normalized_mse"), ("model_inversion_whitebox", "normalized_mse"),
             ("direct_label", "accuracy"), ("norm_scoring", "accuracy"), ("direction_scoring", "accuracy"),
             ("model_completion", "accuracy"), ("membership_shadow", "accuracy"), ("membership_shadow", "auc")]
@@ -121,12 +126,15 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
                   "retrained only for the defenses that act on gradients.", ""]
         table = []
         for dataset, defense, strength in split_sets:
-            acc = next(r["main_accuracy"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == (dataset, defense, strength)
+            cell = (dataset, defense, strength)
+            acc = next(r["main_accuracy"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell
                        and r["attack"] != "direct_label")
-            eps = next(r["epsilon_composed"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == (dataset, defense, strength))
-            table.append([dataset, defense, strength, eps, acc] + [_value(rows, dataset, defense, strength, a, m) for a, m in cols])
+            eps = next(r["epsilon_composed"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell)
+            table.append([dataset, defense, strength, eps, acc]
+                         + [_value(rows, dataset, defense, strength, a, m) for a, m in cols])
         lines += [markdown_table(["dataset", "defense", "strength", "epsilon (composed)", "main acc"]
-                                 + [f"{a} {m}".replace("model_inversion_", "MI ").replace("_", " ") for a, m in cols], table), ""]
+                                 + [f"{a} {m}".replace("model_inversion_", "MI ").replace("_", " ") for a, m in cols],
+                                 table), ""]
         lines += ["Strength: " + "; ".join(f"{k}: {STRENGTH_NAMES[k]}" for k in payload["settings"]["grid"]), ""]
     if caps:
         lines += ["## Calibrated averaged performance (FedPass Table 3)", "",
@@ -135,7 +143,8 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
         attacks = [a for a in FEATURE_ATTACKS + LABEL_ATTACKS if any(c["attack"] == a for c in caps)]
         for dataset in sorted({c["dataset"] for c in caps}):
             defenses = sorted({c["defense"] for c in caps if c["dataset"] == dataset})
-            table = [[d] + [next((c["cap"] for c in caps if (c["dataset"], c["defense"], c["attack"]) == (dataset, d, a)), None)
+            table = [[d] + [next((c["cap"] for c in caps
+                                  if (c["dataset"], c["defense"], c["attack"]) == (dataset, d, a)), None)
                             for a in attacks] for d in defenses]
             lines += [f"**{dataset}**", "", markdown_table(["defense"] + attacks, table), ""]
     mem = [r for r in rows if r["attack"] == "membership_shadow" and r["metric"] == "accuracy"]
@@ -149,12 +158,14 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
     esa = [r for r in rows if r["attack"] == "equality_solving" and r["metric"] == "mse"]
     if esa:
         lines += ["## Vertical LR: equality solving on plain vs HDP-VFL vs encrypted IRs", "",
-                  f"The active party knows the passive features of {s['esa_aux_rows']} training rows; from every step whose "
-                  "batch they span it solves the passive weights, then each other row's features from its IRs "
+                  f"The active party knows the passive features of {s['esa_aux_rows']} training rows; "
+                  "from every step whose batch they span it solves the passive weights, "
+                  "then each other row's features from its IRs "
                   "(one equation per epoch). HE leaves it no plaintext IR: it can only guess the auxiliary mean.", ""]
         table = [[r["dataset"], r["defense"], r["strength"], r["main_accuracy"], r["value"],
                   _value(rows, r["dataset"], r["defense"], r["strength"], "equality_solving", "normalized_mse"),
-                  _value(rows, r["dataset"], r["defense"], r["strength"], "equality_solving", "full_rank_rows_fraction"),
+                  _value(rows, r["dataset"], r["defense"], r["strength"], "equality_solving",
+                         "full_rank_rows_fraction"),
                   r.get("note", "")] for r in esa]
         lines += [markdown_table(["dataset", "protection", "epsilon", "test acc", "feature MSE", "normalized MSE",
                                   "rows with full-rank equations (fraction)", "note"], table), "",

@@ -368,7 +368,8 @@ def _report_dp_vfl(result: Dict[str, Any]) -> List[str]:
 def _report_fedpass(result: Dict[str, Any]) -> List[str]:
     f = result["config"]["fedpass"]
     lines = ["## FedPass: accuracy against passport settings", "",
-             f"{', '.join(sorted({r['dataset'] for r in _section_rows(result, 'fedpass')}))}, 2 parties (passport in the passive bottom's last layer and the head's first), SGD lr 1e-2, "
+             f"{', '.join(sorted({r['dataset'] for r in _section_rows(result, 'fedpass')}))}, 2 parties "
+             "(passport in the passive bottom's last layer and the head's first), SGD lr 1e-2, "
              f"batch 64, {f['epochs']} epochs, at most {f['max_rows']} rows. The attack side of FedPass is in "
              "`vflsec bench privacy`.", ""]
     rows = [[r["variant"] or "unprotected", r["value"]] for r in _section_rows(result, "fedpass")]

@@ -239,7 +239,8 @@ def _decode_value(r: _Reader, *, top: bool) -> Any:
         for extent in shape:
             expected *= extent
         if nbytes != expected:
-            raise EnvelopeError(f"array of shape {shape} and dtype {dtype} needs {expected} bytes, header says {nbytes}")
+            raise EnvelopeError(f"array of shape {shape} and dtype {dtype} needs {expected} bytes, "
+                                f"header says {nbytes}")
         raw = r.take(nbytes)  # bounds-checked before the copy below
         return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
     if kind == _T_BYTES:

@@ -445,7 +445,8 @@ class GrpcChannel(Channel):
                             grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION):
                     raise MessageRejected(f"party {receiver!r} rejected message tagged {tag!r}: "
                                           f"{code.name}: {exc.details()}") from None
-                reason = f"could not deliver a message tagged {tag!r} within {timeout:g} s ({code.name}: {exc.details()})"
+                reason = (f"could not deliver a message tagged {tag!r} within {timeout:g} s "
+                          f"({code.name}: {exc.details()})")
                 if kind == KIND_DATA:
                     self.fail(receiver, reason)
                 raise PeerFailed(receiver, reason) from None

@@ -424,7 +424,8 @@ class VerticalLogisticRegression(BaseEstimator):
         from sklearn.linear_model import LogisticRegression
 
         if self.loss != "logistic":
-            raise ValueError(f"protection {self.protection!r} is a logistic-regression reference; loss must be 'logistic'")
+            raise ValueError(f"protection {self.protection!r} is a logistic-regression reference; "
+                             "loss must be 'logistic'")
         X = np.hstack(parts) if self.protection == "centralized" else parts[0]
         n = X.shape[0]
         # Same objective as the vertical models: mean loss + lam * R(w), i.e.

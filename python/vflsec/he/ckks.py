@@ -155,7 +155,8 @@ def _check_matches(context: ts.Context, params: CKKSParameters) -> None:
             f"the job agreed on {params.poly_modulus_degree} and {sum(params.coeff_mod_bit_sizes)} bits"
         )
     if context.global_scale != 2.0 ** params.scale_bits:
-        raise ValueError(f"the received CKKS context has scale {context.global_scale:g}, expected 2^{params.scale_bits}")
+        raise ValueError(f"the received CKKS context has scale {context.global_scale:g}, "
+                         f"expected 2^{params.scale_bits}")
 
 
 class _ContextBase:

@@ -69,7 +69,8 @@ def _require() -> Any:
             "pip install . -Ccmake.define.VFLSEC_CUDA=ON, or pass CPU tensors"
         )
     if int(module.device_count()) == 0:
-        raise RuntimeError(f"CUDA work requested, but vflsec's CUDA kernels can use no device: {module.device_status()} "
+        raise RuntimeError("CUDA work requested, but vflsec's CUDA kernels can use no device: "
+                           f"{module.device_status()} "
                            f"(built for CUDA runtime {module.runtime_version()})")
     return module
 
@@ -237,7 +238,8 @@ def _check_membership(u: Any) -> None:
     if lowest < 0:
         raise ValueError("init memberships must be nonnegative")
     if worst > slack:
-        raise ValueError(f"init membership rows must sum to 1 (within {slack:.3g}); the worst row is off by {worst:.3g}")
+        raise ValueError(f"init membership rows must sum to 1 (within {slack:.3g}); "
+                         f"the worst row is off by {worst:.3g}")
 
 
 def _device_init(init: Any, name: str, x: Any) -> Any:

@@ -24,8 +24,9 @@ def numpy_fuzzy_cmeans(
 ) -> NumpyFCMResult:
     """Fuzzy c-means from initial memberships ``u0`` (n, n_clusters).
 
-    Computed in the dtype of ``X`` (float32 stays float32). Per iteration: centres from ``u^m`` (one BLAS product), squared distances
-    by ``|x|^2 - 2 x.v + |v|^2`` (one BLAS product; clipped at 0, so points
+    Computed in the dtype of ``X`` (float32 stays float32). Per iteration:
+    centres from ``u^m`` (one BLAS product), squared distances by
+    ``|x|^2 - 2 x.v + |v|^2`` (one BLAS product; clipped at 0, so points
     on a centre are exact only up to rounding), memberships by ratios to the
     nearest centre. Stops when the largest Euclidean centre shift is below
     ``tol`` (never at the first iteration) or after ``max_iter`` updates.

@@ -63,7 +63,8 @@ def _check_membership(u: np.ndarray) -> None:
     slack = 1e-6 + u.shape[1] * float(np.finfo(u.dtype).eps)
     worst = float(np.abs(sums - 1.0).max())
     if worst > slack:
-        raise ValueError(f"init membership rows must sum to 1 (within {slack:.3g}); the worst row is off by {worst:.3g}")
+        raise ValueError(f"init membership rows must sum to 1 (within {slack:.3g}); "
+                         f"the worst row is off by {worst:.3g}")
 
 
 def _check_scale(X: np.ndarray, centers: Optional[np.ndarray]) -> None:

@@ -217,7 +217,8 @@ class NoiseGenerator:
             return out
         nonfinite = self._core_gen.add_normal(x.reshape(-1), out.reshape(-1), sigma)
         if nonfinite:
-            raise ValueError(f"x + noise overflowed {x.dtype} in {nonfinite} entries (x too close to the dtype's maximum)")
+            raise ValueError(f"x + noise overflowed {x.dtype} in {nonfinite} entries "
+                             "(x too close to the dtype's maximum)")
         return out
 
     # -- uniform ------------------------------------------------------------

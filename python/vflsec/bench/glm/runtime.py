@@ -99,7 +99,8 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
                 # (n = 10,000, b = 3,200: 400 rows), and HE work is per row.
                 scale = epochs * n / measured_rows
                 return {**cell, "seconds": secs * scale, "extrapolated": True, "measured_batches": measured_batches,
-                        "measured_rows": measured_rows, "measured_seconds": secs, "bytes": int(hist["total_bytes"] * scale),
+                        "measured_rows": measured_rows, "measured_seconds": secs,
+                        "bytes": int(hist["total_bytes"] * scale),
                         "phases": {k: v * scale for k, v in hist["time"].items() if k != "wall"}}
             return {**cell, "seconds": secs, "extrapolated": False, "measured_batches": measured_batches,
                     "bytes": int(hist["total_bytes"]), "phases": {k: v for k, v in hist["time"].items() if k != "wall"}}

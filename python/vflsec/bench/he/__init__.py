@@ -25,8 +25,9 @@ encryption randomness come from the operating system's CSPRNG by design (a
 seeded encryption would be insecure), so rates vary a little run to run while
 the plaintext workload is identical.
 
-The sizes are data: ``configs/he.toml`` (:class:`HEGrid`). Modules: :mod:`.timing` (CPU / wall measurement and the spot-checked method
-runner), :mod:`.old_path` (vflsec's old Paillier paths as baselines),
+The sizes are data: ``configs/he.toml`` (:class:`HEGrid`). Modules: :mod:`.timing`
+(CPU / wall measurement and the spot-checked method runner), :mod:`.old_path`
+(vflsec's old Paillier paths as baselines),
 :mod:`.paillier` (Paillier primitives against phe and HEU), :mod:`.ckks`
 (CKKS primitives), :mod:`.epoch` (one HE-VFL epoch, new path against old),
 :mod:`.report` (criteria, conclusion, ``report.md`` and ``he.png``).
@@ -62,8 +63,8 @@ from .report import (
 )
 from .timing import _PROG, _load_snapshot
 
-__all__ = ["HEGrid", "OPS", "TARGET_DOT_VS_PHE", "TARGET_ENCRYPT_VS_PHE", "TARGET_EPOCH_CPU", "TARGET_VS_HEU", "load_grid",
-           "add_arguments", "bench_ckks", "bench_epoch", "bench_paillier", "main", "old_paillier_path",
+__all__ = ["HEGrid", "OPS", "TARGET_DOT_VS_PHE", "TARGET_ENCRYPT_VS_PHE", "TARGET_EPOCH_CPU", "TARGET_VS_HEU",
+           "load_grid", "add_arguments", "bench_ckks", "bench_epoch", "bench_paillier", "main", "old_paillier_path",
            "per_product_dot", "plot", "render_report", "run"]
 
 
