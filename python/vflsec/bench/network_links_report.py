@@ -166,15 +166,22 @@ def _conclusion(payload: Dict[str, Any], errors: Dict[str, Dict[str, Any]], by) 
                          f"{100 * (last[1].get('communication_share') or 0):.0f}% of {name}'s time on {last[0]}"
                          + (" (mostly bytes: its keys and ciphertexts are large)" if trend == "grows" else
                             " (plain VFL's small messages pay the same round trips, so the gap narrows)") + ".")
-    needed = [a for a in payload.get("links_model_answer", []) if a["rtt_s"] is not None]
+    he_answers = [a for a in payload.get("links_model_answer", []) if a["method"] in ("paillier", "ckks")]
+    needed = [a for a in he_answers if a["rtt_s"] is not None]
     if needed:
-        parts.append("The model puts HE-VFL within 3x of plain VFL only on links with round-trip times of "
+        parts.append("The cost model puts HE-VFL within 3x of plain VFL only on links with round-trip times of "
                      + ", ".join(f"{a['rtt_s'] * 1e3:.0f} ms ({a['method']}, {_bw(a['bandwidth_bps'])})"
                                  for a in needed)
-                     + " or more: the paper's 2-3x describes a slow, latency-bound network, not the cryptography.")
-    else:
-        parts.append("The model does not put HE-VFL within 3x of plain VFL at any round-trip time up to 2 s at "
-                     "these bandwidths.")
+                     + " or more (an extrapolation): the paper's 2-3x describes a slow, latency-bound network, "
+                       "not the cryptography.")
+    elif he_answers:
+        rounds = {r["method"]: r["rounds"] for r in payload["links"]}
+        asymptote = ", ".join(f"{m} {rounds[m] / rounds['plain']:.1f}x" for m in ("paillier", "ckks")
+                              if m in rounds and rounds.get("plain"))
+        parts.append("The cost model does not put HE-VFL within 3x of plain VFL at any round-trip time up to 2 s "
+                     "at 20 Mbit/s to 1 Gbit/s (an extrapolation): as the RTT grows, each method's time tends "
+                     "to its number of messages times the RTT, so the ratio tends to the ratio of messages"
+                     + (f" ({asymptote} here)" if asymptote else "") + ".")
     return " ".join(parts)
 
 
