@@ -12,6 +12,7 @@ import numbers
 from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -42,7 +43,7 @@ def as_float_array(
     *,
     ndim: Optional[int] = None,
     allow_empty: bool = False,
-    dtype: Optional[np.dtype] = None,
+    dtype: Optional[npt.DTypeLike] = None,
     check_finite: bool = True,
 ) -> Tuple[np.ndarray, Callable[[np.ndarray], Any]]:
     """Convert ``x`` to a C-contiguous float32/float64 array, validating it.

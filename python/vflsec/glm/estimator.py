@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union, cast
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -57,7 +57,7 @@ from sklearn.exceptions import NotFittedError
 
 from .._arrays import as_float_array, check_positive_int, check_real
 from ..dp.sensitivity import clip_row_norms
-from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, PartyData
+from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, GLMPartyResult, PartyData
 from .registry import get_protocol
 from .runner import run_job
 
@@ -400,14 +400,17 @@ class VerticalLogisticRegression(BaseEstimator):
         start = time.perf_counter()
         run = run_job(job, data, timeout=self.timeout)
         wall = time.perf_counter() - start
-        coef = [run.results[name].coef for name in (job.active, *job.passives)]
+        # cast: every GLM protocol's party programs return GLMPartyResult (JobResult holds the base type).
+        results = cast(Dict[str, GLMPartyResult], run.results)
+        # cast: the data parties (active, passives) always return their weight block; only a coordinator has None.
+        coef = cast(List[np.ndarray], [results[name].coef for name in (job.active, *job.passives)])
         if self.fit_intercept:
             self.intercept_ = float(self.intercept_scaling) * float(coef[0][-1])
             coef[0] = coef[0][:-1].copy()
         else:
             self.intercept_ = 0.0
         self.coef_ = coef
-        active = run.results[job.active]
+        active = results[job.active]
         history: Dict[str, Any] = {key: list(values) for key, values in active.history.items()}
         party_time = {name: dict(res.timings) for name, res in run.results.items()}
         history["time"] = {"wall": wall}

@@ -44,7 +44,7 @@ reproduces their weights bit for bit (1.5-3x slower than the default).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -182,7 +182,7 @@ class _Settings:
                 else:
                     self.seeded[g] = True
                     self.generators[g] = [hdp.noise_generator(job, party) for party in parties]
-        self.fresh_generators = None
+        self.fresh_generators: Optional[List[Any]] = None
         if self.fresh.any():
             from ..kernels import NoiseGenerator
 
@@ -216,7 +216,9 @@ def _release(settings: _Settings, party: int, values: np.ndarray) -> np.ndarray:
     sigmas = settings.sigma[fresh, party]
     for sigma in np.unique(sigmas):
         rows = fresh[sigmas == sigma]
-        out[rows] = add_gaussian_noise(values[rows], float(sigma), generator=settings.fresh_generators[party])
+        # cast: the generators exist whenever some job has fresh noise, the only case this loop runs.
+        generator = cast(List[Any], settings.fresh_generators)[party]
+        out[rows] = add_gaussian_noise(values[rows], float(sigma), generator=generator)
     return out
 
 
@@ -290,15 +292,16 @@ def fit_grid(parts: Sequence[Any], y: Any, jobs: Sequence[GLMJob], *, exact: boo
         X.append(Xp)
         if i == 0:
             labels = yp
+    assert labels is not None  # the active party's checked(needs_labels=True) raises rather than return none
     settings = _Settings(jobs, X, labels)
     if blas_threads is None:
-        blocks = _train(first, X, labels, settings, exact)
+        weights = _train(first, X, labels, settings, exact)
     else:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=blas_threads, user_api="blas"):
-            blocks = _train(first, X, labels, settings, exact)
-    return GridFit(jobs, blocks, tuple(settings.info))
+            weights = _train(first, X, labels, settings, exact)
+    return GridFit(jobs, weights, tuple(settings.info))
 
 
 def _train(first: GLMJob, X: List[np.ndarray], labels: np.ndarray, settings: _Settings,

@@ -33,7 +33,7 @@ the protection mechanism).
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, cast
 
 import numpy as np
 
@@ -127,7 +127,8 @@ def check_labels(job: GLMJob, y: np.ndarray, constants) -> None:
             f"HDP-VFL least squares assumes standardized targets with |y| <= k_y = {constants.k_y:g}; "
             f"got max |y| = {float(np.max(np.abs(y))):.6g} (standardize and clip the targets)"
         )
-    if job.loss == "poisson" and float(np.max(y)) > job.y_max:
+    # hdp_sensitivities_for refuses loss "poisson" without y_max, so it is set here.
+    if job.loss == "poisson" and float(np.max(y)) > cast(float, job.y_max):
         raise ValueError(f"labels exceed the public bound y_max={job.y_max:g} (max y = {float(np.max(y)):g})")
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union, cast
 
 import numpy as np
 
@@ -120,7 +120,7 @@ class PartyScheme(abc.ABC):
         """Fresh encryption of one value that adds to :meth:`loss_term` results."""
 
     @abc.abstractmethod
-    def dumps(self, enc: Any) -> bytes:
+    def dumps(self, enc: Any) -> Union[bytes, np.ndarray]:
         """Serialize, re-randomizing anything that is not a fresh encryption."""
 
     @abc.abstractmethod
@@ -136,7 +136,7 @@ class PartyScheme(abc.ABC):
         ...
 
     @abc.abstractmethod
-    def masked_dot(self, enc: Any, X: np.ndarray, factor: float) -> Tuple[bytes, Any]:
+    def masked_dot(self, enc: Any, X: np.ndarray, factor: float) -> Tuple[Union[bytes, np.ndarray], Any]:
         """Bytes of Enc(factor * enc^T X + R) for the key holder, and the state
         :meth:`unmask` needs to remove R."""
 
@@ -180,12 +180,19 @@ KeyHolderFactory = Callable[[GLMJob], KeyHolder]
 def _check_rows(make_scheme: SchemeFactory, X: np.ndarray, party: str) -> None:
     if not getattr(make_scheme, "requires_unit_rows", False):
         return
-    check_row_norms(X, what=f"scheme {make_scheme.name!r}", party=party,
+    # cast: a factory that declares requires_unit_rows also has a name (PaillierScheme, CKKSScheme, ...).
+    check_row_norms(X, what=f"scheme {cast(Any, make_scheme).name!r}", party=party,
                     reason=" (its encrypted values must stay in range)")
 
 
+def _key_holder(job: GLMJob) -> str:
+    """The coordinator's name: an HE job always has one (the protocol's roles include it)."""
+    assert job.coordinator is not None, "an HE job has a coordinator"
+    return job.coordinator
+
+
 def _receive_scheme(endpoint: Channel, job: GLMJob, make_scheme: SchemeFactory, clock: PhaseClock) -> PartyScheme:
-    payload = endpoint.recv(job.coordinator, TAG_PUBLIC_KEY)
+    payload = endpoint.recv(_key_holder(job), TAG_PUBLIC_KEY)
     with clock.crypto():
         return make_scheme(payload, job)
 
@@ -194,8 +201,8 @@ def _masked_gradient(endpoint: Channel, job: GLMJob, scheme: PartyScheme, enc_re
                      Xs: np.ndarray, factor: float, clock: PhaseClock) -> np.ndarray:
     with clock.crypto():
         payload, state = scheme.masked_dot(enc_residual, Xs, factor)
-    endpoint.send(job.coordinator, TAG_MASKED_GRADIENT, payload)
-    reply = endpoint.recv(job.coordinator, TAG_GRADIENT)
+    endpoint.send(_key_holder(job), TAG_MASKED_GRADIENT, payload)
+    reply = endpoint.recv(_key_holder(job), TAG_GRADIENT)
     with clock.crypto():
         return scheme.unmask(reply, state, Xs.shape[1])
 
@@ -204,6 +211,7 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
     clock = PhaseClock()
     model = residual_model(job)
     X, y = data.checked(job, endpoint.name, needs_labels=True)
+    assert y is not None  # needs_labels=True: checked() raises rather than return no labels
     _check_rows(make_scheme, X, endpoint.name)
     with_loss = encrypted_loss_enabled(job)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
@@ -239,8 +247,8 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
             if step == job.steps_per_epoch - 1:
                 with clock.crypto():
                     loss_bytes = scheme.dumps(epoch_enc)
-                endpoint.send(job.coordinator, TAG_LOSS, loss_bytes)
-                value = np.asarray(endpoint.recv(job.coordinator, TAG_LOSS_VALUE), dtype=np.float64)
+                endpoint.send(_key_holder(job), TAG_LOSS, loss_bytes)
+                value = np.asarray(endpoint.recv(_key_holder(job), TAG_LOSS_VALUE), dtype=np.float64)
                 if value.shape != (1,):
                     raise ValueError(f"coordinator returned a loss of shape {value.shape}, expected (1,)")
                 history["loss"].append(epoch_plain + float(value[0]))

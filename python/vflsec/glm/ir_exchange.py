@@ -71,6 +71,7 @@ def active_program(
     clock = PhaseClock() if clock is None else clock
     if X is None:
         X, y = data.checked(job, endpoint.name, needs_labels=True)
+    assert y is not None  # needs_labels=True (checked() raises rather than return no labels), or passed with X
     loss_gradient, loss_value = _losses()
     b = job.batch_size
     classify = job.loss in SIGNED_LABEL_LOSSES

@@ -1,19 +1,20 @@
 """Penalized gradient steps and weight-norm clipping (Algorithm 1, steps 11-12)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
 __all__ = ["clip_norm", "penalized_step"]
 
 
-def _soft_threshold(v: np.ndarray, threshold: float) -> np.ndarray:
+def _soft_threshold(v: np.ndarray, threshold: Union[float, np.ndarray]) -> np.ndarray:
     return np.sign(v) * np.maximum(0.0, np.abs(v) - threshold)
 
 
 def penalized_step(
-    penalty: str, w: np.ndarray, g: np.ndarray, lr: float, lam: float, mu: float = 1.0
+    penalty: str, w: np.ndarray, g: np.ndarray, lr: Union[float, np.ndarray], lam: Union[float, np.ndarray],
+    mu: Union[float, np.ndarray] = 1.0,
 ) -> np.ndarray:
     """One update ``Pen(w, g, lr, lam)``.
 

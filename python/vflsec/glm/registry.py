@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Optional, Tuple
 
 from ..vfl.job import ROLES
+from ..vfl.result import PartyResult
 
 __all__ = ["ROLES", "Protocol", "available_protocols", "get_protocol", "register_protocol"]
 
 # Modules of this package that define protocols (imported lazily by name).
 _BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks")
 
-PartyProgram = Callable[..., object]
+PartyProgram = Callable[..., PartyResult]
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import itertools
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 from scipy.optimize import brentq
@@ -237,7 +237,7 @@ def _check_delta(delta: Any) -> float:
     return check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
 
 
-def compose_gaussian_epsilon(noise_multipliers: Sequence[float], delta: float) -> float:
+def compose_gaussian_epsilon(noise_multipliers: Union[Sequence[float], np.ndarray], delta: float) -> float:
     """Exact epsilon at ``delta`` of composing Gaussian mechanisms with noise
     multipliers ``z_i = sigma_i / sensitivity_i`` (adaptively, on one record).
 

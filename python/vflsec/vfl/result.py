@@ -27,5 +27,10 @@ class PartyResult:
     role: str
 
     if TYPE_CHECKING:  # declared by every subclass (see the module docstring)
-        history: Dict[str, List[float]]
-        timings: Dict[str, float]
+        # Read-only properties to the type checker, not dataclass fields: annotations here
+        # would put them before the subclasses' required fields in its view of __init__.
+        @property
+        def history(self) -> Dict[str, List[float]]: ...
+
+        @property
+        def timings(self) -> Dict[str, float]: ...
