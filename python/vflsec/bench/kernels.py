@@ -139,7 +139,9 @@ def bench_pairwise(rec: _Recorder, sizes: List[int], n: int, repeats: int, accur
         for label, Y in (("Y=X", X.copy()), ("Y independent", Y_other)):
             case = f"float32 n=m={n} d={d} {label}"
             exact = cdist(X[:accuracy_rows].astype(np.float64), Y.astype(np.float64))
-            methods: Dict[str, Callable[[], Any]] = {
+            # Callable[..., Any]: each thunk is called with no argument; its defaulted
+            # parameters bind this iteration's arrays (the loop rebinds X and Y).
+            methods: Dict[str, Callable[..., Any]] = {
                 "vflsec": lambda X=X, Y=Y: kernels.pairwise_distances(X, Y),
                 "scipy.cdist": lambda X=X, Y=Y: cdist(X, Y),
                 "sklearn.pairwise_distances": lambda X=X, Y=Y: sk_pairwise(X, Y),

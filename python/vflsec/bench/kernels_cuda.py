@@ -33,7 +33,8 @@ def require_gpu() -> Any:
     return torch
 
 
-def _synced(torch: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
+def _synced(torch: Any, fn: Callable[..., Any]) -> Callable[[], Any]:
+    """``fn()`` then a CUDA synchronize (``fn`` may bind loop variables as defaulted parameters)."""
     def call() -> Any:
         out = fn()
         torch.cuda.synchronize()

@@ -35,7 +35,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 from tqdm import tqdm
@@ -226,6 +226,7 @@ def train_split(kind: str, strength: Optional[float], Xp, Xa, y, *, epochs: int,
     from ..federation import InMemoryHub
     from ..splitnn import SplitJob, SplitPartyData, run_split_job
     from ..splitnn.defenses.base import DefenseContext
+    from ..splitnn.job import SplitPartyResult
     from ..splitnn.models import linear_head, mlp_bottom
 
     n_classes = 2
@@ -248,7 +249,9 @@ def train_split(kind: str, strength: Optional[float], Xp, Xa, y, *, epochs: int,
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         result = run_split_job(job, data, hub)
-    passive, active = result.results["passive"], result.results["active"]
+    # cast: split-learning party programs return SplitPartyResult (JobResult holds the base type).
+    results = cast(Dict[str, SplitPartyResult], result.results)
+    passive, active = results["passive"], results["active"]
     spent = passive.defense.privacy_spent()
     return TrainedSplit(job, hub.transcript, passive.bottom, passive.defense, active.bottom, active.head,
                         None if spent is None else float(spent.epsilon))
@@ -293,8 +296,8 @@ def split_attacks(model: TrainedSplit, data: PrivacyData, *, kind: str, strength
     norm = A.norm_scoring(G)
     add("norm_scoring", "accuracy", A.label_attack_accuracy(is_minority[g_rows], norm.labels))
     if np.unique(is_minority[g_rows]).size == 2:
-        add("norm_scoring", "auc",
-            A.membership_scores(is_minority[g_rows], norm.scores / max(norm.scores.max(), 1e-300))["auc"])
+        scores = cast(np.ndarray, norm.scores)  # norm_scoring always returns scores (some label attacks have none)
+        add("norm_scoring", "auc", A.membership_scores(is_minority[g_rows], scores / max(scores.max(), 1e-300))["auc"])
     aux = A.choose_auxiliary(data.y_train, N_AUX_LABELS, seed=seed)
     known_minority = set(aux[data.y_train[aux] == minority].tolist())
     correct = total = 0
@@ -353,7 +356,7 @@ def glm_rows(name: str, *, data_dir: Optional[Path], max_rows: Optional[int], ep
     from .. import attacks as A
     from ..data import PAPER_SPLITS, load_dataset, vertical_split
     from ..federation import InMemoryHub
-    from ..glm.job import GLMJob, PartyData
+    from ..glm.job import GLMJob, GLMPartyResult, PartyData
     from ..glm.runner import run_job
 
     ds = load_dataset(name, data_dir=data_dir)
@@ -384,7 +387,8 @@ def glm_rows(name: str, *, data_dir: Optional[Path], max_rows: Optional[int], ep
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # 2048-bit Paillier and classic-calibration warnings
             result = run_job(job, {"active": PartyData(XA, y), "passive": PartyData(XB)}, hub)
-        theta = split.X_test[0] @ result.results["active"].coef + split.X_test[1] @ result.results["passive"].coef
+        results = cast(Dict[str, GLMPartyResult], result.results)  # GLM party programs return GLMPartyResult
+        theta = split.X_test[0] @ results["active"].coef + split.X_test[1] @ results["passive"].coef
         acc = float(np.mean(np.where(theta >= 0, 1, 0) == split.y_test))
         esa = A.equality_solving_attack(A.active_party_view(hub.transcript, job), aux, XB[aux])
         for metric, value in (("mse", A.feature_mse(XB[rest], esa.features[rest])),
@@ -461,7 +465,7 @@ def run_grid(grid: PrivacyGrid, *, quick: bool, data_dir: Optional[Path] = None)
     torch.set_num_threads(1)  # tiny models: threads cost more than they give on a shared machine
     start = time.perf_counter()
     seed, names, cells_by_defense = grid.seed, list(grid.datasets), grid.cells()
-    train_kw = dict(epochs=grid.train.epochs, batch_size=grid.train.batch_size, lr=grid.train.lr)
+    train_kw: Dict[str, Any] = dict(epochs=grid.train.epochs, batch_size=grid.train.batch_size, lr=grid.train.lr)
     rows: List[Dict[str, Any]] = []
     for name in names:
         data = load_privacy_data(name, data_dir=data_dir, max_rows=grid.max_rows, seed=seed)

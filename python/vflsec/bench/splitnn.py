@@ -34,7 +34,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
 import numpy as np
 from tqdm import tqdm
@@ -128,21 +128,22 @@ def _centralized_accuracy(data: SplitData, *, epochs: int, batch_size: int, lr: 
     from ..splitnn.models import cnn_bottom, linear_head, mlp_bottom
     from ..vfl.schedule import batch_indices
 
+    image_shape = cast(Tuple[int, int], data.image_shape)  # set whenever kind is "image", the only use
     Xtr = torch.from_numpy(np.hstack(data.train_parts) if data.kind == "tabular" else
-                           _join_halves(data.train_parts, data.image_shape))
+                           _join_halves(data.train_parts, image_shape))
     Xte = torch.from_numpy(np.hstack(data.test_parts) if data.kind == "tabular" else
-                           _join_halves(data.test_parts, data.image_shape))
+                           _join_halves(data.test_parts, image_shape))
     n_classes = int(max(data.y_train.max(), data.y_test.max())) + 1
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        bottom = cnn_bottom(data.image_shape, 64) if data.kind == "image" else mlp_bottom(Xtr.shape[1], (64,), 32)
+        bottom = cnn_bottom(image_shape, 64) if data.kind == "image" else mlp_bottom(Xtr.shape[1], (64,), 32)
         width = 64 if data.kind == "image" else 32
         model = torch.nn.Sequential(bottom, linear_head(width, n_classes))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     y = torch.from_numpy(data.y_train).long()
     for epoch in range(epochs):
-        for idx in batch_indices(len(y), batch_size, seed, epoch):
-            idx = torch.from_numpy(idx)
+        for rows in batch_indices(len(y), batch_size, seed, epoch):
+            idx = torch.from_numpy(rows)
             loss = torch.nn.functional.cross_entropy(model(Xtr[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
@@ -292,7 +293,7 @@ def run_kernel_timing(cfg: Dict[str, Any], *, dim: int = 64, n_clusters: int = 1
 # ---------------------------------------------------------------------------
 # Further sections: ``fn(datasets, cfg) -> accuracy rows`` (each with ``"section": <name>``) plus
 # ``report(result) -> [markdown lines]``.
-SECTIONS: Dict[str, Tuple[Callable[..., Dict[str, Any]], Callable[[Dict[str, Any]], List[str]]]] = {}
+SECTIONS: Dict[str, Tuple[Callable[..., List[Dict[str, Any]]], Callable[[Dict[str, Any]], List[str]]]] = {}
 
 
 def _subsample_dataset(ds: Any, max_rows: Optional[int]) -> Any:
@@ -314,7 +315,7 @@ def _load_or_fallback(name: str, fallback: str, data_dir: Optional[Path], max_ro
     return name, _subsample_dataset(ds, max_rows)
 
 
-def section_dp_vfl(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> Dict[str, Any]:
+def section_dp_vfl(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> List[Dict[str, Any]]:
     """DP-VFL (Ranbaduge & Ding) curves: Adult accuracy, Energy and California
     housing MSE against epsilon for 3/4/5 owners, with the references."""
     from .splitnn_dp import dp_vfl_estimator_factory, run_dp_vfl
@@ -330,7 +331,7 @@ def section_dp_vfl(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> Dict[str, A
     return [{**r, "section": "dp_vfl"} for r in rows]
 
 
-def section_fedpass(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> Dict[str, Any]:
+def section_fedpass(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> List[Dict[str, Any]]:
     """FedPass accuracy against passport settings (N, sigma^2) on Adult."""
     from .splitnn_dp import fedpass_estimator_factory, run_fedpass
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def _bottom_factory(data: SplitData):
     from ..splitnn.models import cnn_bottom, mlp_bottom
 
     if data.kind == "image":
-        h, w = data.image_shape
+        h, w = cast(Tuple[int, int], data.image_shape)  # set whenever kind is "image"
         return lambda p: cnn_bottom((h, p // h), 64)
     return lambda p: mlp_bottom(p, (64,), 32)
 

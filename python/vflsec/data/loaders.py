@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -275,6 +275,7 @@ def load_dataset(name: str, *, data_dir: Any = None, **kw: Any) -> Dataset:
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
+    loader: Callable[..., Dataset]
     if name == "breast":
         loader, takes_dir = load_breast, False
     elif name == "adult":

@@ -37,7 +37,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Optional, Tuple
+from typing import Any, Deque, Dict, List, Optional, Tuple, cast
 
 import numpy as np
 
@@ -415,7 +415,7 @@ class InMemoryHub:
                 else:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise ChannelTimeout(receiver, sender, tag, timeout)
+                        raise ChannelTimeout(receiver, sender, tag, cast(float, timeout))  # deadline set: a timeout
                     self._cond.wait(remaining)
 
 

@@ -42,7 +42,7 @@ import warnings
 from collections import defaultdict, deque
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple, cast
 
 from .channel import Channel, ChannelClosed, ChannelTimeout, MessageRecord, check_payload, payload_nbytes
 from .envelope import (
@@ -259,11 +259,12 @@ class GrpcChannel(Channel):
             "Ping": grpc.unary_unary_rpc_method_handler(self._handle_ping),
         }
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        tls = cast(TLSFiles, self._tls)  # None only with insecure=True (__init__ checks), then unused
         if self._insecure:
             port = server.add_insecure_port(self._listen)
         else:
-            creds = grpc.ssl_server_credentials([(self._tls.key, self._tls.cert)],
-                                                root_certificates=self._tls.ca, require_client_auth=True)
+            creds = grpc.ssl_server_credentials([(tls.key, tls.cert)],
+                                                root_certificates=tls.ca, require_client_auth=True)
             port = server.add_secure_port(self._listen, creds)
         if not port:
             raise OSError(f"party {self._name!r} could not listen on {self._listen}")
@@ -273,8 +274,8 @@ class GrpcChannel(Channel):
             if self._insecure:
                 client = grpc.insecure_channel(address, options=options)
             else:
-                creds = grpc.ssl_channel_credentials(root_certificates=self._tls.ca, private_key=self._tls.key,
-                                                     certificate_chain=self._tls.cert)
+                creds = grpc.ssl_channel_credentials(root_certificates=tls.ca, private_key=tls.key,
+                                                     certificate_chain=tls.cert)
                 # The server certificate must be issued to the party we dial.
                 client = grpc.secure_channel(address, creds,
                                              options=options + [("grpc.ssl_target_name_override", peer)])
@@ -387,7 +388,7 @@ class GrpcChannel(Channel):
                 else:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise ChannelTimeout(self._name, sender, tag, timeout)
+                        raise ChannelTimeout(self._name, sender, tag, cast(float, timeout))  # deadline set: a timeout
                     self._cond.wait(remaining)
 
     # -- control -------------------------------------------------------------------

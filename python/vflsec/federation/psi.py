@@ -24,7 +24,7 @@ unique and sorted, and that no more IDs are announced than it could share.
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -101,7 +101,7 @@ def psi_client_intersection(client, setup: bytes, response: bytes) -> List[int]:
 
 
 def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Sequence[str],
-              timeout: float = None) -> List[str]:
+              timeout: Optional[float] = None) -> List[str]:
     """Run multi-party PSI; every caller gets the same sorted list of the IDs
     all parties hold. The leader calls it with ``members`` = the other data
     parties; a member with ``members`` = () (only the leader is contacted)."""

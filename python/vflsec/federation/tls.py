@@ -21,7 +21,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, cast
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 
 __all__ = ["PARTY_NAME_RE", "TLSFiles", "certificate_common_name", "check_party_name", "init_certificates", "load_tls"]
 
@@ -130,7 +133,9 @@ def init_certificates(
 
     if ca_pem.exists() and ca_key_pem.exists() and not overwrite:
         ca_cert = x509.load_pem_x509_certificate(ca_pem.read_bytes())
-        ca_key = serialization.load_pem_private_key(ca_key_pem.read_bytes(), password=None)
+        # cast: the CA key this function wrote before (an EC key): one that can sign certificates.
+        ca_key = cast("CertificateIssuerPrivateKeyTypes",
+                      serialization.load_pem_private_key(ca_key_pem.read_bytes(), password=None))
     else:
         ca_key = _new_key()
         ca_cert = (

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import secrets
 from functools import lru_cache
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import gmpy2
 
@@ -110,7 +110,7 @@ def _bucket_window(count: int) -> int:
     return max(1, min(12, count.bit_length() - 2))
 
 
-def multi_power(bases: Sequence, exponents: Sequence[int], nsquare) -> object:
+def multi_power(bases: Sequence, exponents: Sequence[int], nsquare) -> Any:  # an mpz (gmpy2 has no stubs)
     """prod_i bases[i]^exponents[i] mod nsquare for non-negative exponents (Pippenger)."""
     pairs = [(b, e) for b, e in zip(bases, exponents) if e]
     if not pairs:

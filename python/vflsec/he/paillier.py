@@ -53,7 +53,7 @@ from __future__ import annotations
 import secrets
 import struct
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import gmpy2
 import numpy as np
@@ -172,7 +172,9 @@ class PaillierPublicKey:
         if not np.all(np.isfinite(scaled)):
             raise ValueError(f"{name} is too large for the fixed-point encoding at level {level}")
         # Floats of magnitude >= 2^52 are integers, so int() is exact.
-        ints = np.frompyfunc(int, 1, 1)(scaled) if scaled.size else np.empty(scaled.shape, dtype=object)
+        # cast: a ufunc applied to an array returns an array (the stubs also allow a scalar).
+        ints = (cast(np.ndarray, np.frompyfunc(int, 1, 1)(scaled)) if scaled.size
+                else np.empty(scaled.shape, dtype=object))
         if ints.size and max(abs(int(ints.max())), abs(int(ints.min()))) > self.max_int:
             raise ValueError(f"{name} exceeds the plaintext range of a {self.key_bits}-bit key at level {level}")
         return ints.astype(object)

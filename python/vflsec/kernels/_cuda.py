@@ -41,11 +41,12 @@ def _load() -> Any:
     global _module, _import_error
     if _module is _NOT_LOADED:
         try:
-            from .. import _core_cuda as module
+            from .. import _core_cuda
+
+            _module = _core_cuda
         except ImportError as exc:
-            module = None
+            _module = None
             _import_error = exc
-        _module = module
     return _module
 
 

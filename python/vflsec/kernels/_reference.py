@@ -4,7 +4,7 @@ returned pair as :func:`vflsec.kernels.fuzzy_cmeans` started from memberships.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -62,4 +62,5 @@ def numpy_fuzzy_cmeans(
         if shift < tol:
             converged = True
             break
-    return NumpyFCMResult(centers, u, np.asarray(history), n_iter, converged)
+    # cast: centres are set by the first iteration (max_iter >= 1; no validation in this reference).
+    return NumpyFCMResult(cast(np.ndarray, centers), u, np.asarray(history), n_iter, converged)

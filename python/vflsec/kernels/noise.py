@@ -237,7 +237,7 @@ class NoiseGenerator:
         dt = _check_dtype(dtype)
         words = self.random_raw(math.prod(shape))
         if dt == np.float64:
-            u = (words >> np.uint64(11)).astype(np.float64) * 2.0**-53
+            u: np.ndarray = (words >> np.uint64(11)).astype(np.float64) * 2.0**-53
         else:
             u = (words >> np.uint64(40)).astype(np.float32) * np.float32(2.0**-24)
         return u.reshape(shape)

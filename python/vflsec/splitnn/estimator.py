@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import numbers
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, cast
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -39,7 +39,7 @@ from sklearn.exceptions import NotFittedError
 from .._arrays import as_float_array, check_positive_int, check_real, is_torch_tensor
 from .._torch import require_torch
 from .defenses.base import BatchInfo, Defense, DefenseContext, NoDefense
-from .job import OPTIMIZERS, SplitJob, SplitPartyData
+from .job import OPTIMIZERS, SplitJob, SplitPartyData, SplitPartyResult
 from .models import linear_head, mlp_bottom
 from .trainer import run_split_job
 
@@ -129,7 +129,7 @@ class _SplitNNBase(BaseEstimator):
             raise ValueError(f"X_parts have {parts[0].shape[0]} rows but y has {n_expected} entries")
         return self._training_order(parts)
 
-    def _training_order(self, blocks: List[Any]) -> List[Any]:
+    def _training_order(self, blocks: Sequence[Any]) -> List[Any]:
         """``blocks`` given active first (the public convention) in the order
         the parties are built and their embeddings concatenated: passives,
         then the active party's own block. Building in this order keeps the
@@ -224,10 +224,12 @@ class _SplitNNBase(BaseEstimator):
             X=parts[-1] if self.active_features else None, bottom=bottoms[-1] if self.active_features else None,
             defense=copy.deepcopy(defense), y=y_enc, head=head)
         result = run_split_job(job, data)
-        active_result = result.results[active]
+        # cast: every split-learning party program returns a SplitPartyResult (JobResult holds the base type).
+        results = cast(Dict[str, SplitPartyResult], result.results)
+        active_result = results[active]
         self.defense_ = defense
-        self.party_defenses_ = {p: r.defense for p, r in result.results.items()}
-        self.bottoms_ = {p: result.results[p].bottom for p in passives}
+        self.party_defenses_ = {p: r.defense for p, r in results.items()}
+        self.bottoms_ = {p: results[p].bottom for p in passives}
         if self.active_features:
             self.bottoms_[active] = active_result.bottom
         self.head_ = active_result.head
@@ -236,13 +238,14 @@ class _SplitNNBase(BaseEstimator):
         self.n_features_per_party_ = [p.shape[1] for p in self._public_order(parts)]
         self.embedding_dims_ = dict(zip(passives, widths))
         self.bytes_by_tag_ = result.bytes_by_tag()
-        self.timings_ = {p: r.timings for p, r in result.results.items()}
+        self.timings_ = {p: r.timings for p, r in results.items()}
         # One list per metric, one entry per epoch (the GLM estimator's shape).
-        self.history_ = {key: list(values[:self.epochs]) for key, values in active_result.history.items()}
+        self.history_: Dict[str, List[Any]] = {key: list(values[:self.epochs])
+                                               for key, values in active_result.history.items()}
         self.history_["bytes"] = []
         for e in range(self.epochs):
             sent: Dict[str, int] = {}
-            for r in result.results.values():
+            for r in results.values():
                 for tag, nbytes in r.bytes_sent[e].items():
                     sent[tag] = sent.get(tag, 0) + nbytes
             self.history_["bytes"].append(sent)

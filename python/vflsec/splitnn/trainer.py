@@ -158,7 +158,7 @@ def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyR
     classification = job.task == "classification"
     y = torch.as_tensor(data.y, dtype=torch.int64 if classification else torch.float32).to(device)
     own_bottom = None
-    X = None
+    X: Any = None  # the active party's own features (a tensor) when it has any
     if job.active_features:
         X = torch.as_tensor(data.X, dtype=torch.float32).to(device)
         own_bottom = data.bottom.to(device)

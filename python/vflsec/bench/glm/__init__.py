@@ -80,11 +80,11 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
             if value < 1:
                 _fail(f"--{key.replace('_', '-')} must be >= 1, got {value}")
             overrides[key] = value
-    for key, value in (("runtime_he_budget", he_budget), ("he_accuracy_budget", he_accuracy_budget)):
-        if value is not None:
-            if not value > 0:
-                _fail(f"budgets must be > 0 seconds, got {value}")
-            overrides[key] = value
+    for key, budget in (("runtime_he_budget", he_budget), ("he_accuracy_budget", he_accuracy_budget)):
+        if budget is not None:
+            if not budget > 0:
+                _fail(f"budgets must be > 0 seconds, got {budget}")
+            overrides[key] = budget
     experiment = replace(experiment, **overrides)
     _check_datasets(experiment, data_dir)
     result: Dict[str, Any] = {

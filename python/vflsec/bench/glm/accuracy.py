@@ -13,7 +13,7 @@ import dataclasses
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 from tqdm import tqdm
@@ -93,15 +93,17 @@ class _Rows:
         self.rows: List[Dict[str, Any]] = []
         self.seeded = seeded
 
-    def add(self, prep: PreparedSplit, family: str, method: str, accuracy: float, *, hp: Optional[HyperParams],
+    def add(self, prep: PreparedSplit, family: str, method: str, accuracy: Optional[float], *,
+            hp: Optional[HyperParams],
             epsilon: Optional[float] = None, calibration: Optional[str] = None, draw: Optional[int] = None,
             **extra: Any) -> None:
         dp = method.startswith("hdp")
         self.rows.append({
             "dataset": prep.dataset, "family": family, "method": method, "calibration": calibration,
             "epsilon": epsilon, "delta": DELTA if dp else None,
-            # Classic calibration is run only where it is valid (epsilon < 1).
-            "valid_dp": (calibration == "analytic" or (calibration == "classic" and epsilon < 1.0)) if dp else None,
+            # Classic calibration is run only where it is valid (epsilon < 1). DP rows always carry an epsilon.
+            "valid_dp": (calibration == "analytic" or (calibration == "classic" and cast(float, epsilon) < 1.0))
+            if dp else None,
             "split_seed": prep.split_seed, "noise_draw": draw,
             "noise": ("seeded (experiment setting)" if self.seeded else "OS-entropy CSPRNG") if dp else None,
             "accuracy": None if accuracy is None else float(accuracy),

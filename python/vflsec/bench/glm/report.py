@@ -257,8 +257,8 @@ def conclusion(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, A
                         "(above) shows how much ranking survives the noise." if at_majority else ""))
     by = {(r["method"], r["n"], r["epochs"]): r for r in runtime}
     for method in ("paillier", "ckks", "hdp"):
-        pairs = [(r, by.get(("plain", r["n"], r["epochs"]))) for key, r in by.items() if key[0] == method]
-        pairs = [(r, p) for r, p in pairs if p and p["seconds"] > 0 and p["bytes"] > 0]
+        candidates = [(r, by.get(("plain", r["n"], r["epochs"]))) for key, r in by.items() if key[0] == method]
+        pairs = [(r, p) for r, p in candidates if p and p["seconds"] > 0 and p["bytes"] > 0]
         if pairs:
             t = np.median([r["seconds"] / p["seconds"] for r, p in pairs])
             b = np.median([r["bytes"] / p["bytes"] for r, p in pairs])

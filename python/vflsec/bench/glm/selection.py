@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, cast
 
 import numpy as np
 
@@ -90,5 +90,5 @@ def private_selection_cell(prep: PreparedSplit, grid: Sequence[HyperParams], *, 
     theta = sum(X @ w for X, w in zip(prep.test, out.coef))
     cell["accuracy"] = float(np.mean(np.where(theta > 0, 1.0, -1.0) == prep.y_test))
     cell["auc"] = auc(theta, prep.y_test)
-    cell["chosen"] = grid[out.index].for_rows(n_fit)
+    cell["chosen"] = grid[cast(int, out.index)].for_rows(n_fit)  # an index whenever a model was released
     return cell

@@ -39,7 +39,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
 from tqdm import tqdm
 
@@ -68,7 +68,7 @@ __all__ = ["HEGrid", "OPS", "TARGET_DOT_VS_PHE", "TARGET_ENCRYPT_VS_PHE", "TARGE
            "per_product_dot", "plot", "render_report", "run"]
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     print(f"{_PROG}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -189,7 +189,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key-bits", type=int, nargs="+", default=None, metavar="BITS",
                         help="Paillier modulus sizes (default: the config's; 2048 3072, --quick: 2048)")
 
-    def one_line_error(message: str) -> None:
+    def one_line_error(message: str) -> NoReturn:
         _fail(message)
 
     # argparse's own errors (a non-integer --seed, ...) in one line too, with exit code 2.

@@ -30,7 +30,7 @@ def bench_ckks(cfg: HEGrid, seed: int, rows: List[Dict[str, Any]], sizes: Dict[s
     v = rng.uniform(-1.0, 1.0, n_rows)
     X = rng.uniform(-1.0, 1.0, (n_rows, cols)) / math.sqrt(cols)
     expected = v @ X
-    timing = dict(repeats=cfg.repeats, min_total=cfg.min_total, max_total=cfg.max_total)
+    timing: Dict[str, Any] = dict(repeats=cfg.repeats, min_total=cfg.min_total, max_total=cfg.max_total)
 
     def add(op: str, method: str, items: int, t: _Timing, ok: bool, **extra: Any) -> None:
         if not ok:

@@ -60,9 +60,10 @@ def old_paillier_path() -> Iterator[Dict[str, int]]:
         return per_product_dot(self, matrix, processes=processes)
 
     _paillier.generate_keypair = classic_keypair
-    _paillier.EncryptedVector.dot = counted_dot
+    # A deliberate, temporary monkeypatch (restored below): the old path's per-product dot, counted.
+    _paillier.EncryptedVector.dot = counted_dot  # type: ignore[method-assign]
     try:
         yield calls
     finally:
         _paillier.generate_keypair = real_generate
-        _paillier.EncryptedVector.dot = real_dot
+        _paillier.EncryptedVector.dot = real_dot  # type: ignore[method-assign]  # restores the method

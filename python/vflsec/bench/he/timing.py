@@ -95,8 +95,10 @@ class _Method:
     """One timed method: ``make(k)`` prepares inputs for ``k`` items (untimed)
     and returns the thunk to time; ``check(result, k)`` decrypts a spot check."""
 
-    def __init__(self, name: str, family: str, make: Callable[[int], Callable[[], Any]],
-                 check: Callable[[Any, int], bool], *, workers: Optional[int] = 1, warm_full: bool = False,
+    # make(k) and check(result, k): Callable[..., ...] because the callers bind loop
+    # variables as defaulted lambda parameters (``lambda k, kit=kit: ...``).
+    def __init__(self, name: str, family: str, make: Callable[..., Callable[[], Any]],
+                 check: Callable[..., bool], *, workers: Optional[int] = 1, warm_full: bool = False,
                  note: str = ""):
         self.name, self.family, self.make, self.check = name, family, make, check
         self.workers, self.warm_full, self.note = workers, warm_full, note

@@ -26,6 +26,11 @@ __all__ = ["GaussianEmbeddingNoise", "GaussianGradientNoise", "GradientSparsific
 
 
 class _NoiseMixin:
+    # Set by the concrete defenses (annotations only: no class attributes).
+    scale: float
+    seed: Optional[int]
+    variant: Optional[str]
+
     def _release(self, key: str, x: Any) -> Any:
         """``x`` plus ``N(0, scale^2)`` per coordinate, on the lattice (gradient passes through)."""
         from ...kernels import NoiseGenerator
@@ -92,8 +97,9 @@ class GradientSparsification(Defense):
     def check_params(self) -> None:
         check_real(self.keep_fraction, "keep_fraction", low=0.0, low_inclusive=False, high=1.0)
 
+    # Derived from keep_fraction, so read-only here (Defense declares a plain class attribute).
     @property
-    def variant(self) -> str:
+    def variant(self) -> str:  # type: ignore[override]
         return f"keep={self.keep_fraction:g}"
 
     def sparsify(self, g: Any) -> Any:

@@ -44,7 +44,7 @@ FedPass gives no differential-privacy guarantee: ``privacy_spent()`` is None.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from ..._arrays import check_positive_int, check_real
 from .base import BatchInfo, Defense, DefenseContext, check_seed
@@ -89,7 +89,7 @@ def _check_squash(squash: Any) -> Optional[str]:
     return squash
 
 
-def _torch_modules():
+def _torch_modules() -> Tuple[Any, Any]:
     """The passport layer classes, built on first use so torch stays optional."""
     global _CLASSES
     if _CLASSES is not None:
@@ -100,6 +100,16 @@ def _torch_modules():
 
     class _PassportMixin(nn.Module):
         """Passport state, sampling and the autoencoder shared by both layer kinds."""
+
+        # For the type checker only (no class attributes are created): nn.Module's
+        # __getattr__ types unknown attributes as Tensor | Module; these are set in
+        # __init__ / _init_passports, and _apply_w is defined by each layer kind.
+        weight: Any
+        encoder: Any
+        decoder: Any
+        _passport_shape: Any
+        passport_mean: Any
+        _apply_w: Callable[[Any], Any]
 
         def _init_passports(self, out_channels: int, in_channels: int, n_range: float, sigma2: float,
                             squash: Optional[str], generator: Any, passport_shape: Optional[Tuple[int, ...]]) -> None:
@@ -197,7 +207,7 @@ def _torch_modules():
 
         def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
                      padding: Any = 0, dilation: Any = 1, groups: int = 1, *, n_range: float = 100.0,
-                     sigma2: float = 5.0, passport_size: Optional[Sequence[int]] = None,
+                     sigma2: float = 5.0, passport_size: Union[int, Sequence[int], None] = None,
                      squash: Optional[str] = "tanh", generator: Any = None,
                      device: Any = None, dtype: Any = None) -> None:
             super().__init__()
@@ -213,9 +223,10 @@ def _torch_modules():
             self.weight = nn.Parameter(torch.empty(ref.weight.shape, device=device, dtype=dtype))
             shape = None
             if passport_size is not None:
+                sizes: Any = passport_size  # an int stands for (int, int)
                 if isinstance(passport_size, numbers.Integral):
-                    passport_size = (passport_size, passport_size)
-                h, w = (check_positive_int(v, "passport_size") for v in passport_size)
+                    sizes = (passport_size, passport_size)
+                h, w = (check_positive_int(v, "passport_size") for v in sizes)
                 shape = (1, self.in_channels, h, w)
             self._init_passports(self.out_channels, self.in_channels, n_range, sigma2, squash,
                                  generator if generator is not None else NoiseGenerator(), shape)

@@ -189,8 +189,9 @@ class VFLAFE(Defense):
         check_seed(self.seed)
 
     # -- bookkeeping -------------------------------------------------------------------
+    # Derived from rescale / adjust, so read-only here (Defense declares a plain class attribute).
     @property
-    def variant(self) -> str:
+    def variant(self) -> str:  # type: ignore[override]
         return {(False, False): "vanilla", (True, False): "R", (False, True): "D", (True, True): "full"}[
             (self.rescale, self.adjust)]
 
@@ -341,9 +342,9 @@ class VFLAFE(Defense):
             j = (i + rng.integers(1, n, size=self.kl_max_pairs)) % n   # j != i
         else:
             i, j = np.triu_indices(n, k=1)
-        i = torch.from_numpy(np.asarray(i, dtype=np.int64)).to(h.device)
-        j = torch.from_numpy(np.asarray(j, dtype=np.int64)).to(h.device)
-        d = torch.sqrt(((h[i] - h[j]) ** 2).sum(dim=1) + _EPS)
+        ti = torch.from_numpy(np.asarray(i, dtype=np.int64)).to(h.device)
+        tj = torch.from_numpy(np.asarray(j, dtype=np.int64)).to(h.device)
+        d = torch.sqrt(((h[ti] - h[tj]) ** 2).sum(dim=1) + _EPS)
         z = (d - d.mean()) / (d.std(unbiased=False) + _EPS)
         skew = (z ** 3).mean()
         excess_kurtosis = (z ** 4).mean() - 3.0
