@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+import struct
 import threading
 import time
 
@@ -129,6 +130,19 @@ def test_decoder_checks_lengths_and_dtypes():
     # A list claiming 2^32-1 items in a few bytes is refused before allocating.
     with pytest.raises(EnvelopeError):
         decode_payload(b"\x03\xff\xff\xff\xff")
+
+
+@pytest.mark.parametrize("shape", [(0, 2**63), (0, 2**64 - 1), (2**40, 2**40, 0)])
+def test_decoder_refuses_shapes_beyond_numpys_range_as_envelope_errors(shape):
+    # a zero extent makes the byte count 0, so only numpy itself would notice
+    # (with its own ValueError, which the handler used to report as UNKNOWN)
+    good = encode_payload(np.zeros((0, 3)))
+    header = struct.pack(">Q", 0) + struct.pack(">Q", 3)
+    assert header in good
+    forged = good.replace(b"\x02" + header, bytes([len(shape)]) + b"".join(struct.pack(">Q", e) for e in shape))
+    assert forged != good
+    with pytest.raises(EnvelopeError, match="index range"):
+        decode_payload(forged)
 
 
 def test_frames_enforce_the_size_limit_before_allocating():

@@ -78,6 +78,7 @@ _KINDS = (KIND_DATA, KIND_DONE, KIND_ABORT)
 
 _T_ARRAY, _T_BYTES, _T_LIST, _T_DICT, _T_INT, _T_FLOAT, _T_STR, _T_BOOL = range(1, 9)
 _MAX_NDIM = 32
+_MAX_EXTENT = 2**62  # numpy's largest array extent (and element count) is below 2^63
 _DTYPE_RE = re.compile(r"^[<>|=][biuf](1|2|4|8|16)$")
 
 _U8 = struct.Struct(">B")
@@ -234,6 +235,13 @@ def _decode_value(r: _Reader, *, top: bool) -> Any:
         if ndim > _MAX_NDIM:
             raise EnvelopeError(f"array with {ndim} dimensions (max {_MAX_NDIM})")
         shape = tuple(r.u64() for _ in range(ndim))
+        # numpy refuses extents and element counts past its index range (even
+        # with a zero extent elsewhere): refuse them here, as the wire's error.
+        count = 1
+        for extent in shape:
+            count *= max(extent, 1)  # numpy bounds the product of the non-zero extents
+        if count > _MAX_EXTENT:
+            raise EnvelopeError(f"array of shape {shape} is beyond numpy's index range")
         nbytes = r.u64()
         expected = dtype.itemsize
         for extent in shape:
@@ -285,8 +293,13 @@ def _decode_value(r: _Reader, *, top: bool) -> Any:
 
 
 def decode_payload(data: bytes) -> Any:
-    r = _Reader(memoryview(data))
-    value = _decode_value(r, top=True)
+    try:
+        r = _Reader(memoryview(data))
+        value = _decode_value(r, top=True)
+    except EnvelopeError:
+        raise
+    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+        raise EnvelopeError(f"malformed payload ({type(exc).__name__}: {exc})") from None
     if r.pos != len(r.buf):
         raise EnvelopeError(f"{len(r.buf) - r.pos} trailing bytes after the payload")
     return value
@@ -294,6 +307,17 @@ def decode_payload(data: bytes) -> Any:
 
 def decode_envelope(data: bytes) -> Envelope:
     """Parse one envelope (EnvelopeError on anything malformed)."""
+    try:
+        return _decode_envelope(data)
+    except EnvelopeError:
+        raise
+    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+        # Whatever else a hostile byte string provokes in numpy or struct is
+        # still malformed input: the transport's own error, never a crash.
+        raise EnvelopeError(f"malformed message ({type(exc).__name__}: {exc})") from None
+
+
+def _decode_envelope(data: bytes) -> Envelope:
     r = _Reader(memoryview(data))
     if bytes(r.take(4)) != ENVELOPE_MAGIC:
         raise EnvelopeError("not a vflsec envelope (bad magic)")
