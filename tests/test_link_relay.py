@@ -111,7 +111,8 @@ def test_unshaped_relay_passes_bytes_both_ways_intact():
             assert _recv_exactly(sock, 4) == (7).to_bytes(4, "big")
             assert _recv_exactly(sock, 7) == b"a" * 7
         deadline = time.time() + 2
-        while (relay.stats.bytes_forward < len(payload) + 8 or relay.stats.bytes_backward < 11) and time.time() < deadline:
+        while time.time() < deadline and (relay.stats.bytes_forward < len(payload) + 8
+                                          or relay.stats.bytes_backward < 11):
             time.sleep(0.01)
         assert relay.stats.bytes_forward == len(payload) + 8
         assert relay.stats.bytes_backward == 11
@@ -153,7 +154,7 @@ def test_cli_relays_until_interrupted_and_rejects_bad_arguments():
                 break
             except OSError:
                 if time.time() > deadline or proc.poll() is not None:
-                    raise AssertionError(f"relay did not start: {proc.communicate()}")
+                    raise AssertionError(f"relay did not start: {proc.communicate()}") from None
                 time.sleep(0.1)
         with sock:
             t0 = time.perf_counter()

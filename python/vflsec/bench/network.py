@@ -35,7 +35,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -140,7 +140,7 @@ def add_arguments(parser) -> None:
                              "'loopback;wan;5mbit,80ms'); loopback is always run first (it calibrates the model)")
 
 
-def _frames(grid: NetworkGrid, data_dir):
+def _frames(grid: Union[NetworkGrid, LinkGrid], data_dir):
     from ..runtime.party_data import make_party_frames
 
     frames = make_party_frames(grid.dataset, grid.features_per_party, grid.parties, keep=grid.keep,
@@ -149,7 +149,7 @@ def _frames(grid: NetworkGrid, data_dir):
     return {name: (ids, X, y) for name, (ids, X, y, _) in frames.items()}
 
 
-def _job(method: str, grid: NetworkGrid) -> Dict[str, Any]:
+def _job(method: str, grid: Union[NetworkGrid, LinkGrid]) -> Dict[str, Any]:
     """The job table of one method (the same keys, in the same order, as the party job files)."""
     j = grid.job
     job = dict(protocol=method, loss=j.loss, lr=j.lr, epochs=j.epochs, batch_size=j.batch_size, seed=j.seed,

@@ -89,19 +89,20 @@ class Calibration:
     message_seconds: float  # fixed cost of one gRPC message
     compute_scale: float    # process compute time / in-memory compute time
 
-    def predict(self, trace: InMemoryTrace, profile: LinkProfile, overhead: WireOverhead = WireOverhead()
+    def predict(self, trace: InMemoryTrace, profile: LinkProfile, overhead: Optional[WireOverhead] = None
                 ) -> Prediction:
-        return predict(trace.records, trace.receipts, profile, overhead=overhead,
+        return predict(trace.records, trace.receipts, profile, overhead=overhead or WireOverhead(),
                        message_seconds=self.message_seconds, compute_scale=self.compute_scale)
 
 
 def calibrate(trace: InMemoryTrace, measured_loopback_s: float, *,
-              overhead: WireOverhead = WireOverhead()) -> Calibration:
+              overhead: Optional[WireOverhead] = None) -> Calibration:
     """Fit one parameter so the loopback prediction equals the loopback
     measurement: the per-message cost when the in-memory replay is faster
     than the processes were, otherwise the compute scale (the in-memory
     run's parties shared one process and its GIL; the processes did not)."""
     loopback = PROFILES["loopback"]
+    overhead = overhead or WireOverhead()
 
     def predicted(cost: float, scale: float) -> float:
         return predict(trace.records, trace.receipts, loopback, overhead=overhead, message_seconds=cost,

@@ -92,8 +92,8 @@ def _timelines(records: Sequence[MessageRecord], receipts: Sequence[ReceiptRecor
     # sent_before precede a receipt and the others follow it: exact even when
     # timestamps tie.
     out: Dict[str, List[_Event]] = defaultdict(list)
-    for r in records:
-        out[r.sender].append(_Event(r.seq, r.time, r.time, "send", r.receiver, r.tag, r.nbytes))
+    for m in records:
+        out[m.sender].append(_Event(m.seq, m.time, m.time, "send", m.receiver, m.tag, m.nbytes))
     for r in receipts:
         out[r.receiver].append(_Event(r.sent_before - 0.5, r.called, r.returned, "recv", r.sender, r.tag))
     for events in out.values():
