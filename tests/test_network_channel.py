@@ -387,7 +387,8 @@ def test_certs_init_cli_and_party_names(tmp_path):
     assert main(["certs", "init", "--dir", str(tmp_path), "--parties", "active,passive1"]) == 0
     assert certificate_common_name((tmp_path / "passive1.pem").read_bytes()) == "passive1"
     assert (tmp_path / "ca.key").stat().st_mode & 0o077 == 0  # private keys readable by the owner only
-    with pytest.raises(FileExistsError):
+    with pytest.raises(SystemExit) as info:  # one line, exit status 2 (vflsec.cli)
         main(["certs", "init", "--dir", str(tmp_path), "--parties", "active"])
+    assert info.value.code == 2
     with pytest.raises(ValueError, match="party name"):
         init_certificates(tmp_path / "x", ["bad name"])

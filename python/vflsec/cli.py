@@ -1,12 +1,24 @@
 """The ``vflsec`` command line: ``vflsec bench <name> [options]``, ``vflsec
 party --config party.toml``, ``vflsec certs init``, ``vflsec party-data`` and ``vflsec
-link-relay``."""
+link-relay``.
+
+Errors follow one convention in every command: an argument error or an
+ordinary mistake (unknown dataset, wrong attribute counts, existing
+certificates without ``--force``, a missing data file, a missing optional
+extra) is one line on stderr, ``vflsec <cmd>: error: <what> -- <the fix>``,
+and exit status 2, without a traceback; ``vflsec --debug <cmd> ...`` shows
+the traceback instead. Ctrl-C is one line, ``vflsec <cmd>: interrupted``,
+and exit status 130.
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
-from typing import List, Optional
+from typing import Any, List, NoReturn, Optional
+
+from .bench.common import PartialRunError
+from .errors import CommandError, missing_dataset, missing_module, require_extra
 
 # name -> module under vflsec.bench exposing add_arguments(parser) and run(**args)
 BENCHMARKS = {
@@ -18,19 +30,45 @@ BENCHMARKS = {
     "he": "vflsec.bench.he",
 }
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` where the help text does not already state a
+    default and there is one worth showing (not None, not a store_true False)."""
 
-def _build_parser() -> argparse.ArgumentParser:
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or action.required:
+            return text
+        return super()._get_help_string(action) or text
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line, ``<prog>: error:
+    <message> (see --help)``, exit status 2; no option prefixes are
+    accepted (``--seed`` is never taken for ``--seeds``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {' '.join(message.split())} (see --help)\n")
+        raise SystemExit(2)
+
+
+def _build_parser() -> CommandParser:
     from .bench.command import add_config_arguments
 
-    parser = argparse.ArgumentParser(prog="vflsec", description="Secure compute for vertical federated learning.")
+    parser = CommandParser(prog="vflsec", description="Secure compute for vertical federated learning.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error instead of the one-line message")
+    sub = parser.add_subparsers(dest="command", parser_class=CommandParser)
     bench = sub.add_parser("bench", help="run a benchmark and write its results")
-    bench_sub = bench.add_subparsers(dest="benchmark", required=True)
+    bench_sub = bench.add_subparsers(dest="benchmark", required=True, parser_class=CommandParser)
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
-        # allow_abbrev=False: "--seed" must never be taken as a prefix of another option.
-        p = bench_sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0], allow_abbrev=False)
+        p = bench_sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
         module.add_arguments(p)
         add_config_arguments(p, name)
         p.set_defaults(_module=module)
@@ -38,7 +76,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_network_commands(sub) -> None:
+def _add_network_commands(sub: Any) -> None:
     party = sub.add_parser("party", help="run one party of a federated job (gRPC, mutual TLS)")
     party.add_argument("--config", required=True, help="the party's TOML configuration")
     party.add_argument("--resume", action="store_true", help="continue from the last common checkpoint")
@@ -46,7 +84,7 @@ def _add_network_commands(sub) -> None:
                        help="plaintext transport without authentication (development only; warns)")
     party.add_argument("--quiet", action="store_true", help="log warnings and errors only")
     certs = sub.add_parser("certs", help="certificates for mutual TLS")
-    certs_sub = certs.add_subparsers(dest="certs_command", required=True)
+    certs_sub = certs.add_subparsers(dest="certs_command", required=True, parser_class=CommandParser)
     init = certs_sub.add_parser("init", help="create a development CA and party certificates")
     init.add_argument("--dir", default="certs", help="output folder (default: certs)")
     init.add_argument("--parties", required=True, help="comma-separated party names")
@@ -63,10 +101,13 @@ def _add_network_commands(sub) -> None:
     add_party_data_arguments(data)
 
 
-def _run_network_command(args) -> int:
+def _run_network_command(args: argparse.Namespace) -> int:
     if args.command == "party":
         from .runtime.party import main as party_main
 
+        require_extra("grpc", "google.protobuf")
+        if not args.insecure:
+            require_extra("cryptography")
         if args.insecure:
             print("vflsec party: WARNING: --insecure: plaintext transport, peers are NOT authenticated",
                   file=sys.stderr)
@@ -74,8 +115,13 @@ def _run_network_command(args) -> int:
     if args.command == "certs":
         from .federation.tls import init_certificates
 
+        require_extra("cryptography")
         parties = [p.strip() for p in args.parties.split(",") if p.strip()]
-        paths = init_certificates(args.dir, parties, days=args.days, overwrite=args.force)
+        try:
+            paths = init_certificates(args.dir, parties, days=args.days, overwrite=args.force)
+        except FileExistsError as exc:
+            raise CommandError(str(exc).split(" (")[0],
+                               "pass --force to replace them, or choose another --dir") from exc
         for key, path in paths.items():
             print(f"{key}: {path}")
         return 0
@@ -85,9 +131,21 @@ def _run_network_command(args) -> int:
     return 0
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = _build_parser()
-    args = parser.parse_args(argv)
+def _command_name(args: Optional[argparse.Namespace], argv: List[str]) -> str:
+    if args is None or getattr(args, "command", None) is None:
+        return "vflsec"
+    words = ["vflsec", args.command]
+    for attr in ("benchmark", "certs_command"):
+        if getattr(args, attr, None):
+            words.append(getattr(args, attr))
+    return " ".join(words)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _dispatch(parser: CommandParser, args: argparse.Namespace) -> int:
     if args.version:
         from . import __version__
 
@@ -104,8 +162,62 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     from .bench.command import run_command
 
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "benchmark", "_module", "version")}
+    options = {k: v for k, v in vars(args).items()
+               if k not in ("command", "benchmark", "_module", "version", "debug")}
     return run_command(args._module, args.benchmark, options)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug is taken anywhere before a "--" (vflsec --debug bench glm ... or vflsec bench glm ... --debug)
+    end = argv.index("--") if "--" in argv else len(argv)
+    debug = "--debug" in argv[:end]
+    argv = [a for a in argv[:end] if a != "--debug"] + argv[end:]
+    args: Optional[argparse.Namespace] = None
+    try:
+        parser = _build_parser()
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # said by the command's own parser, not the top-level one
+            sys.stderr.write(f"{_command_name(args, argv)}: error: unrecognized arguments: {' '.join(unknown)} "
+                             f"(see --help)\n")
+            raise SystemExit(2)
+        return _dispatch(parser, args)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{_command_name(args, argv)}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except Exception as exc:  # noqa: BLE001 - one line unless --debug
+        if debug:
+            raise
+        prog = _command_name(args, argv)
+        if isinstance(exc, PartialRunError):
+            done = f"; the finished cells are in {exc.out} (marked partial)"
+            exc = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        else:
+            done = ""
+        if isinstance(exc, CommandError):
+            what, fix, status = exc.what, exc.fix, 2
+        elif isinstance(exc, ImportError):
+            err = missing_module(exc)
+            what, fix, status = err.what, err.fix, 2
+        elif isinstance(exc, FileExistsError):
+            what, fix, status = _one_line(exc), "remove it or choose another output", 2
+        elif isinstance(exc, FileNotFoundError) and " dataset: file " in str(exc):
+            err = missing_dataset(exc)
+            what, fix, status = err.what, err.fix, 2
+        elif isinstance(exc, FileNotFoundError):
+            what, fix, status = _one_line(exc), "check the path", 2
+        elif isinstance(exc, (ValueError, KeyError, OSError)):
+            what, fix, status = _one_line(exc), "check the arguments (see --help)", 2
+        else:
+            what, fix, status = f"{type(exc).__name__}: {_one_line(exc)}", "run with --debug for the traceback", 1
+        if done:  # a failure mid-run, after the finished cells were written
+            what, fix, status = what + done, "run with --debug for the traceback", 1
+        print(f"{prog}: error: {what}" + (f" -- {fix}" if fix and " -- " not in what else ""), file=sys.stderr)
+        raise SystemExit(status) from None
 
 
 if __name__ == "__main__":

@@ -13,6 +13,15 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 
+class PartialRunError(RuntimeError):
+    """A benchmark failed mid-run after writing its finished cells to ``out``
+    (``results.json`` marked ``"partial": true``); the cause is chained."""
+
+    def __init__(self, out: Path) -> None:
+        super().__init__(f"the run failed; the finished cells are in {out} (marked partial)")
+        self.out = out
+
+
 def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1, min_total: float = 0.0) -> float:
     """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs.
 

@@ -175,12 +175,19 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
 
 
 def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool = False) -> int:
-    """CLI entry (``vflsec party``): exit status 0 on success, 1 on failure."""
+    """CLI entry (``vflsec party``): exit status 0 on success, 1 on a failure of the run; a mistake in the
+    configuration files (or a missing data file) is raised before anything starts (``vflsec.cli``: one line,
+    exit status 2)."""
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    name = Path(config).stem
+    # Mistakes in the configuration files are raised before anything starts: the command line
+    # reports them as one line with exit status 2 (vflsec.cli); failures of the run are status 1.
+    cfg = load_party_config(Path(config))
+    load_job_spec(cfg.job)
+    if cfg.data is not None and not Path(cfg.data).is_file():
+        raise FileNotFoundError(f"the party's data file {cfg.data} does not exist ([party] data in {config})")
+    name = cfg.name
     try:
-        name = load_party_config(Path(config)).name
         summary = run_party(Path(config), resume=resume, insecure=insecure)
     except KeyboardInterrupt:
         print(f"vflsec party {name}: interrupted", file=sys.stderr)

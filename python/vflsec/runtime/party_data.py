@@ -73,12 +73,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> None:
+    from ..data import DATASETS
+    from ..errors import CommandError, missing_dataset
     from .party_csv import write_csv
 
-    counts = [int(c) for c in args.parties.split(",")]
+    # Every argument is checked before the dataset is read.
+    if args.dataset not in DATASETS:
+        raise CommandError(f"unknown dataset {args.dataset!r}", f"choose one of {', '.join(DATASETS)}")
+    try:
+        counts = [int(c) for c in args.parties.split(",")]
+    except ValueError:
+        raise CommandError(f"--parties {args.parties!r} is not a comma-separated list of integers",
+                           "give attributes per party, active first, e.g. --parties 6,4,4") from None
+    if not counts or min(counts) < 1:
+        raise CommandError(f"--parties {args.parties!r}: every party needs at least one attribute",
+                           "give positive counts, e.g. --parties 6,4,4")
     names = args.names.split(",") if args.names else None
-    frames = make_party_frames(args.dataset, counts, names, keep=args.keep, seed=args.seed, rows=args.rows,
-                               data_dir=args.data_dir)
+    if names is not None and len(names) != len(counts):
+        raise CommandError(f"--names lists {len(names)} parties but --parties {len(counts)}",
+                           "give one name per --parties count")
+    if not 0 < args.keep <= 1:
+        raise CommandError(f"--keep must be in (0, 1], got {args.keep}", "e.g. --keep 0.95")
+    if args.rows is not None and args.rows < 1:
+        raise CommandError(f"--rows must be >= 1, got {args.rows}", "leave it out to use every training row")
+    try:
+        frames = make_party_frames(args.dataset, counts, names, keep=args.keep, seed=args.seed, rows=args.rows,
+                                   data_dir=args.data_dir)
+    except FileNotFoundError as exc:
+        raise missing_dataset(exc) from exc
+    except ValueError as exc:
+        if "attributes" not in str(exc):
+            raise
+        raise CommandError(" ".join(str(exc).split()),
+                           "give --parties counts that add up to the dataset's attributes") from exc
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name, (ids, X, y, features) in frames.items():

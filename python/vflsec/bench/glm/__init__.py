@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from ..common import git_revision, machine_info, package_versions, write_json
+from ..common import PartialRunError, git_revision, machine_info, package_versions, write_json
 from .accuracy import run_accuracy
 from .experiment import GLMBenchConfig, load_config
 from .plots import plot_accuracy, plot_figure2, plot_runtime
@@ -45,14 +45,15 @@ def _fail(message: str) -> None:
 def _check_datasets(config: GLMBenchConfig, data_dir: Optional[Path]) -> None:
     """Every dataset exists and loads before any work starts."""
     from ...data import DATASETS, load_dataset
+    from ...errors import missing_dataset
 
     for name in config.datasets:
         if name not in DATASETS:
-            _fail(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}")
+            _fail(f"unknown dataset {name!r} -- choose from {', '.join(DATASETS)}")
         try:
             load_dataset(name, data_dir=data_dir)
         except FileNotFoundError as exc:
-            _fail(f"{' '.join(str(exc).split())} -- pass --data-dir DIR or set VFLSEC_DATA (breast is built in)")
+            _fail(str(missing_dataset(exc)))
 
 
 def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[Path] = None,
@@ -114,8 +115,7 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
         if isinstance(exc, KeyboardInterrupt):
             print(f"{_PROG}: interrupted; the finished cells are in {out}", file=sys.stderr)
             raise SystemExit(130) from None
-        print(f"{_PROG}: failed ({type(exc).__name__}: {exc}); the finished cells are in {out}", file=sys.stderr)
-        raise
+        raise PartialRunError(out) from exc
     result["seconds"] = time.perf_counter() - start
     result["machine"]["load_average_end"] = os.getloadavg()
     render(result, out)
