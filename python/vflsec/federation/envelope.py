@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterator, List
+from typing import Any, Callable, Iterator, List, Optional
 
 import numpy as np
 
@@ -353,8 +353,11 @@ class FrameAssembler:
     """Reassembles one message from its frames, enforcing ``max_message_bytes``
     (checked on the first frame, before the buffer is allocated)."""
 
-    def __init__(self, max_message_bytes: int):
+    def __init__(self, max_message_bytes: int, reserve: Optional[Callable[[int], None]] = None):
+        # reserve(total) runs on the first frame, after the size check and before
+        # the buffer is allocated: the caller's budget (it raises to refuse).
         self.max_message_bytes = int(max_message_bytes)
+        self._reserve = reserve
         self._buf: bytearray = bytearray()
         self._count = self._total = self._next = 0
         self._filled = 0
@@ -376,6 +379,8 @@ class FrameAssembler:
                 )
             if count < 1 or count > total + 1:
                 raise EnvelopeError(f"frame count {count} is inconsistent with {total} bytes")
+            if self._reserve is not None:
+                self._reserve(total)
             self._count, self._total = count, total
             self._buf = bytearray(total)
         elif count != self._count or total != self._total:

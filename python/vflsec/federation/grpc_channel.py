@@ -42,7 +42,7 @@ import warnings
 from collections import defaultdict, deque
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple, cast
+from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple, cast
 
 from .channel import Channel, ChannelClosed, ChannelTimeout, MessageRecord, check_payload, payload_nbytes
 from .envelope import (
@@ -104,17 +104,32 @@ class NetworkSettings:
         every peer to come up.
     recv_timeout : default ``recv`` timeout (None: wait, relying on the
         heartbeat to detect dead peers).
-    max_message_bytes : largest envelope accepted (checked before allocation).
+    max_message_bytes : largest envelope accepted (checked before allocation;
+        the party runtime may lower it to what its job needs).
     chunk_bytes : data bytes per frame; a frame larger than this (plus its
         header) is refused by the gRPC layer.
+    max_streams_per_peer : messages one peer may have in flight to this party
+        at once (each holds a server thread; honest parties send one at a
+        time per pair, so a stalled peer can only block its own quota).
+    max_inflight_bytes_per_peer : bytes of messages being reassembled from one
+        peer at once (default 2 x max_message_bytes), reserved on each
+        message's first frame before its buffer is allocated.
+    max_queued_messages : received but not yet ``recv``-ed messages kept per
+        (peer, tag); one more is a protocol error that fails the job.
+    max_queued_bytes_per_peer : bytes of such messages kept per peer (default
+        4 x max_message_bytes); more is a protocol error.
     """
 
     peer_timeout: float = 10.0
     heartbeat_interval: float = 1.0
     connect_timeout: float = 60.0
     recv_timeout: Optional[float] = None
-    max_message_bytes: int = 1 << 30
+    max_message_bytes: int = 1 << 28
     chunk_bytes: int = 1 << 20
+    max_streams_per_peer: int = 2
+    max_inflight_bytes_per_peer: Optional[int] = None
+    max_queued_messages: int = 1024
+    max_queued_bytes_per_peer: Optional[int] = None
 
     def __post_init__(self) -> None:
         for name in ("peer_timeout", "heartbeat_interval", "connect_timeout"):
@@ -129,6 +144,23 @@ class NetworkSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1024:
                 raise ValueError(f"{name} must be an int >= 1024, got {value!r}")
+        for name in ("max_streams_per_peer", "max_queued_messages"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        for name in ("max_inflight_bytes_per_peer", "max_queued_bytes_per_peer"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < self.max_message_bytes):
+                raise ValueError(f"{name} must be None or an int >= max_message_bytes, got {value!r}")
+
+    @property
+    def inflight_budget(self) -> int:
+        return self.max_inflight_bytes_per_peer or 2 * self.max_message_bytes
+
+    @property
+    def queue_budget(self) -> int:
+        return self.max_queued_bytes_per_peer or 4 * self.max_message_bytes
 
     @property
     def max_frame_bytes(self) -> int:
@@ -167,6 +199,7 @@ class GrpcChannel(Channel):
         insecure: bool = False,
         settings: Optional[NetworkSettings] = None,
         session: str = "",
+        expected_tags: Optional[Iterable[str]] = None,
     ):
         super().__init__()
         self._name = check_party_name(name)
@@ -193,7 +226,13 @@ class GrpcChannel(Channel):
         self._accepted = {self._session}
 
         self._cond = threading.Condition()
-        self._queues: Dict[Tuple[str, str], Deque[Any]] = defaultdict(deque)
+        self._queues: Dict[Tuple[str, str], Deque[Tuple[Any, int]]] = defaultdict(deque)
+        self._queued_bytes: Dict[str, int] = defaultdict(int)
+        self._streams: Dict[str, int] = defaultdict(int)
+        self._inflight: Dict[str, int] = defaultdict(int)
+        self._expected_tags: Optional[frozenset] = None
+        if expected_tags is not None:
+            self.expect_tags(expected_tags)
         self._expected: Dict[Tuple[str, str], int] = defaultdict(int)
         self._send_seq: Dict[Tuple[str, str], int] = defaultdict(int)
         self._send_locks = {p: threading.Lock() for p in self._peers}
@@ -352,6 +391,16 @@ class GrpcChannel(Channel):
             self._session = session
             self._accepted = {session}
 
+    def expect_tags(self, tags: Iterable[str]) -> None:
+        """The data tags this party's program can receive: a peer's message
+        under any other tag is a protocol error that fails the job (naming
+        the peer and the tag) instead of waiting in memory forever."""
+        tags = frozenset(tags)
+        if not all(isinstance(t, str) and t for t in tags):
+            raise ValueError("expected tags must be non-empty strings")
+        with self._cond:
+            self._expected_tags = tags
+
     # -- Channel API -------------------------------------------------------------
     def _check_peer(self, peer: Any, role: str) -> str:
         super()._check_peer(peer, role)
@@ -375,7 +424,9 @@ class GrpcChannel(Channel):
             while True:
                 queue = self._queues.get(key)
                 if queue:
-                    return queue.popleft()
+                    payload, size = queue.popleft()
+                    self._queued_bytes[sender] -= size
+                    return payload
                 if self._failure is not None:
                     raise self._failure
                 if self._closed:
@@ -503,21 +554,54 @@ class GrpcChannel(Channel):
     def _handle_ping(self, request: bytes, context) -> bytes:
         return b"pong"
 
+    def _admit(self, peer: str) -> None:
+        with self._cond:
+            if self._streams[peer] >= self.settings.max_streams_per_peer:
+                raise _Rejected("RESOURCE_EXHAUSTED",
+                                f"{peer!r} already has {self._streams[peer]} messages in flight to this party "
+                                f"(max_streams_per_peer={self.settings.max_streams_per_peer})")
+            self._streams[peer] += 1
+
+    def _reserve(self, peer: str, total: int, reserved: List[int]) -> None:
+        with self._cond:
+            if self._inflight[peer] + total > self.settings.inflight_budget:
+                raise _Rejected("RESOURCE_EXHAUSTED",
+                                f"{peer!r} would have {self._inflight[peer] + total} bytes in flight, over the "
+                                f"budget of {self.settings.inflight_budget}")
+            self._inflight[peer] += total
+            reserved[0] += total
+
+    def _release(self, peer: str, reserved: int) -> None:
+        with self._cond:
+            self._streams[peer] -= 1
+            self._inflight[peer] -= reserved
+
     def _handle_send(self, request_iterator, context) -> bytes:
         try:
             identity = self._authenticated_peer(context)
-            assembler = FrameAssembler(self.settings.max_message_bytes)
-            received = 0
-            done = False
-            for frame in request_iterator:
-                if done:
-                    raise _Rejected("INVALID_ARGUMENT", "frames after the end of the message")
-                received += len(frame)
-                done = assembler.add(frame)
-            if not done:
-                raise _Rejected("INVALID_ARGUMENT", "stream ended before the message was complete")
-            env = decode_envelope(assembler.message())
-            self._accept(env, identity, received)
+            # A certificate of the federation CA for a name outside this job is
+            # refused before a byte of payload is read or a buffer allocated.
+            if identity is not None and identity not in self._peers:
+                raise _Rejected("PERMISSION_DENIED", f"certificate of {identity!r}: not a party of this job")
+            peer = identity if identity is not None else "(unauthenticated)"
+            self._admit(peer)
+            reserved = [0]
+            try:
+                assembler = FrameAssembler(self.settings.max_message_bytes,
+                                           reserve=lambda total: self._reserve(peer, total, reserved))
+                received = 0
+                done = False
+                for frame in request_iterator:
+                    if done:
+                        raise _Rejected("INVALID_ARGUMENT", "frames after the end of the message")
+                    received += len(frame)
+                    done = assembler.add(frame)
+                if not done:
+                    raise _Rejected("INVALID_ARGUMENT", "stream ended before the message was complete")
+                env = decode_envelope(assembler.message())
+                self._accept(env, identity, received)
+            finally:
+                self._release(peer, reserved[0])
         except EnvelopeError as exc:
             code = "RESOURCE_EXHAUSTED" if "exceeds the maximum" in str(exc) else "INVALID_ARGUMENT"
             self._reject(context, code, f"malformed message: {exc}")
@@ -545,10 +629,29 @@ class GrpcChannel(Channel):
                 what = "replayed" if env.seq < expected else "out-of-order"
                 raise _Rejected("INVALID_ARGUMENT",
                                 f"{what} message from {env.sender!r}: sequence number {env.seq}, expected {expected}")
+            if env.kind == KIND_DATA:
+                queue = self._queues[(env.sender, env.tag)]
+                problem = None
+                if self._expected_tags is not None and env.tag not in self._expected_tags:
+                    problem = f"sent a message tagged {env.tag!r}, which this job never receives"
+                elif len(queue) >= self.settings.max_queued_messages:
+                    problem = (f"sent more than {self.settings.max_queued_messages} messages tagged {env.tag!r} "
+                               "that this party has not received yet")
+                elif self._queued_bytes[env.sender] + wire_bytes > self.settings.queue_budget:
+                    problem = (f"has {self._queued_bytes[env.sender] + wire_bytes} bytes queued at this party, "
+                               f"over the budget of {self.settings.queue_budget}")
+                if problem is not None:
+                    # A protocol error: refuse the message and fail the job, naming the peer.
+                    if self._failure is None:
+                        self._failure = PeerFailed(env.sender, f"protocol error: it {problem}")
+                        logger.error("party %r: %s", self._name, self._failure)
+                    self._cond.notify_all()
+                    raise _Rejected("RESOURCE_EXHAUSTED", f"protocol error: {env.sender!r} {problem}")
             self._expected[key] = expected + 1
             self.wire_bytes_received += wire_bytes
             if env.kind == KIND_DATA:
-                self._queues[(env.sender, env.tag)].append(env.payload)
+                self._queues[(env.sender, env.tag)].append((env.payload, wire_bytes))
+                self._queued_bytes[env.sender] += wire_bytes
             elif env.kind == KIND_DONE:
                 self._finished[env.sender] = time.monotonic()
             elif env.kind == KIND_ABORT:
