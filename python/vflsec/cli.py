@@ -29,6 +29,13 @@ BENCHMARKS = {
     "privacy": "vflsec.bench.privacy",
     "he": "vflsec.bench.he",
 }
+# optional modules a benchmark cannot run without (bench glm checks its HE methods itself)
+BENCH_REQUIRES = {
+    "splitnn": ("torch", "dp_accounting"),
+    "privacy": ("torch", "dp_accounting"),
+    "he": ("phe", "gmpy2", "tenseal"),
+}
+
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows ``(default: X)`` where the help text does not already state a
@@ -36,7 +43,8 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or action.required:
+        if ("default" in text or action.required or action.default is None or action.default is False
+                or action.default == argparse.SUPPRESS):
             return text
         return super()._get_help_string(action) or text
 
@@ -162,6 +170,9 @@ def _dispatch(parser: CommandParser, args: argparse.Namespace) -> int:
         return 2
     from .bench.command import run_command
 
+    if not getattr(args, "print_config", False):
+        require_extra(*BENCH_REQUIRES.get(args.benchmark, ()))  # before any work starts
+
     options = {k: v for k, v in vars(args).items()
                if k not in ("command", "benchmark", "_module", "version", "debug")}
     return run_command(args._module, args.benchmark, options)
@@ -181,7 +192,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             sys.stderr.write(f"{_command_name(args, argv)}: error: unrecognized arguments: {' '.join(unknown)} "
                              f"(see --help)\n")
             raise SystemExit(2)
-        return _dispatch(parser, args)
+        status = _dispatch(parser, args)
+        if status:  # every failure leaves main() the same way: SystemExit with its status
+            raise SystemExit(status)
+        return 0
     except SystemExit:
         raise
     except KeyboardInterrupt:

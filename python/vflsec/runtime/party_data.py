@@ -67,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--names", default=None, help="party names (default active,passive1,...)")
     parser.add_argument("--keep", type=float, default=0.95, help="fraction of rows each party keeps")
     parser.add_argument("--rows", type=int, default=None, help="use only this many training rows")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the split, the kept rows, their order and the IDs")
     parser.add_argument("--data-dir", default=None, help="dataset folder (default: $VFLSEC_DATA)")
     parser.add_argument("--out", default="data", help="output folder (default: data)")
 

@@ -88,6 +88,10 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
             overrides[key] = budget
     experiment = replace(experiment, **overrides)
     _check_datasets(experiment, data_dir)
+    if {"paillier", "ckks"} & (set(experiment.he_methods) | set(experiment.runtime_methods)):
+        from ...errors import require_extra
+
+        require_extra("phe", "gmpy2", "tenseal")  # vflsec.he needs all three
     result: Dict[str, Any] = {
         # Other processes slow every method, the HE ones most: the load averages say how busy it was.
         "machine": {**machine_info(), "load_average_start": os.getloadavg()},
