@@ -91,3 +91,34 @@ def test_encrypted_dot_matches_plaintext(keypair):
     v, X = rng.standard_normal(64), rng.standard_normal((64, 5))
     out = pk.encrypt(v, processes=1).dot(X, processes=1)
     np.testing.assert_allclose(sk.decrypt(out, processes=1), v @ X, atol=1e-9)
+
+
+# -- offline randomness -----------------------------------------------------------
+
+def test_precomputed_randomness_encrypts_correctly_and_is_used_once():
+    import pickle
+
+    import phe
+
+    from vflsec.he import RandomnessPool, generate_keypair
+
+    pk, sk = generate_keypair(2048)
+    pool = pk.precompute_randomness(10, processes=1)
+    assert isinstance(pool, RandomnessPool) and len(pool) == 10
+    x = np.array([0.5, -1.25, 3.0, 0.0])
+    first = pk.encrypt(x, randomness=pool)
+    assert len(pool) == 6
+    np.testing.assert_allclose(sk.decrypt(first), x, atol=1e-9)
+    second = pk.encrypt(x, randomness=pool)
+    assert len(pool) == 2
+    assert not set(first.ciphertexts) & set(second.ciphertexts)  # fresh randomness each time
+    # interop: phe's private key of the same pair decrypts them
+    phe_sk = phe.PaillierPrivateKey(phe.PaillierPublicKey(pk.n), sk.p, sk.q)
+    assert [phe_sk.raw_decrypt(c) for c in first.ciphertexts] == pk.encode(x)
+    with pytest.raises(ValueError, match="2 randomizers left, 4 are needed"):
+        pk.encrypt(x, randomness=pool)
+    other, _ = generate_keypair(2048)
+    with pytest.raises(ValueError, match="another public key"):
+        other.encrypt(x[:1], randomness=pool)
+    with pytest.raises(TypeError, match="must not leave its process"):
+        pickle.dumps(pool)

@@ -91,6 +91,19 @@ def _randomizers(n: int, hs: Optional[int], count: int):
         yield _short_power(table, secrets.randbits(bits), nsquare)
 
 
+def randomizers_chunk(n: int, items: Sequence[int], hs: Optional[int] = None) -> List[int]:
+    """One fresh randomizer per item (the items only count): the offline part of
+    encryption, for :meth:`vflsec.he.PaillierPublicKey.precompute_randomness`."""
+    return [int(rho) for rho in _randomizers(n, hs, len(items))]
+
+
+def encrypt_with(n: int, plaintexts: Sequence[int], randomizers: Sequence[int]) -> List[int]:
+    """The online part: (1 + m n) rho mod n^2 with precomputed randomizers."""
+    nsquare = gmpy2.mpz(n) * n
+    mpz_n = gmpy2.mpz(n)
+    return [int((mpz_n * m + 1) % nsquare * rho % nsquare) for m, rho in zip(plaintexts, randomizers)]
+
+
 def encrypt_chunk(n: int, plaintexts: Sequence[int], hs: Optional[int] = None) -> List[int]:
     """Encrypt integers already reduced modulo n."""
     nsquare = gmpy2.mpz(n) * n

@@ -50,6 +50,7 @@ the key holder learns nothing about g.
 """
 from __future__ import annotations
 
+import os
 import secrets
 import struct
 import warnings
@@ -196,15 +197,33 @@ class PaillierPublicKey:
         return np.array([(m - n if m > half else m) / scale for m in plaintexts], dtype=np.float64)
 
     # -- encryption --------------------------------------------------------
-    def encrypt(self, values: Any, *, processes: Optional[int] = None) -> "EncryptedVector":
-        """Encrypt a 1-D real vector at level 1 (fresh randomness for every entry)."""
-        return self.encrypt_encoded(self.encode(values), level=1, processes=processes)
+    def encrypt(self, values: Any, *, processes: Optional[int] = None,
+                randomness: Optional["RandomnessPool"] = None) -> "EncryptedVector":
+        """Encrypt a 1-D real vector at level 1 (fresh randomness for every entry).
+
+        ``randomness``: a pool from :meth:`precompute_randomness`; its values are
+        used (and removed) instead of computing randomizers now, which leaves
+        one modular product per value online.
+        """
+        return self.encrypt_encoded(self.encode(values), level=1, processes=processes, randomness=randomness)
 
     def encrypt_encoded(self, plaintexts: Sequence[int], level: int = 1, *,
-                        processes: Optional[int] = None) -> "EncryptedVector":
+                        processes: Optional[int] = None,
+                        randomness: Optional["RandomnessPool"] = None) -> "EncryptedVector":
         plaintexts = [int(m) % self.n for m in plaintexts]
-        cts = _parallel_list(_pm.encrypt_chunk, self, plaintexts, processes, _MIN_CHUNK_EXP)
+        if randomness is not None:
+            cts = _pm.encrypt_with(self.n, plaintexts, randomness.take(self, len(plaintexts)))
+        else:
+            cts = _parallel_list(_pm.encrypt_chunk, self, plaintexts, processes, _MIN_CHUNK_EXP)
         return EncryptedVector(self, cts, level=level, rerandomized=True)
+
+    def precompute_randomness(self, count: int, *, processes: Optional[int] = None) -> "RandomnessPool":
+        """``count`` encryption randomizers computed now (offline), for
+        ``encrypt(..., randomness=pool)`` later: the expensive part of an
+        encryption (h_s^alpha, or r^n for a key without h_s) moved ahead of time."""
+        count = check_positive_int(count, "count", minimum=0)
+        return RandomnessPool(self, _parallel_list(_pm.randomizers_chunk, self, [0] * count, processes,
+                                                   _MIN_CHUNK_EXP))
 
     def random_mask(self, size: int) -> List[int]:
         """Uniform integers in [0, n): additive masks that hide a plaintext perfectly."""
@@ -235,6 +254,46 @@ class PaillierPublicKey:
         if any(m >= self.n for m in out):
             raise ValueError("plaintext out of range [0, n)")
         return out
+
+
+class RandomnessPool:
+    """Encryption randomizers computed ahead of time for one public key.
+
+    Each value is used for exactly one encryption and removed from the pool
+    as it is taken; whoever learns a value can decrypt the ciphertext it
+    randomized, so a pool is never serialized and stays in the process that
+    made it (taking from a pool in a forked child raises, since parent and
+    child would otherwise use the same values).
+    """
+
+    __slots__ = ("public_key", "_values", "_pid")
+
+    def __init__(self, public_key: PaillierPublicKey, values: List[int]):
+        self.public_key = public_key
+        self._values = list(values)
+        self._pid = os.getpid()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"RandomnessPool({len(self._values)} randomizers for a {self.public_key.key_bits}-bit key)"
+
+    def take(self, public_key: PaillierPublicKey, count: int) -> List[int]:
+        """Remove and return ``count`` randomizers (ValueError when too few are left)."""
+        if public_key != self.public_key:
+            raise ValueError("this randomness pool belongs to another public key")
+        if os.getpid() != self._pid:
+            raise RuntimeError("a randomness pool cannot be used in a forked child: precompute a new one there")
+        if count > len(self._values):
+            raise ValueError(f"the randomness pool has {len(self._values)} randomizers left, {count} are needed: "
+                             "precompute more (precompute_randomness)")
+        taken = self._values[len(self._values) - count:]
+        del self._values[len(self._values) - count:]
+        return taken
+
+    def __getstate__(self):
+        raise TypeError("a randomness pool must not leave its process (its values decrypt ciphertexts)")
 
 
 class PaillierPrivateKey:
