@@ -22,6 +22,25 @@ class PartialRunError(RuntimeError):
         self.out = out
 
 
+def derived_seed(base: Optional[int], *parts: Any) -> Optional[int]:
+    """A cell's DP-noise seed from a benchmark's ``--seed`` (an experiment setting,
+    not for deployment): None when ``base`` is None (OS-entropy noise), else a
+    non-negative 31-bit int fixed by ``base`` and the cell's ``parts``."""
+    if base is None:
+        return None
+    import hashlib
+
+    digest = hashlib.sha256(repr((int(base),) + parts).encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+def dp_noise_label(base: Optional[int]) -> str:
+    """How a report describes the DP noise of a run with ``--seed base`` (None: not given)."""
+    if base is None:
+        return "DP noise: OS-entropy CSPRNG (numbers vary run to run; pass --seed to reproduce)"
+    return f"DP noise: seeded generator from --seed {base} (experiment setting, not for deployment)"
+
+
 def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1, min_total: float = 0.0) -> float:
     """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs.
 

@@ -39,7 +39,16 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 import numpy as np
 from tqdm import tqdm
 
-from .common import git_revision, machine_info, markdown_table, package_versions, pyplot, write_json
+from .common import (
+    derived_seed,
+    dp_noise_label,
+    git_revision,
+    machine_info,
+    markdown_table,
+    package_versions,
+    pyplot,
+    write_json,
+)
 from .config import with_overrides
 from .splitnn_afe import DELTA, VARIANTS, SplitData, _fit, make_afe
 from .splitnn_afe_baseline import IMPLS
@@ -174,7 +183,8 @@ def run_table2(datasets: Dict[str, SplitData], cfg: Dict[str, Any]) -> List[Dict
             acc = _centralized_accuracy(data, **train)
             rows.append({**base, "defense": "centralized", "variant": None, "parties": 1, "value": acc})
             continue
-        defense = None if cell == "unprotected" else make_afe(cell, cfg, kind=data.kind)
+        defense = None if cell == "unprotected" else make_afe(
+            cell, cfg, kind=data.kind, seed=derived_seed(cfg.get("noise_seed"), "table2", name, cell, seed))
         model = _fit(data, defense, device=cfg["device"], **train)
         acc = float(model.score(data.test_parts, data.y_test))
         row = {**base, "defense": "none" if defense is None else defense.name,
@@ -326,7 +336,8 @@ def section_dp_vfl(datasets: Dict[str, Any], cfg: Dict[str, Any]) -> List[Dict[s
     make = dp_vfl_estimator_factory(epochs=d["epochs"], batch_size=d["batch_size"], lr=d["lr"],
                                     device=cfg["device"])
     bar = tqdm(desc="dp_vfl", unit="fit", total=len(sets) * len(d["owners"]) * (len(d["epsilons"]) + 1) + len(sets))
-    rows = run_dp_vfl(sets, make, epsilons=d["epsilons"], owners=d["owners"], progress=lambda _: bar.update())
+    rows = run_dp_vfl(sets, make, epsilons=d["epsilons"], owners=d["owners"], progress=lambda _: bar.update(),
+                      noise_seed=cfg.get("noise_seed"))
     bar.close()
     return [{**r, "section": "dp_vfl"} for r in rows]
 
@@ -479,7 +490,8 @@ def _report(result: Dict[str, Any]) -> str:
              f"epsilon = {cfg['epsilon']} per release ({cfg['calibration']} calibration, as the paper), "
              f"delta = {DELTA}, alpha (KL) = {cfg['kl_weight']}, beta (contrastive) = {cfg['contrastive_weight']}, "
              f"FCM confidence threshold {cfg['confidence_threshold']}, seeds {cfg['seeds']}. "
-             "The paper states neither epsilon nor alpha/beta/c; these are vflsec's choices.", ""]
+             "The paper states neither epsilon nor alpha/beta/c; these are vflsec's choices.", "",
+             dp_noise_label(cfg.get("noise_seed")) + ".", ""]
     for name, src in cfg["sources"].items():
         lines.append(f"- {name}: {src}")
     summary = _table2_summary(result["accuracy"])
@@ -557,15 +569,23 @@ def _config(quick: bool, device: str, seeds: Optional[int], path: Optional[Path]
 
 def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path] = None,
         device: Optional[str] = None, seeds: Optional[int] = None,
-        sections: str = "table2,table3,dp_vfl,fedpass", config: Optional[Path] = None) -> Dict[str, Any]:
+        sections: str = "table2,table3,dp_vfl,fedpass", config: Optional[Path] = None,
+        seed: Optional[int] = None) -> Dict[str, Any]:
     """Run ``sections`` of ``[quick]`` or ``[full]`` of ``config`` (a user's copy of
     ``splitnn.toml``; default the shipped one; ``seeds`` overrides it), write
-    ``results.json`` and render it."""
+    ``results.json`` and render it. ``seed``: seeds the DP noise of the VFL-AFE
+    (Table 2) and DP-SGD (dp_vfl) cells through explicitly seeded generators, an
+    experiment setting (default None: OS-entropy noise, as deployed); the data
+    splits, batch orders and models are seeded by ``--seeds``' repetitions."""
     from ..splitnn.estimator import resolve_device
+
+    if seed is not None and seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {seed}")
 
     out = Path(out) if out is not None else Path("bench-out") / "splitnn"
     cfg = _config(quick, resolve_device(device), seeds, config)
     cfg["data_dir"] = None if data_dir is None else str(data_dir)
+    cfg["noise_seed"] = seed
     wanted = [s.strip() for s in sections.split(",") if s.strip()]
     unknown = set(wanted) - {"table2", "table3", *SECTIONS}
     if unknown:
@@ -627,3 +647,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "rescale in the full run)")
     parser.add_argument("--sections", default="table2,table3,dp_vfl,fedpass",
                         help="comma-separated sections to run (known: table2, table3, dp_vfl, fedpass, rescale)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed the DP noise of VFL-AFE and DP-SGD through explicitly seeded generators, so runs "
+                             "reproduce (an experiment setting, not for deployment; default: OS entropy)")

@@ -181,7 +181,8 @@ def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None,
                epsilons: Sequence[float] = DP_VFL_EPSILONS, owners: Sequence[int] = DP_VFL_OWNERS,
                delta: float = DP_VFL_DELTA, seeds: Iterable[int] = (0,), references: bool = True,
                dp_kwargs: Optional[Dict[str, Any]] = None, test_fraction: float = 0.2,
-               progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> List[Dict[str, Any]]:
+               progress: Optional[Callable[[Dict[str, Any]], None]] = None,
+               noise_seed: Optional[int] = None) -> List[Dict[str, Any]]:
     """DP-VFL curves: one row per (dataset, owners, epsilon, seed), plus the
     non-private VFL (``defense="none"``, ``variant="vfl"``) per owner count and
     the centralized model (``defense="centralized"``, ``parties=1``).
@@ -191,8 +192,12 @@ def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None,
     default :func:`dp_vfl_estimator_factory` (the paper's settings).
     ``dp_kwargs``: extra :class:`~vflsec.splitnn.defenses.dp_sgd.DPSGD`
     arguments (e.g. ``clip_norm``, ``calibration_steps``, ``seed``).
+    ``noise_seed``: the benchmark's ``--seed``; each DP-SGD cell's noise then
+    comes from a generator seeded from it and the cell (an experiment setting;
+    default None: OS entropy). A ``seed`` in ``dp_kwargs`` wins.
     """
     from ..splitnn.defenses.dp_sgd import DPSGD
+    from .common import derived_seed
 
     _quiet_accountant()
     datasets = _check_datasets(datasets)
@@ -226,7 +231,10 @@ def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None,
                     metric, value = _metric(est, test, split)
                     emit(_row(name, "none", "vfl", m, None, None, None, seed, metric, value))
                 for eps in epsilons:
-                    defense = DPSGD(epsilon=eps, delta=delta, **dp_kwargs)
+                    cell_kwargs = dict(dp_kwargs)
+                    if noise_seed is not None:
+                        cell_kwargs.setdefault("seed", derived_seed(noise_seed, "dp_vfl", name, m, eps, seed))
+                    defense = DPSGD(epsilon=eps, delta=delta, **cell_kwargs)
                     est = make(task, m, defense, seed).fit(train, split["y_train"])
                     metric, value = _metric(est, test, split)
                     variant = ("clip=p{:g}".format(defense.clip_percentile) if defense.clip_norm is None
