@@ -1,0 +1,97 @@
+"""What a new user gets first: the install extras, the CI wheel step, and the
+3-party example on built-in data (it must learn, as its header says)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+NAMES = ("active", "passive1", "passive2")
+
+
+def test_all_extra_is_every_optional_dependency():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    union = {r for name in ("torch", "he", "net", "bench") for r in extras[name]}
+    assert set(extras["all"]) == union
+    assert "torch==2.13.0" in extras["all"]
+
+
+def test_build_wheel_script_is_an_executable_bash_script():
+    script = ROOT / ".ci" / "build-wheel"
+    assert os.access(script, os.X_OK)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "auditwheel" in text and "--only-binary" in text
+
+
+def test_examples_ignore_what_their_commands_write():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = ["examples/certs/ca.key", "examples/certs/active.pem", "examples/data/active.csv",
+             "examples/checkpoints/active/epoch-1.npz", "examples/out/active.json"]
+    out = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert sorted(out.stdout.split()) == sorted(paths)
+
+
+def test_example_files_parse_and_agree():
+    for name in NAMES:
+        party = tomllib.loads((EXAMPLES / f"party-{name}.toml").read_text())["party"]
+        assert party["name"] == name and party["data"] == f"data/{name}.csv"
+        assert (EXAMPLES / party["job"]).exists()
+    for job in ("job.toml", "job-splitnn.toml"):
+        text = (EXAMPLES / job).read_text()
+        tomllib.loads(text)
+        assert "--dataset breast" in text and "archive.ics.uci.edu" in text
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_breast_example_learns(tmp_path):
+    """The commands of examples/job.toml's header, run as written (on free ports)."""
+    pytest.importorskip("grpc")
+    pytest.importorskip("private_set_intersection.python")
+    from vflsec.runtime.launch import free_ports
+
+    shutil.copytree(EXAMPLES, tmp_path / "examples", ignore=shutil.ignore_patterns("certs", "data", "out",
+                                                                                   "checkpoints"))
+    ports = dict(zip(NAMES, free_ports(3)))
+    for name in NAMES:
+        path = tmp_path / "examples" / f"party-{name}.toml"
+        text = re.sub(r'listen = "127\.0\.0\.1:\d+"', f'listen = "127.0.0.1:{ports[name]}"', path.read_text())
+        for other, port in ports.items():
+            text = re.sub(rf'(^{other} = ")127\.0\.0\.1:\d+', rf"\g<1>127.0.0.1:{port}", text, flags=re.M)
+        path.write_text(text)
+    builtin = (EXAMPLES / "job.toml").read_text().split("UCI Adult variant")[0]  # the Breast commands
+    header = [line[1:].strip() for line in builtin.splitlines()
+              if line.startswith("#   vflsec") or line.startswith("#   python")]
+    cli = [sys.executable, "-m", "vflsec"]
+    run = dict(cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    for line in header:
+        if line.startswith("vflsec party-data") or line.startswith("vflsec certs"):
+            subprocess.run(cli + line.split("#")[0].split()[1:], check=True, **run)
+    passives = [subprocess.Popen(cli + ["party", "--config", f"examples/party-{n}.toml"], cwd=tmp_path,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in NAMES[1:]]
+    try:
+        subprocess.run(cli + ["party", "--config", "examples/party-active.toml"], check=True, **run)
+    finally:
+        for p in passives:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    evaluate = next(line for line in header if line.startswith("python examples/evaluate.py"))
+    out = subprocess.run([sys.executable] + evaluate.split("#")[0].split()[1:], check=True, **run).stdout
+    held_out, majority = map(float, re.search(r"held-out accuracy ([\d.]+) .*majority rate ([\d.]+)", out).groups())
+    assert held_out >= majority + 0.15, out
