@@ -121,7 +121,7 @@ def test_seed_fixes_the_dp_noise_and_is_labelled(tmp_path):
     assert first[0] and first[1] and first == second
     report = splitnn._report({"machine": {"cpu": "x", "logical_cores": 2}, "config": {**cfg, "sources": {}},
                               "accuracy": [], "timing": []})
-    assert "DP noise: seeded generator from --seed 0 (experiment setting, not for deployment)" in report
+    assert "DP noise: seeded generator (seed 0; experiment setting, not for deployment)" in report
     unseeded = splitnn._report({"machine": {"cpu": "x", "logical_cores": 2},
                                 "config": {**cfg, "noise_seed": None, "sources": {}}, "accuracy": [], "timing": []})
     assert "DP noise: OS-entropy CSPRNG" in unseeded

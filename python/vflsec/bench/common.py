@@ -38,7 +38,7 @@ def dp_noise_label(base: Optional[int]) -> str:
     """How a report describes the DP noise of a run with ``--seed base`` (None: not given)."""
     if base is None:
         return "DP noise: OS-entropy CSPRNG (numbers vary run to run; pass --seed to reproduce)"
-    return f"DP noise: seeded generator from --seed {base} (experiment setting, not for deployment)"
+    return f"DP noise: seeded generator (seed {base}; experiment setting, not for deployment)"
 
 
 def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1, min_total: float = 0.0) -> float:

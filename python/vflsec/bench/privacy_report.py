@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .common import markdown_table, pyplot
+from .common import dp_noise_label, markdown_table, pyplot
 
 __all__ = ["FEATURE_ATTACKS", "LABEL_ATTACKS", "STRENGTH_NAMES", "plot_tradeoffs", "recovery_error", "render",
            "render_file", "write_report"]
@@ -108,7 +108,8 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
              f"half of the rows train (members), a quarter test (non-members, main accuracy), a quarter is the "
              f"attacker's auxiliary / shadow pool. Passive bottom {s['split']['passive_bottom']}, "
              f"{s['split']['epochs']} epochs, batch {s['split']['batch_size']}, Adam lr {s['split']['lr']}, "
-             f"seed {s['seed']}. "
+             f"seed {s['seed']} (data splits, models, attacks). {dp_noise_label(s['seed'])}: every DP defense "
+             "and HDP-VFL cell. "
              "Every attack reads only the messages addressed to its adversary (hub transcript), the models "
              "released to it and the auxiliary data its threat model grants (see `vflsec.attacks`). "
              "Recovery errors are on the parties' scaled features (each row of a party has L2 norm <= 1).", ""]
