@@ -125,3 +125,25 @@ def test_seed_fixes_the_dp_noise_and_is_labelled(tmp_path):
     unseeded = splitnn._report({"machine": {"cpu": "x", "logical_cores": 2},
                                 "config": {**cfg, "noise_seed": None, "sources": {}}, "accuracy": [], "timing": []})
     assert "DP noise: OS-entropy CSPRNG" in unseeded
+
+
+def test_interrupted_run_writes_the_finished_sections_marked_partial(tmp_path, monkeypatch, capsys):
+    finished = [{"section": "table2", "dataset": "synthetic", "defense": "none", "variant": None, "parties": 2,
+                 "seed": 0, "value": 0.5, "metric": "test_accuracy", "epsilon": None, "delta": None,
+                 "epsilon_composed": None}]
+
+    def table2(datasets, cfg):
+        return finished
+
+    def interrupted(data, cfg):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(splitnn, "run_table2", table2)
+    monkeypatch.setattr(splitnn, "run_table3", interrupted)
+    with pytest.raises(SystemExit) as info:
+        splitnn.run(quick=True, data_dir=tmp_path, out=tmp_path / "out", device="cpu", sections="table2,table3")
+    assert info.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("vflsec bench splitnn: interrupted")
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["partial"] is True and len(saved["accuracy"]) == 1
+    assert "Partial run" in (tmp_path / "out" / "report.md").read_text()

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, cast
@@ -40,6 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .common import (
+    PartialRunError,
     derived_seed,
     dp_noise_label,
     git_revision,
@@ -492,6 +494,8 @@ def _report(result: Dict[str, Any]) -> str:
              f"FCM confidence threshold {cfg['confidence_threshold']}, seeds {cfg['seeds']}. "
              "The paper states neither epsilon nor alpha/beta/c; these are vflsec's choices.", "",
              dp_noise_label(cfg.get("noise_seed")) + ".", ""]
+    if result.get("partial"):
+        lines += ["**Partial run** (interrupted or failed): only the finished sections are shown.", ""]
     for name, src in cfg["sources"].items():
         lines.append(f"- {name}: {src}")
     summary = _table2_summary(result["accuracy"])
@@ -601,16 +605,27 @@ def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path
         "versions": package_versions(["vflsec", "torch", "numpy", "dp-accounting"]),
         "git": git_revision(),
         "config": cfg,
-        "accuracy": [{**r, "section": "table2"} for r in run_table2(datasets, cfg)] if "table2" in wanted else [],
+        "accuracy": [],
         "timing": [],
     }
-    if "table3" in wanted:
-        timing_data = load_mnist_split(data_dir, max_train=cfg["timing_rows"], max_test=10)
-        result["timing"] = run_table3(timing_data, cfg)
-        result["timing_isolated"] = run_kernel_timing(cfg)
-    for key in wanted:
-        if key in SECTIONS:
-            result["accuracy"] += SECTIONS[key][0](datasets, cfg)
+    try:
+        if "table2" in wanted:
+            result["accuracy"] = [{**r, "section": "table2"} for r in run_table2(datasets, cfg)]
+        if "table3" in wanted:
+            timing_data = load_mnist_split(data_dir, max_train=cfg["timing_rows"], max_test=10)
+            result["timing"] = run_table3(timing_data, cfg)
+            result["timing_isolated"] = run_kernel_timing(cfg)
+        for key in wanted:
+            if key in SECTIONS:
+                result["accuracy"] += SECTIONS[key][0](datasets, cfg)
+    except (KeyboardInterrupt, Exception) as exc:
+        # The finished sections are written (marked partial) before stopping.
+        result["partial"] = True
+        render(result, out)
+        if isinstance(exc, KeyboardInterrupt):
+            print(f"vflsec bench splitnn: interrupted; the finished sections are in {out}", file=sys.stderr)
+            raise SystemExit(130) from None
+        raise PartialRunError(out) from exc
     render(result, out)
     return result
 
