@@ -55,3 +55,28 @@ def test_split_attack_rows_follow_the_schema_and_cap(data):
     assert by_attack["model_inversion_blackbox"] == pytest.approx(mse["main_accuracy"] * mse["value"])
     mc = next(r for r in rows if r["attack"] == "model_completion")
     assert by_attack["model_completion"] == pytest.approx(mc["main_accuracy"] * (1 - mc["value"]))
+
+
+def test_interrupted_privacy_run_writes_the_finished_cells_marked_partial(tmp_path, monkeypatch, capsys):
+    import json
+
+    from vflsec.bench import privacy
+
+    def one_row(model, data, *, kind, strength, **kw):
+        return [{"dataset": data.name, "defense": kind, "strength": strength, "epsilon_composed": None,
+                 "attack": "model_completion", "metric": "accuracy", "value": 0.5, "main_accuracy": 0.9}]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(privacy, "train_split", lambda *a, **k: None)
+    monkeypatch.setattr(privacy, "split_attacks", one_row)
+    monkeypatch.setattr(privacy, "direct_label_rows", lambda *a, **k: [])
+    monkeypatch.setattr(privacy, "glm_rows", interrupted)
+    with pytest.raises(SystemExit) as info:
+        privacy.run(quick=True, out=tmp_path)
+    assert info.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("vflsec bench privacy: interrupted")
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["partial"] is True and saved["attacks"]
+    assert "Partial run" in (tmp_path / "report.md").read_text()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 import numpy as np
 from tqdm import tqdm
 
-from .common import git_revision, machine_info, package_versions, write_json
+from .common import PartialRunError, git_revision, machine_info, package_versions, write_json
 from .config import load_variant, spec, with_overrides
 from .privacy_report import FEATURE_ATTACKS, LABEL_ATTACKS, recovery_error, render  # noqa: F401 (re-exported)
 
@@ -446,8 +447,21 @@ def run(*, quick: bool = False, datasets: Optional[str] = None, data_dir: Option
         overrides["seed"] = seed
     if overrides:
         grid = with_overrides(grid, "command line (--datasets, --seed)", **overrides)
-    payload = run_grid(grid, quick=quick, data_dir=data_dir)
     out = Path(out)
+    rows: List[Dict[str, Any]] = []
+    start = time.perf_counter()
+    try:
+        payload = run_grid(grid, quick=quick, data_dir=data_dir, rows=rows)
+    except (KeyboardInterrupt, Exception) as exc:
+        # The finished cells are written (marked partial) before stopping.
+        payload = dict(_payload(grid, quick, rows, time.perf_counter() - start), partial=True)
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "results.json", payload)
+        render(payload, out)
+        if isinstance(exc, KeyboardInterrupt):
+            print(f"vflsec bench privacy: interrupted; the finished cells are in {out}", file=sys.stderr)
+            raise SystemExit(130) from None
+        raise PartialRunError(out) from exc
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", payload)
     plots = render(payload, out)
@@ -455,8 +469,10 @@ def run(*, quick: bool = False, datasets: Optional[str] = None, data_dir: Option
     return payload
 
 
-def run_grid(grid: PrivacyGrid, *, quick: bool, data_dir: Optional[Path] = None) -> Dict[str, Any]:
-    """Every cell of ``grid``: the content of ``results.json``."""
+def run_grid(grid: PrivacyGrid, *, quick: bool, data_dir: Optional[Path] = None,
+             rows: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """Every cell of ``grid``: the content of ``results.json`` (``rows``: a list
+    the finished rows are appended to as they come, kept if the run stops)."""
     import logging
 
     import torch
@@ -465,8 +481,8 @@ def run_grid(grid: PrivacyGrid, *, quick: bool, data_dir: Optional[Path] = None)
     torch.set_num_threads(1)  # tiny models: threads cost more than they give on a shared machine
     start = time.perf_counter()
     seed, names, cells_by_defense = grid.seed, list(grid.datasets), grid.cells()
-    train_kw: Dict[str, Any] = dict(epochs=grid.train.epochs, batch_size=grid.train.batch_size, lr=grid.train.lr)
-    rows: List[Dict[str, Any]] = []
+    train_kw = _train_kw(grid)
+    rows = [] if rows is None else rows
     for name in names:
         data = load_privacy_data(name, data_dir=data_dir, max_rows=grid.max_rows, seed=seed)
         cells = [(k, s) for k, strengths in cells_by_defense.items() for s in strengths]
@@ -478,12 +494,21 @@ def run_grid(grid: PrivacyGrid, *, quick: bool, data_dir: Optional[Path] = None)
                 rows += direct_label_rows(data, kind, strength, train_kw, seed)
         rows += glm_rows(name, data_dir=data_dir, max_rows=grid.max_rows, epochs=grid.glm.epochs,
                          hdp_epsilons=list(grid.glm.hdp_epsilons), encrypted=list(grid.glm.encrypted), seed=seed)
+    return _payload(grid, quick, rows, time.perf_counter() - start)
+
+
+def _train_kw(grid: PrivacyGrid) -> Dict[str, Any]:
+    return dict(epochs=grid.train.epochs, batch_size=grid.train.batch_size, lr=grid.train.lr)
+
+
+def _payload(grid: PrivacyGrid, quick: bool, rows: List[Dict[str, Any]], elapsed: float) -> Dict[str, Any]:
+    """The content of ``results.json`` for the finished ``rows``."""
     return {
         "benchmark": "privacy",
-        "settings": {"quick": quick, "datasets": names, "seed": seed, "grid": cells_by_defense,
-                     "split": dict(train_kw, passive_bottom=f"MLP 64 -> {EMBED_DIM}", head="linear"),
+        "settings": {"quick": quick, "datasets": list(grid.datasets), "seed": grid.seed, "grid": grid.cells(),
+                     "split": dict(_train_kw(grid), passive_bottom=f"MLP 64 -> {EMBED_DIM}", head="linear"),
                      "n_aux_labels": N_AUX_LABELS, "esa_aux_rows": N_ESA_AUX, "max_rows": grid.max_rows},
         "machine": machine_info(), "git": git_revision(),
         "versions": package_versions(["vflsec", "torch", "numpy", "scikit-learn", "tenseal", "phe"]),
-        "attacks": rows, "cap": cap_table(rows), "elapsed_s": time.perf_counter() - start,
+        "attacks": rows, "cap": cap_table(rows), "elapsed_s": elapsed,
     }

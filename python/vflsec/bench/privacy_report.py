@@ -113,6 +113,8 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
              "Every attack reads only the messages addressed to its adversary (hub transcript), the models "
              "released to it and the auxiliary data its threat model grants (see `vflsec.attacks`). "
              "Recovery errors are on the parties' scaled features (each row of a party has L2 norm <= 1).", ""]
+    if payload.get("partial"):
+        lines += ["**Partial run** (interrupted or failed): only the finished cells are shown.", ""]
     split_sets = sorted({(r["dataset"], r["defense"], r["strength"])
                          for r in rows if r["attack"] != "equality_solving"},
                         key=lambda t: (t[0], list(s["grid"]).index(t[1]) if t[1] in s["grid"] else 99, t[2] or 0))
