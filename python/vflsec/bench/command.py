@@ -34,6 +34,8 @@ def run_command(module: ModuleType, name: str, options: Dict[str, Any]) -> int:
     try:
         module.run(**options)
     except BenchConfigError as exc:
-        print(f"vflsec bench {name}: error: {exc}", file=sys.stderr)
+        fix = "" if " -- " in str(exc) else f" -- edit the configuration or flag (vflsec bench {name} --print-config " \
+                                             f"shows the shipped one)"
+        print(f"vflsec bench {name}: error: {exc}{fix}", file=sys.stderr)
         raise SystemExit(2) from None
     return 0
