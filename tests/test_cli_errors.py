@@ -70,6 +70,12 @@ def test_missing_extra_names_the_pip_install(capsys, monkeypatch):
     assert "'tenseal' is not installed" in line and 'pip install ".[he]"' in line
 
 
+def test_party_without_the_net_extra(capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "grpc", None)
+    line = _one_line_error(capsys, ["party", "--config", str(tmp_path / "party.toml")], "vflsec party")
+    assert "'grpc' is not installed" in line and 'pip install ".[net]"' in line
+
+
 def test_keyboard_interrupt_is_one_line_and_status_130(capsys, monkeypatch):
     from vflsec.runtime import party_data
 
