@@ -1,5 +1,6 @@
 // Exact discrete Gaussian sampler; see discrete_gaussian.hpp for the
 // algorithm, the stream layout and the timing caveat.
+#include "parallel.hpp"
 #include "discrete_gaussian.hpp"
 
 #include <omp.h>
@@ -304,7 +305,7 @@ void run(const Reservation& r, int64_t* out, size_t n, const DiscreteGaussianPar
         const size_t hi = std::min(n, lo + per_chunk);
         for (size_t i = lo; i < hi; ++i) out[i] = sampler.sample(src);
     };
-    uint64_t threads = static_cast<uint64_t>(std::max(1, omp_get_max_threads()));
+    uint64_t threads = static_cast<uint64_t>(std::max(1, vflsec::num_threads()));
     threads = std::min(threads, std::max<uint64_t>(1, nchunks / kMinChunksPerThread));
     if (threads <= 1) {
         for (uint64_t c = 0; c < nchunks; ++c) do_chunk(c);

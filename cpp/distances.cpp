@@ -1,6 +1,7 @@
 // Driver for the distance kernels: picks the tile kernels for this CPU, cuts
 // the output into cache-sized blocks, packs the right-hand rows into panels and
 // runs the blocks on OpenMP threads.
+#include "parallel.hpp"
 #include "distances.hpp"
 
 #include <omp.h>
@@ -173,7 +174,7 @@ void pairwise_distances(const T* X, std::size_t n, const T* Y, std::size_t m, st
     const std::size_t R = static_cast<std::size_t>(K.rows);
     const std::size_t P = static_cast<std::size_t>(K.lanes);
     const double work = static_cast<double>(n) * static_cast<double>(m) * static_cast<double>(d);
-    const int max_threads = work < kParallelWork ? 1 : omp_get_max_threads();
+    const int max_threads = work < kParallelWork ? 1 : vflsec::num_threads();
 
     // Y holding the same values as X (the same buffer, or a copy: a converted
     // duplicate, X.clone()) gives a symmetric result, computed once per pair.
@@ -237,7 +238,7 @@ DistanceStatsResult pairwise_distance_stats(const T* X, std::size_t n, std::size
 
     std::vector<Moments> partial(units);
     const double work = 0.5 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(d);
-    const int max_threads = omp_get_max_threads();
+    const int max_threads = vflsec::num_threads();
     const int threads =
         work < kParallelWork ? 1 : static_cast<int>(std::min<std::size_t>(nb, static_cast<std::size_t>(max_threads)));
     const std::size_t packed_elems = block * d;

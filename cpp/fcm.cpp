@@ -494,7 +494,7 @@ Outcome fuzzy_cmeans(const T* x, std::size_t n, std::size_t d, std::size_t c, co
         pass.accumulate = accumulate;
         pass.store = store;
         const long long chunks = static_cast<long long>(n_chunks);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads) if (n_threads > 1)
         for (long long ch = 0; ch < chunks; ++ch)
             process_chunk(pass, static_cast<std::size_t>(ch), workspaces[static_cast<std::size_t>(omp_get_thread_num())]);
         double objective = 0.0;

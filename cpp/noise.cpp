@@ -14,11 +14,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 #include <system_error>
 
@@ -203,15 +205,76 @@ size_t execute(const Job& job) {
 // generator
 // ---------------------------------------------------------------------------
 
-ChaCha20Generator::ChaCha20Generator() : secure_(true) { rekey_from_os(); }
+// Fork safety. A fork copies only the forking thread; a generator mutex that
+// another thread held at that moment would stay locked in the child forever.
+// Every live generator is registered; pthread_atfork's prepare handler takes
+// the registry lock and every generator's lock (so no reservation is half
+// done), and both parent and child release them (in the child the forking
+// thread owns them). The child also marks itself so kernels run on one thread
+// (parallel.hpp). Lock order: registry, then generators; reserve() takes only
+// its own generator's lock.
+namespace {
+
+std::mutex& registry_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+std::set<ChaCha20Generator*>& registry() {
+    static std::set<ChaCha20Generator*> generators;
+    return generators;
+}
+
+void before_fork() {
+    registry_mutex().lock();
+    for (ChaCha20Generator* g : registry()) g->lock_for_fork();
+}
+
+void after_fork_in_parent() {
+    for (ChaCha20Generator* g : registry()) g->unlock_after_fork();
+    registry_mutex().unlock();
+}
+
+void after_fork_in_child() {
+    forked_child_flag().store(true, std::memory_order_relaxed);
+    for (ChaCha20Generator* g : registry()) g->unlock_after_fork();
+    registry_mutex().unlock();
+}
+
+const int kAtforkRegistered = ::pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+
+void register_generator(ChaCha20Generator* g) {
+    (void)kAtforkRegistered;
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry().insert(g);
+}
+
+void unregister_generator(ChaCha20Generator* g) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry().erase(g);
+}
+
+}  // namespace
+
+ChaCha20Generator::ChaCha20Generator() : secure_(true) {
+    rekey_from_os();
+    register_generator(this);
+}
 
 ChaCha20Generator::ChaCha20Generator(const uint8_t key[32], uint64_t first_block) : secure_(false) {
     key_ = chacha20::key_from_bytes(key);
     next_block_ = first_block;
     pid_ = ::getpid();
+    register_generator(this);
 }
 
-ChaCha20Generator::~ChaCha20Generator() { secure_zero(&key_, sizeof key_); }
+ChaCha20Generator::~ChaCha20Generator() {
+    unregister_generator(this);
+    secure_zero(&key_, sizeof key_);
+}
+
+void ChaCha20Generator::lock_for_fork() { mutex_.lock(); }
+void ChaCha20Generator::unlock_after_fork() { mutex_.unlock(); }
 
 void ChaCha20Generator::rekey_from_os() {
     uint8_t buf[32];

@@ -67,6 +67,10 @@ public:
     size_t add_normal_f32(const float* x, float* out, size_t n, double sigma);
     void fill_raw(uint64_t* out, size_t n);
 
+    // pthread_atfork handlers only (noise.cpp): hold the lock across fork.
+    void lock_for_fork();
+    void unlock_after_fork();
+
 private:
     void rekey_from_os();
     std::mutex mutex_;

@@ -4,12 +4,25 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 namespace vflsec {
 
-inline int num_threads() { return omp_get_max_threads(); }
+// Set in a forked child (pthread_atfork, registered in noise.cpp): libgomp's
+// thread pool does not survive fork, and a child that starts a parallel region
+// after the parent had threads waits for them forever. Children run every
+// kernel on one thread (a team of one never touches the pool).
+inline std::atomic<bool>& forked_child_flag() {
+    static std::atomic<bool> flag{false};
+    return flag;
+}
+
+// Threads a kernel may use: OMP_NUM_THREADS / set_num_threads, 1 in a forked child.
+inline int num_threads() {
+    return forked_child_flag().load(std::memory_order_relaxed) ? 1 : omp_get_max_threads();
+}
 
 // Below this many ChaCha20 blocks per thread, starting threads costs more than it saves.
 constexpr uint64_t kMinBlocksPerThread = 256;
@@ -21,7 +34,7 @@ constexpr uint64_t kMinBlocksPerThread = 256;
 template <typename Fn>
 size_t sum_over_block_ranges(uint64_t nblocks, Fn&& fn) {
     if (nblocks == 0) return 0;
-    uint64_t threads = static_cast<uint64_t>(std::max(1, omp_get_max_threads()));
+    uint64_t threads = static_cast<uint64_t>(std::max(1, num_threads()));
     threads = std::min(threads, std::max<uint64_t>(1, nblocks / kMinBlocksPerThread));
     if (threads <= 1) return fn(uint64_t{0}, nblocks);
     size_t total = 0;
