@@ -184,7 +184,9 @@ def _in_memory(job_table, frames):
 
 def _network(job_table, frames, workdir: Path, settings: NetworkSettings, profile=None):
     """The job as ``vflsec party`` processes; ``profile``: a link profile every
-    party-to-party connection goes through (a relay each), None for plain loopback."""
+    party-to-party connection goes through (a relay each; the unshaped
+    ``loopback`` profile too, so the relays' own hand-off cost is in every
+    link run), None for direct loopback."""
     from ..runtime.launch import kill_parties, start_parties, wait_parties, write_local_job
     from .network_links import relay_local_job
 
@@ -192,7 +194,7 @@ def _network(job_table, frames, workdir: Path, settings: NetworkSettings, profil
                             network=dict(peer_timeout=settings.peer_timeout,
                                          heartbeat_interval=settings.heartbeat_interval,
                                          connect_timeout=settings.connect_timeout))
-    relays = relay_local_job(local, profile) if profile is not None and profile.shaped else []
+    relays = relay_local_job(local, profile) if profile is not None else []
     import vflsec
 
     env = {"PYTHONPATH": str(Path(vflsec.__file__).resolve().parents[1]) + os.pathsep
@@ -264,8 +266,9 @@ def _bench_links(grid: LinkGrid, profiles, settings: NetworkSettings, *, data_di
             job = _job(method, grid)
             reference, memory_wall = _in_memory(job, frames)
             trace = InMemoryTrace(reference.hub.records, reference.hub.receipts, memory_wall)
-            progress(f"{method} over loopback (calibration)")
-            outputs, _, _ = _network(job, frames, Path(tmp) / method / "loopback", settings)
+            progress(f"{method} over loopback through unshaped relays (calibration)")
+            outputs, _, relayed = _network(job, frames, Path(tmp) / method / "loopback", settings,
+                                           PROFILES["loopback"])
             loopback_s = max(out["timings"]["train_s"] for out in outputs.values())
             done += 1
             calibration = calibrate(trace, loopback_s)
@@ -275,7 +278,7 @@ def _bench_links(grid: LinkGrid, profiles, settings: NetworkSettings, *, data_di
             traces[method] = (trace, calibration)
             rows.append(link_row(method, PROFILES["loopback"], loopback_s,
                                  calibration.predict(trace, PROFILES["loopback"]), None,
-                                 {"calibration_run": True, "relayed_bytes": None}))
+                                 {"calibration_run": True, "relayed_bytes": relayed}))
             for profile in shaped:
                 progress(f"{method} over {profile.describe()}")
                 outputs, _, relayed = _network(job, frames, Path(tmp) / method / profile.name, settings, profile)

@@ -9,7 +9,7 @@ ordered pair of parties: the client side of p -> q's gRPC connection, so p's
 messages to q and q's acknowledgements share that relay's two directions).
 
 The cost model (:mod:`vflsec.federation.cost_model`) is calibrated once per
-method, on the unshaped loopback run (:func:`calibrate`): one parameter is
+method, on the loopback run through the same relays, unshaped (:func:`calibrate`): one parameter is
 fitted so that the loopback prediction equals the loopback measurement --
 ``message_seconds``, the fixed cost of one gRPC message (TLS, HTTP/2, the
 envelope, thread hand-offs), or, when the in-memory run computed more

@@ -97,9 +97,10 @@ def links_markdown(payload: Dict[str, Any]) -> List[str]:
         "party's training time (after connection set-up and PSI alignment).",
         "",
         "The cost model (`vflsec.federation.cost_model`) replays the in-memory run's messages with their "
-        "dependencies over each link; one parameter per method is fitted on the loopback run (a fixed cost "
-        "per gRPC message, or the compute scale where the single-process in-memory run computed more slowly "
-        "than separate processes), so loopback rows are calibration, not predictions. `bytes` and `rounds` are "
+        "dependencies over each link; one parameter per method is fitted on the loopback run, which goes "
+        "through the same relays unshaped (a fixed cost per message: gRPC, TLS and the relays' own hand-offs; "
+        "or the compute scale where the single-process in-memory run computed more slowly than separate "
+        "processes), so loopback rows are calibration, not predictions. `bytes` and `rounds` are "
         "the model's wire bytes (payload, envelope, HTTP/2 and TLS framing) and messages (each costs its "
         "sender one round trip: sends are acknowledged). The communication share is the part of the measured "
         "time not covered by the slowest party's compute.",
