@@ -60,3 +60,27 @@ def test_bad_links_are_one_line_errors(capsys):
     assert info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown link 'moon'" in err[0]
+
+
+def test_glm_report_cites_the_link_stage():
+    from vflsec.bench.glm.report import _runtime_claims, network_citation
+
+    def row(method, link, seconds, rounds):
+        return {"method": method, "link": link, "seconds": seconds, "rounds": rounds,
+                "vs_plain": None}
+
+    rows = [row("plain", "loopback", 0.01, 8), row("plain", "wan", 0.2, 8),
+            row("paillier", "loopback", 20.0, 32), row("paillier", "wan", 0.5, 32)]
+    for r in rows:
+        base = next(p for p in rows if p["method"] == "plain" and p["link"] == r["link"])
+        r["vs_plain"] = r["seconds"] / base["seconds"]
+    payload = {"links": rows, "links_job": {"rows": 100, "features_per_party": [2, 2], "batch_size": 10},
+               "links_model_answer": [{"method": "paillier", "bandwidth_bps": 2e7, "rtt_s": None}]}
+    runtime = [{"method": "plain", "n": 100, "epochs": 1, "seconds": 0.01},
+               {"method": "paillier", "n": 100, "epochs": 1, "seconds": 20.0}]
+    text = "\n".join(_runtime_claims(runtime, network_citation(payload, "net.json")))
+    assert "does not hold in memory" in text and "net.json" in text
+    assert "loopback 2e+03x, wan 2.5x -> the 2-3x claim holds on wan" in text
+    assert "ratio of sequential messages (paillier 4x)" in text
+    without = "\n".join(_runtime_claims(runtime))
+    assert "--network-results" in without

@@ -134,6 +134,9 @@ def add_arguments(parser) -> None:
                         help="rows per party (default: the config's; Adult 4000, --quick: synthetic 300)")
     parser.add_argument("--psi-sizes", default=None, help="comma-separated IDs per party for PSI timings")
     parser.add_argument("--data-dir", default=None, help="Adult folder (default $VFLSEC_DATA)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the data, the party split and the jobs (HDP noise: seed + 1); default: the "
+                             "config's (0)")
     parser.add_argument("--links", default=None,
                         help="also run the link stage over these profiles: names from loopback,lan,datacenter,"
                              "wan,internet and/or BANDWIDTH,RTT (separate with ';' when one is custom, e.g. "
@@ -314,7 +317,7 @@ def _bench_links(grid: LinkGrid, profiles, settings: NetworkSettings, *, data_di
 
 def run(quick: bool = False, out: str = str(Path("bench-out") / "network"), methods: Optional[str] = None,
         rows: Optional[int] = None, psi_sizes: Optional[str] = None, data_dir=None,
-        config: Optional[Path] = None, links: Optional[str] = None) -> Dict[str, Any]:
+        config: Optional[Path] = None, links: Optional[str] = None, seed: Optional[int] = None) -> Dict[str, Any]:
     """Run the grid (``config``: a user's copy of ``network.toml``; the other
     arguments override it), write ``results.json`` and render ``report.md``."""
     grid = load_grid(quick, config)
@@ -330,6 +333,14 @@ def run(quick: bool = False, out: str = str(Path("bench-out") / "network"), meth
             raise BenchConfigError(f"--psi-sizes must be comma-separated integers, got {psi_sizes!r}") from None
     if overrides:
         grid = with_overrides(grid, "command line (--methods, --rows, --psi-sizes)", **overrides)
+    if seed is not None:
+        if seed < 0:
+            raise BenchConfigError(f"--seed must be >= 0, got {seed}")
+        job = with_overrides(grid.job, "--seed", seed=seed, hdp_noise_seed=seed + 1)
+        link_grid = grid.links
+        link_grid = with_overrides(link_grid, "--seed", data_seed=seed,
+                                   job=with_overrides(link_grid.job, "--seed", seed=seed, hdp_noise_seed=seed + 1))
+        grid = with_overrides(grid, "--seed", data_seed=seed, job=job, links=link_grid)
     profiles = None
     if links is not None:
         from .network_links import parse_links
@@ -352,6 +363,8 @@ def run_grid(grid: NetworkGrid, *, quick: bool, data_dir=None, links=None) -> Di
     (``links``: link profiles) the link stage: the content of ``results.json``."""
     from ..federation.psi import time_two_party_psi
 
+    machine = machine_info()
+    machine["load_average_start"] = os.getloadavg()
     frames = _frames(grid, data_dir)
     results: List[Dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="vflsec-bench-network-") as tmp:
@@ -363,11 +376,12 @@ def run_grid(grid: NetworkGrid, *, quick: bool, data_dir=None, links=None) -> Di
         print(f"[bench network] PSI {size} IDs per party ...", flush=True)
         psi.append(time_two_party_psi(size, overlap=grid.psi_overlap, seed=0))
     payload = {
-        "benchmark": "network", "quick": quick, "dataset": grid.dataset,
-        "machine": machine_info(), "git": git_revision(),
+        "benchmark": "network", "quick": quick, "dataset": grid.dataset, "seed": grid.data_seed,
+        "machine": machine, "git": git_revision(),
         "packages": package_versions(["numpy", "grpcio", "cryptography", "openmined-psi", "phe", "tenseal"]),
         "methods": results, "psi": psi,
     }
     if links is not None:
         payload.update(_bench_links(grid.links, links, grid.network, data_dir=data_dir))
+    machine["load_average_end"] = os.getloadavg()
     return payload

@@ -29,6 +29,15 @@ def render_file(results_json: Path) -> None:
     render(json.loads(path.read_text()), path.parent)
 
 
+def _load_line(machine: Dict[str, Any]) -> str:
+    def fmt(key: str) -> str:
+        value = machine.get(key)
+        return "/".join(f"{v:.2f}" for v in value) if value else "not recorded"
+
+    return (f"Load average (1/5/15 min) before the run {fmt('load_average_start')}, after "
+            f"{fmt('load_average_end')}.")
+
+
 def report_markdown(payload: Dict[str, Any]) -> str:
     """``report.md`` of one run's ``results.json`` content."""
     rows = [[r["method"], r["n_samples"], f"{r['in_memory_train_s']:.3f}", f"{r['network_train_s']:.3f}",
@@ -42,7 +51,10 @@ def report_markdown(payload: Dict[str, Any]) -> str:
     return "\n".join([
         "# Network benchmark: loopback gRPC (mutual TLS, one process per party) vs in-memory",
         "",
-        f"Dataset: {payload['dataset']}; quick={payload['quick']}; git {payload.get('git')}; "
+        _load_line(machine),
+        "",
+        f"Dataset: {payload['dataset']}; quick={payload['quick']}; seed {payload.get('seed', 0)}; "
+        f"git {payload.get('git')}; "
         f"machine: {machine.get('cpu', machine)}.",
         "",
         "Training wall time is the slowest party's program time; 'party total' adds connecting, the job "

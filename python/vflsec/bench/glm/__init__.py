@@ -18,6 +18,7 @@ vectorized fits, cross-validation), :mod:`.accuracy` (the accuracy loop),
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -26,10 +27,11 @@ from pathlib import Path
 from typing import Any, Dict, Optional
 
 from ..common import PartialRunError, git_revision, machine_info, package_versions, write_json
+from ..config import BenchConfigError
 from .accuracy import run_accuracy
 from .experiment import GLMBenchConfig, load_config
 from .plots import plot_accuracy, plot_figure2, plot_runtime
-from .report import render_report, summarize
+from .report import network_citation, render_report, summarize
 from .runtime import run_runtime
 
 __all__ = ["GLMBenchConfig", "add_arguments", "render", "run", "run_accuracy", "run_runtime"]
@@ -60,10 +62,35 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
         out: Optional[Path] = None, seed: Optional[int] = None, split_seeds: Optional[int] = None,
         noise_draws: Optional[int] = None, he_budget: Optional[float] = None,
         he_accuracy_budget: Optional[float] = None, os_entropy: bool = False,
-        config: Optional[Path] = None) -> Dict[str, Any]:
+        config: Optional[Path] = None, network_results: Optional[Path] = None,
+        rerender: Optional[Path] = None) -> Dict[str, Any]:
     """Run the benchmark and write its outputs. The experiment is ``[quick]`` or
     ``[full]`` of ``config`` (a user's copy of ``glm.toml``; default the shipped
-    one); explicit arguments always win over it."""
+    one); explicit arguments always win over it. ``network_results``: a
+    ``vflsec bench network --links`` results.json the runtime verdicts cite.
+    ``rerender``: no run; write the report and plots of ``rerender/results.json``
+    again (with ``network_results`` cited, when given)."""
+    citation = None
+    if network_results is not None:
+        try:
+            payload = json.loads(Path(network_results).read_text())
+        except (OSError, ValueError) as exc:
+            raise BenchConfigError(f"--network-results {network_results}: cannot read it ({exc}) -- give the "
+                                   "results.json of a vflsec bench network --links run") from None
+        if not payload.get("links"):
+            raise BenchConfigError(f"--network-results {network_results} has no link stage -- run vflsec bench "
+                                   "network --links ... first")
+        citation = network_citation(payload, str(network_results))
+    if rerender is not None:
+        path = Path(rerender) / "results.json"
+        try:
+            saved: Dict[str, Any] = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise BenchConfigError(f"--rerender {rerender}: cannot read {path} ({exc})") from None
+        if citation is not None:
+            saved["network_links"] = citation
+        render(saved, Path(rerender))
+        return saved
     out = Path(out) if out is not None else Path("bench-out") / "glm"
     experiment = load_config(quick, config)
     overrides: Dict[str, Any] = {}
@@ -101,6 +128,8 @@ def run(quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[
         "accuracy": {"rows": []},
         "runtime": [],
     }
+    if citation is not None:
+        result["network_links"] = citation
     start = time.perf_counter()
     try:
         result["accuracy"] = run_accuracy(experiment, data_dir=data_dir, state=result)
@@ -159,6 +188,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None,
                         help="base seed of the DP noise of every cell, an experiment setting so runs reproduce "
                              "(default: the config's, 0; see --os-entropy)")
+    parser.add_argument("--network-results", type=Path, default=None, metavar="FILE",
+                        help="results.json of a `vflsec bench network --links` run: the runtime verdicts cite its "
+                             "ratios over emulated links (default: none)")
+    parser.add_argument("--rerender", type=Path, default=None, metavar="DIR",
+                        help="run nothing: write DIR's report and plots again from DIR/results.json (with "
+                             "--network-results cited, when given)")
     parser.add_argument("--os-entropy", action="store_true",
                         help="draw DP noise from the OS-entropy CSPRNG instead (numbers then vary run to run)")
     parser.add_argument("--split-seeds", type=int, default=None, help="train/test splits per dataset (default 5)")
