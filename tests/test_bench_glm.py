@@ -97,7 +97,8 @@ def test_report_plots_and_strict_json(tiny_run, tmp_path):
                          methods=["plain", "hdp"], batch_size=100, he_budget=1.0)
     full = {"machine": {"cpu": "x", "logical_cores": 2, "load_average_start": (0.1, 0.1, 0.1),
                         "load_average_end": (0.2, 0.1, 0.1)},
-            "config": TINY.as_dict(), "accuracy": result, "runtime": rt, "seconds": 1.0}
+            "config": dict(TINY.as_dict(), runtime_epochs_n=400), "accuracy": result, "runtime": rt,
+            "seconds": 1.0}
     glm.render(full, tmp_path)
     report = (tmp_path / "report.md").read_text()
     for needle in ("## breast", "majority", "single_party", "centralized_sklearn", "ε excludes hyperparameter search",
@@ -105,8 +106,9 @@ def test_report_plots_and_strict_json(tiny_run, tmp_path):
         assert needle in report, needle
     text = (tmp_path / "results.json").read_text()
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
-    for png in ("accuracy_vs_epsilon.png", "figure2.png", "runtime.png"):
+    for png in ("accuracy_vs_epsilon.png", "figure2.png", "runtime.png", "tradeoff.png"):
         assert (tmp_path / png).stat().st_size > 5000
+    assert "![DP vs HE trade-off](tradeoff.png)" in report
 
 
 def test_he_accuracy_cell_over_budget_is_skipped_and_listed():

@@ -30,7 +30,7 @@ from ..common import PartialRunError, git_revision, machine_info, package_versio
 from ..config import BenchConfigError
 from .accuracy import run_accuracy
 from .experiment import GLMBenchConfig, load_config
-from .plots import plot_accuracy, plot_figure2, plot_runtime
+from .plots import plot_accuracy, plot_figure2, plot_runtime, plot_tradeoff
 from .report import network_citation, render_report, summarize
 from .runtime import run_runtime
 
@@ -172,6 +172,8 @@ def render(result: Dict[str, Any], out: Path) -> None:
     if result.get("runtime"):
         plot_runtime(result["runtime"], result["config"]["runtime_epochs_n"], out / "runtime.png")
         written.append("runtime.png")
+        if plot_tradeoff(summary, result["runtime"], result["config"]["runtime_epochs_n"], out / "tradeoff.png"):
+            written.append("tradeoff.png")
     print(report)
     print(f"wrote {out}/: {', '.join(written)}")
 

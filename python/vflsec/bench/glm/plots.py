@@ -10,7 +10,7 @@ import numpy as np
 from ..common import pyplot
 from .report import _stats
 
-__all__ = ["plot_accuracy", "plot_figure2", "plot_runtime"]
+__all__ = ["plot_accuracy", "plot_figure2", "plot_runtime", "plot_tradeoff"]
 
 # Reference lines: distinct colour and dash for each, so overlapping values stay readable.
 _REFERENCE_STYLE = {
@@ -126,3 +126,62 @@ def plot_runtime(rows: Sequence[Dict[str, Any]], epochs_n: int, path: Path) -> N
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, Any]], epochs_n: int,
+                  path: Path) -> bool:
+    """The DP-vs-HE trade-off: test accuracy against the time and the bytes of one
+    epoch at n = ``epochs_n`` (runtime grid, synthetic data of Adult's shape), one
+    point per method and, for HDP-VFL, per epsilon; one row of panels per dataset.
+    HE points use the HE run's accuracy where it ran, else the Taylor reference
+    (the accuracy Paillier and CKKS reach). False when the run has no runtime cell
+    at that size."""
+    cost = {r["method"]: (r["seconds"], r["bytes"]) for r in runtime if r["n"] == epochs_n and r["epochs"] == 1}
+    if "plain" not in cost or not summary:
+        return False
+    plt = pyplot()
+    names = list(summary)
+    fig, axes = plt.subplots(len(names), 2, figsize=(11, 3.6 * len(names)), squeeze=False)
+    for row, name in enumerate(names):
+        ds = summary[name]
+        for col, (index, xlabel) in enumerate(((0, "wall time of one epoch (s)"), (1, "bytes of one epoch"))):
+            ax = axes[row][col]
+            for method, label in (("plain", "plain VFL"), ("paillier", "Paillier"), ("ckks", "CKKS")):
+                if method not in cost:
+                    continue
+                acc_key = method if method in ds["reference"] else ("taylor" if method != "plain" else None)
+                if acc_key is None or acc_key not in ds["reference"]:
+                    continue
+                acc, _, n = _stats(ds["reference"][acc_key])
+                color = _REFERENCE_STYLE.get(method, ("black", "-"))[0]
+                suffix = "" if acc_key == method else " (Taylor reference accuracy)"
+                ax.plot([cost[method][index]], [acc], marker="s", ms=9, color=color, ls="none",
+                        label=f"{label}{suffix} (n={n})")
+            dp = ds["dp"].get(("headline", "analytic"), {})
+            if "hdp" in cost and dp:
+                eps = sorted(dp)
+                accs = [_stats(dp[e])[0] for e in eps]
+                ax.plot([cost["hdp"][index]] * len(eps), accs, marker="o", color="tab:orange", ls="none",
+                        label=f"HDP-VFL headline, ε = {eps[0]:g}..{eps[-1]:g} (n={len(dp[eps[0]])} each)")
+                labelled: list = []
+                for e, a in sorted(zip(eps, accs), key=lambda p: -p[0]):  # largest ε first; skip overlaps
+                    if all(abs(a - b) > 0.004 for b in labelled):
+                        ax.annotate(f"ε={e:g}", (cost["hdp"][index], a), textcoords="offset points",
+                                    xytext=(6, -3), fontsize=7)
+                        labelled.append(a)
+            for ref in ("majority", "single_party"):
+                if ref in ds["reference"]:
+                    c, ls = _REFERENCE_STYLE[ref]
+                    ax.axhline(_stats(ds["reference"][ref])[0], color=c, ls=ls, lw=1,
+                               label=f"{ref.replace('_', ' ')} (n={len(ds['reference'][ref])})")
+            ax.set_xscale("log")
+            ax.set_xlabel(f"{xlabel}, log scale (n = {epochs_n})")
+            ax.set_ylabel("test accuracy")
+            ax.set_title(f"{name}: accuracy against {'time' if index == 0 else 'bytes'}", fontsize=10)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="best")
+    fig.suptitle("DP vs HE trade-off: accuracy (each dataset) against the cost of one epoch (runtime grid)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

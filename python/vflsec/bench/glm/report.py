@@ -394,6 +394,12 @@ def render_report(result: Dict[str, Any]) -> str:
             [[r["method"], r["n"], r["epochs"], r["seconds"], r["extrapolated"], r["measured_batches"],
               r["bytes"] / 1e6] for r in rt]))
         lines.append("")
+        lines.append("![runtime and bytes](runtime.png)\n")
+        lines.append("The DP-vs-HE trade-off (`tradeoff.png`): each dataset's test accuracy against the time and "
+                     "the bytes of one epoch at n = " + str(result["config"].get("runtime_epochs_n")) + " (the "
+                     "runtime grid above, synthetic data of Adult's shape), one point per method and, for "
+                     "HDP-VFL, per ε; HE points use the Taylor reference accuracy where the HE fit was not run.\n")
+        lines.append("![DP vs HE trade-off](tradeoff.png)\n")
     lines.append("## The paper's claims against these measurements\n")
     lines += claims(summary, epsilons, rt, result.get("network_links"))
     lines.append("")
