@@ -1,7 +1,8 @@
 """Per-epoch training checkpoints of one party (the ``PartyData.checkpoint`` hook).
 
 One ``.npz`` file per completed epoch, ``<party>-e<epoch>.npz``, written to
-a temporary name and renamed, so a party killed mid-write leaves the
+a random temporary name (created exclusively, mode 0600: the file holds
+model weights) and renamed, so a party killed mid-write leaves the
 previous epochs intact. It holds the party's training state -- one weight
 array (a GLM party's ``coef``) or named arrays (a split-learning party's
 module and optimizer tensors) --, its per-epoch history and a fingerprint of
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import numpy as np
+
+from .private_files import private_open
 
 __all__ = ["EpochCheckpoint"]
 
@@ -58,12 +61,9 @@ class EpochCheckpoint:
         for key, values in history.items():
             arrays[_HISTORY_PREFIX + key] = np.asarray(values, dtype=np.float64)
         final = self.path(epoch)
-        tmp = final.with_name(final.name + ".tmp")
-        with open(tmp, "wb") as fh:
+        # Weights: 0600, random exclusive temp name, never through a symlink.
+        with private_open(final) as fh:
             np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
 
     def _read(self, path: Path):
         with np.load(path, allow_pickle=False) as data:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Optional, Sequence, cast
 
+from .private_files import write_file
+
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 
@@ -67,11 +69,9 @@ def load_tls(ca: os.PathLike, cert: os.PathLike, key: os.PathLike) -> TLSFiles:
 
 
 def _write(path: Path, data: bytes, private: bool) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    # A random temp name created O_EXCL|O_NOFOLLOW (0600 for keys), renamed
+    # into place; a symlink at ``path`` is refused (issue 18 item 7).
+    write_file(path, data, private=private)
 
 
 def _name(common_name: str):
