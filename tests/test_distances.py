@@ -495,3 +495,38 @@ def test_kernel_isa_reported():
     assert _core.distance_kernel_isa() in ALL_ISAS
     assert not _core.set_distance_kernel_isa("no-such-isa")
     assert kernels.pairwise_distances is pairwise_distances
+
+
+# Issue 18 item 14: the private _core bindings check shapes themselves, so a
+# direct call raises instead of over-reading the heap or dying with SIGFPE.
+_CORE_BAD_SHAPES = """
+import numpy as np
+from vflsec import _core
+cases = [
+    lambda: _core.pairwise_distances_f64(np.ones((4, 3)), np.ones((5, 7)), False),
+    lambda: _core.pairwise_distances_f32(np.ones((4, 3), np.float32), np.ones((5, 7), np.float32), False),
+    lambda: _core.pairwise_distances_f64(np.ones((0, 3)), np.ones((0, 3)), False),
+    lambda: _core.pairwise_distances_f64(np.ones((3, 0)), np.ones((3, 0)), True),
+    lambda: _core.pairwise_distances_f64(np.ones(3), np.ones(3), True),
+    lambda: _core.pairwise_distance_stats_f64(np.ones((0, 3))),
+    lambda: _core.pairwise_distance_stats_f64(np.ones((1, 3))),
+    lambda: _core.pairwise_distance_stats_f32(np.ones((5, 0), np.float32)),
+    lambda: _core.pairwise_distance_stats_f64(np.ones(5)),
+]
+for i, case in enumerate(cases):
+    try:
+        case()
+    except ValueError:
+        continue
+    raise SystemExit(f"case {i} did not raise ValueError")
+print("ok")
+"""
+
+
+def test_core_distance_bindings_check_shapes() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _CORE_BAD_SHAPES], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert proc.stdout.strip() == "ok"

@@ -1,10 +1,13 @@
 // Python bindings of the distance kernels. The wrapper in
 // python/vflsec/kernels/distances.py validates and converts every argument
 // (C-contiguous, same dtype, matching d, no NaN/inf, n >= 1, d >= 1), so these
-// functions only unpack shapes and release the GIL.
+// functions only check the shape relations the C++ core relies on for memory
+// safety (so a direct call into _core raises instead of reading out of
+// bounds or dividing by zero), unpack shapes and release the GIL.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "distances.hpp"
@@ -19,6 +22,9 @@ using CArray = py::array_t<T, py::array::c_style>;
 
 template <typename T>
 py::array_t<T> pairwise_distances_impl(const CArray<T>& X, const CArray<T>& Y, bool squared) {
+    if (X.ndim() != 2 || Y.ndim() != 2) throw std::invalid_argument("X and Y must be 2-D");
+    if (X.shape(0) < 1 || X.shape(1) < 1 || Y.shape(0) < 1 || X.shape(1) != Y.shape(1))
+        throw std::invalid_argument("inconsistent sizes (validate through vflsec.kernels.pairwise_distances)");
     const auto n = static_cast<std::size_t>(X.shape(0));
     const auto d = static_cast<std::size_t>(X.shape(1));
     const auto m = static_cast<std::size_t>(Y.shape(0));
@@ -35,6 +41,10 @@ py::array_t<T> pairwise_distances_impl(const CArray<T>& X, const CArray<T>& Y, b
 
 template <typename T>
 py::tuple pairwise_distance_stats_impl(const CArray<T>& X) {
+    if (X.ndim() != 2) throw std::invalid_argument("X must be 2-D");
+    if (X.shape(0) < 2 || X.shape(1) < 1)
+        throw std::invalid_argument("X needs at least 2 rows and 1 column (validate through "
+                                    "vflsec.kernels.pairwise_distance_stats)");
     const auto n = static_cast<std::size_t>(X.shape(0));
     const auto d = static_cast<std::size_t>(X.shape(1));
     const T* x = X.data();
