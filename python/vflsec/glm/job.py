@@ -185,11 +185,16 @@ class PartyData:
     ``save(epoch, coef, history)`` (called at the end of every epoch) and
     ``load(epoch) -> (coef, history)`` (called once when ``job.start_epoch``
     > 0, for the state after epoch ``start_epoch - 1``).
+
+    ``progress`` (optional) is called as ``progress(epoch, history)`` at the
+    end of every epoch, after the checkpoint (e.g.
+    :class:`vflsec._progress.EpochProgress`).
     """
 
     X: Any
     y: Any = None
     checkpoint: Any = None
+    progress: Any = None
 
     def initial_coef(self, job: GLMJob, n_features: int, history: Dict[str, List[float]]) -> np.ndarray:
         """Zeros, or for a resumed job the saved weights (``history`` is
@@ -210,6 +215,8 @@ class PartyData:
         """Hand the state after ``epoch`` to the checkpoint, if any."""
         if self.checkpoint is not None:
             self.checkpoint.save(epoch, coef, history)
+        if self.progress is not None:
+            self.progress(epoch, history)
 
     def checked(self, job: GLMJob, party: str, *, needs_labels: bool) -> Tuple[np.ndarray, Optional[np.ndarray]]:
         """``(X, y)`` as validated float64 arrays; raises ValueError/TypeError

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import numbers
+import sys
 from typing import Any, Dict, List, Optional, Sequence, cast
 
 import numpy as np
@@ -37,6 +38,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
 from .._arrays import as_float_array, check_positive_int, check_real, is_torch_tensor
+from .._progress import EpochProgress
 from .._torch import require_torch
 from .defenses.base import BatchInfo, Defense, DefenseContext, NoDefense
 from .job import OPTIMIZERS, SplitJob, SplitPartyData, SplitPartyResult
@@ -75,7 +77,7 @@ class _SplitNNBase(BaseEstimator):
     def __init__(self, bottoms: Any = None, head: Any = None, defense: Optional[Defense] = None, *,
                  epochs: int = 10, batch_size: int = 64, lr: float = 1e-3, optimizer: str = "adam",
                  seed: int = 0, device: Optional[str] = None, active_features: bool = False,
-                 embedding_dim: int = 32, inference: str = "defended"):
+                 embedding_dim: int = 32, inference: str = "defended", verbose: int = 0):
         self.bottoms = bottoms
         self.head = head
         self.defense = defense
@@ -88,6 +90,7 @@ class _SplitNNBase(BaseEstimator):
         self.active_features = active_features
         self.embedding_dim = embedding_dim
         self.inference = inference
+        self.verbose = verbose
 
     # -- validation ------------------------------------------------------------------
     def _check_params(self) -> None:
@@ -103,6 +106,8 @@ class _SplitNNBase(BaseEstimator):
         check_positive_int(self.embedding_dim, "embedding_dim")
         if self.inference not in INFERENCE_MODES:
             raise ValueError(f"inference must be one of {INFERENCE_MODES}, got {self.inference!r}")
+        if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral):
+            raise TypeError(f"verbose must be an int, got {type(self.verbose).__name__}")
         if self.defense is not None and not isinstance(self.defense, Defense):
             raise TypeError(f"defense must be a vflsec.splitnn.defenses.Defense or None, "
                             f"got {type(self.defense).__name__}")
@@ -223,6 +228,8 @@ class _SplitNNBase(BaseEstimator):
         data[active] = SplitPartyData(
             X=parts[-1] if self.active_features else None, bottom=bottoms[-1] if self.active_features else None,
             defense=copy.deepcopy(defense), y=y_enc, head=head)
+        if self.verbose >= 1:
+            data[active].progress = self._progress(data, passives)
         result = run_split_job(job, data)
         # cast: every split-learning party program returns a SplitPartyResult (JobResult holds the base type).
         results = cast(Dict[str, SplitPartyResult], result.results)
@@ -251,6 +258,18 @@ class _SplitNNBase(BaseEstimator):
             self.history_["bytes"].append(sent)
         self.privacy_spent_ = {p: self.party_defenses_[p].privacy_spent() for p in passives}
         return self
+
+    def _progress(self, data: Dict[str, SplitPartyData], passives: Sequence[str]) -> EpochProgress:
+        """The active party's per-epoch line printer (``verbose`` >= 1); epsilon is the largest
+        any passive party's defense copy reports at that moment (None for a non-DP defense)."""
+
+        def epsilon() -> Dict[str, Any]:
+            return {p: data[p].defense.privacy_spent() for p in passives}
+
+        def emit(line: str) -> None:
+            print(f"[{type(self).__name__}] {line}", file=sys.stderr, flush=True)
+
+        return EpochProgress(int(self.epochs), emit, epsilon=epsilon)
 
     # -- inference -------------------------------------------------------------------
     def _public_order(self, blocks: List[Any]) -> List[Any]:
@@ -329,6 +348,11 @@ class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
         (the active party first, as in the GLM estimator; see the module docstring).
     embedding_dim : output width of the default bottoms.
     inference : "defended" or "raw" (see the module docstring).
+    verbose : int, default 0 (silent). At 1 or more, ``fit`` prints one line
+        per epoch to stderr: ``epoch k/E: loss ..., accuracy ..., seconds`` and,
+        for a DP defense, the largest (epsilon, delta) a passive party's copy
+        reports (DP-SGD: composed over the steps taken so far; VFL-AFE: its
+        composition over the planned epochs).
 
     Fitted attributes: ``classes_``, ``bottoms_`` ({party: Module}; parties
     ``passive_0``, ``passive_1``, ... and ``active``), ``head_``,

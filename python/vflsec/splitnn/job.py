@@ -108,7 +108,11 @@ class SplitPartyData:
     :func:`~vflsec.splitnn.training_state.training_state`'s arrays) and
     ``load(epoch) -> (state, history)`` (called once when
     ``job.start_epoch`` > 0), e.g.
-    :class:`vflsec.federation.checkpoint.EpochCheckpoint`."""
+    :class:`vflsec.federation.checkpoint.EpochCheckpoint`.
+
+    ``progress`` (optional) is called as ``progress(epoch, history)`` at the
+    end of every epoch, after the checkpoint (e.g.
+    :class:`vflsec._progress.EpochProgress`)."""
 
     X: Any
     bottom: Any
@@ -116,6 +120,7 @@ class SplitPartyData:
     y: Any = None
     head: Any = None
     checkpoint: Any = None
+    progress: Any = None
 
 
 @dataclass

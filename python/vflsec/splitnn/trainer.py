@@ -72,6 +72,8 @@ def _end_epoch(job: SplitJob, data: SplitPartyData, epoch: int, modules: Mapping
     """Hand the state after ``epoch`` to the checkpoint, if any."""
     if data.checkpoint is not None:
         data.checkpoint.save(epoch, training_state(modules, optimizer), history)
+    if data.progress is not None:
+        data.progress(epoch, history)
 
 
 def _to_wire(t: Any) -> np.ndarray:
