@@ -341,5 +341,6 @@ def test_config_with_an_edited_value_changes_that_cell_and_renders_from_json(tmp
         (out / "kernels.md").unlink()
         kernels_report.render_file(out / "kernels.json")
         assert (out / "kernels.md").read_text() == report
+        assert "## Conclusion" in report and "as fast as the fastest alternative" in report
     assert cases["a"] == {"float32 n=m=60 d=4 Y=X", "float32 n=m=60 d=4 Y independent"}
     assert cases["b"] == {"float32 n=m=60 d=6 Y=X", "float32 n=m=60 d=6 Y independent"}

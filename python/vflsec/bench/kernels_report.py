@@ -133,6 +133,31 @@ def report_tables(rows: List[Dict[str, Any]], summary: List[Dict[str, Any]], rel
     return "\n".join(parts)
 
 
+def conclusion(rows: List[Dict[str, Any]], summary: List[Dict[str, Any]]) -> str:
+    """What the run shows, in plain words: per kernel the range of vflsec's
+    speed-up over the fastest alternative, where it is slower, and the release's
+    two targets."""
+    parts = []
+    for kernel in dict.fromkeys(s["kernel"] for s in summary):
+        ks = [s for s in summary if s["kernel"] == kernel]
+        speedups = [s["speedup_vs_fastest"] for s in ks]
+        slower = [s for s in ks if s["speedup_vs_fastest"] < 1.0]
+        span = (f"{speedups[0]:.3g}x" if len(ks) == 1
+                else f"{min(speedups):.3g}x-{max(speedups):.3g}x over {len(ks)} cases")
+        text = (f"{kernel}: {span} as fast as the fastest alternative "
+                f"({', '.join(sorted({s['fastest_alternative'] for s in ks}))})")
+        if slower:
+            text += (f"; slower in {len(slower)} ({', '.join(s['case'] for s in slower)})")
+        parts.append(text + ".")
+    criteria = release_criteria(rows)
+    met = [(name, c) for name, c in criteria.items() if "met" in c]
+    if met:
+        parts.append("The secure DP release: " + "; ".join(
+            f"{name.replace('_', ' ')} {c['ratio']:.3g}x (target {c['target']:g}x: {'met' if c['met'] else 'NOT met'})"
+            for name, c in met) + ".")
+    return "## Conclusion\n\n" + " ".join(parts) + "\n"
+
+
 def plot_speedups(summary: List[Dict[str, Any]], path: Path) -> None:
     plt = pyplot()
     labels, values, colors = [], [], []
@@ -171,7 +196,8 @@ def render(result: Dict[str, Any], out: Path) -> str:
         f"logical cores, {config['threads']} threads for every multi-threaded library (1-thread comparisons of the "
         f"DP release in CPU time). Seed {config['seed']} (the data; DP noise from the OS CSPRNG, as deployed). Load "
         f"average (1/5/15 min) {_load_text(result['load_average_before'])} before, "
-        f"{_load_text(result['load_average_after'])} after.\n\n{report}\n")
+        f"{_load_text(result['load_average_after'])} after.\n\n{report}\n\n"
+        f"{conclusion(result['results'], result['summary'])}")
     plot_speedups(result["summary"], out / "kernels.png")
     return report
 
