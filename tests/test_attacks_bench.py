@@ -80,3 +80,17 @@ def test_interrupted_privacy_run_writes_the_finished_cells_marked_partial(tmp_pa
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["partial"] is True and saved["attacks"]
     assert "Partial run" in (tmp_path / "report.md").read_text()
+
+
+def test_privacy_conclusion_names_the_defense_that_hurts_each_attack_within_the_accuracy_budget():
+    from vflsec.bench.privacy_report import conclusion
+
+    def row(defense, strength, value, acc):
+        return {"dataset": "d", "defense": defense, "strength": strength, "attack": "norm_scoring",
+                "metric": "accuracy", "value": value, "main_accuracy": acc}
+
+    rows = [row("none", None, 0.9, 0.95), row("noise_gradient", 0.01, 0.55, 0.94),
+            row("noise_gradient", 0.1, 0.50, 0.80)]  # the stronger one costs 15 points: not listed
+    text = "\n".join(conclusion(rows))
+    assert "## Conclusion" in text
+    assert "norm_scoring (accuracy): 0.9 undefended, 0.55 with noise_gradient at strength 0.01" in text

@@ -177,6 +177,54 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
                   "per-step weights become nearly collinear as descent converges, which leaves the systems "
                   "rank-deficient.", ""]
     lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    lines += conclusion(rows)
     (out / "report.md").write_text("\n".join(lines))
+
+
+# Attack success: lower is better for the defender on accuracy metrics, higher on errors.
+_ERROR_METRICS = ("normalized_mse", "mse")
+
+
+def conclusion(rows: List[Dict[str, Any]], accuracy_budget: float = 0.02) -> List[str]:
+    """What the run shows, in plain words: per dataset and attack, how well the
+    attack does undefended and the defense setting that hurts it most while
+    keeping the main accuracy within ``accuracy_budget`` of the undefended model."""
+    out = ["## Conclusion", ""]
+    for dataset in sorted({r["dataset"] for r in rows if r["attack"] != "equality_solving"}):
+        parts = []
+        base_acc = next((r["main_accuracy"] for r in rows if r["dataset"] == dataset and r["defense"] == "none"
+                         and r["attack"] != "direct_label"), None)
+        for attack, metric in (("model_inversion_whitebox", "normalized_mse"), ("norm_scoring", "accuracy"),
+                               ("direction_scoring", "accuracy"), ("membership_shadow", "auc")):
+            cells = [r for r in rows if r["dataset"] == dataset and r["attack"] == attack and r["metric"] == metric
+                     and r.get("value") is not None]
+            undefended = next((r["value"] for r in cells if r["defense"] == "none"), None)
+            if undefended is None or base_acc is None:
+                continue
+            usable = [r for r in cells if r["defense"] != "none"
+                      and r.get("main_accuracy") is not None and r["main_accuracy"] >= base_acc - accuracy_budget]
+            if not usable:
+                parts.append(f"{attack} ({metric} {undefended:.3g} undefended): no defense keeps the accuracy "
+                             f"within {accuracy_budget * 100:g} points")
+                continue
+            best = (max if metric in _ERROR_METRICS else min)(usable, key=lambda r: r["value"])
+            parts.append(f"{attack} ({metric}): {undefended:.3g} undefended, {best['value']:.3g} with "
+                         f"{best['defense']} at strength {best['strength']} (accuracy {best['main_accuracy']:.3f} vs "
+                         f"{base_acc:.3f})")
+        if parts:
+            out.append(f"**{dataset}**: " + "; ".join(parts) + ".")
+            out.append("")
+    esa = [r for r in rows if r["attack"] == "equality_solving" and r["metric"] == "normalized_mse"]
+    for dataset in sorted({r["dataset"] for r in esa}):
+        by_defense = {r["defense"]: r["value"] for r in esa if r["dataset"] == dataset}
+        out.append(f"**{dataset}, vertical LR**: equality solving recovers passive features with normalized MSE "
+                   + ", ".join(f"{v:.3g} ({k})" for k, v in by_defense.items())
+                   + " (1 = no better than the auxiliary mean).")
+        out.append("")
+    out.append(f"A defense is only listed where the main accuracy stays within {accuracy_budget * 100:g} points of "
+               "the undefended model; the tables above give every setting. Attack accuracies and AUCs: 0.5 is "
+               "chance; normalized MSE: 1 is no better than the auxiliary mean.")
+    out.append("")
+    return out
 
 
