@@ -100,6 +100,11 @@ def test_paillier_matches_taylor_descent_and_sends_only_masked_bytes(breast):
                 continue
             if tag == he_vfl.TAG_LOSS_VALUE:
                 assert isinstance(payload, np.ndarray) and payload.shape == (1,)
+            elif tag == he_vfl.TAG_REGISTER:
+                assert set(payload) == {"n_features"}
+            elif tag in (he_vfl.TAG_MASKED_GRADIENT, he_vfl.TAG_LOSS):
+                assert set(payload) == {"step", "purpose", "ciphertext"}
+                assert isinstance(payload["ciphertext"], bytes)
             else:
                 assert isinstance(payload, bytes), (tag, type(payload))
     n = int.from_bytes(key_payloads[0][1]["n"], "big")
@@ -148,8 +153,10 @@ def test_ckks_matches_taylor_descent(breast):
         assert isinstance(payload, bytes)
         context = ts.context_from(payload)
         assert not context.has_secret_key() and not context.is_private()
-    for tag in (he_vfl.TAG_U_PASSIVE, he_vfl.TAG_RESIDUAL, he_vfl.TAG_MASKED_GRADIENT, he_vfl.TAG_LOSS):
+    for tag in (he_vfl.TAG_U_PASSIVE, he_vfl.TAG_RESIDUAL):
         assert all(isinstance(payload, bytes) for _, payload in tags[tag])
+    for tag in (he_vfl.TAG_MASKED_GRADIENT, he_vfl.TAG_LOSS):
+        assert all(isinstance(payload["ciphertext"], bytes) for _, payload in tags[tag])
     replies = [payload for _, payload in tags[he_vfl.TAG_GRADIENT]]
     assert all(isinstance(p, np.ndarray) and p.dtype == np.float64 for p in replies)
     # Masked: the coordinator's view is dominated by masks of size ~2^16, not gradients of size < 1.

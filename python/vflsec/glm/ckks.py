@@ -9,7 +9,9 @@ scaled by 4 alpha / b, so the decrypted values are 4 times the gradient. A
 party adds a fresh encryption of a mask uniform on [-2^18, 2^18] before sending
 for decryption; the coordinator adds flooding noise of
 ``vflsec.he.ckks.flooding_sigma`` (``flooding_bits`` above the CKKS error
-bound) to everything it returns. ``job.key_bits`` is not used. Every
+bound) to everything it returns, and decrypts a masked gradient only in the
+packed layout of the requesting party's block width (see :mod:`.he_vfl`,
+threat model). ``job.key_bits`` is not used. Every
 party's rows must have L2 norm <= 1 (the estimator's default ``row_norm="clip"``
 does this), which keeps the encrypted values inside CKKS's range.
 
@@ -115,14 +117,24 @@ class CKKSKeyHolder(he_vfl.KeyHolder):
     def public_payload(self) -> bytes:
         return self.secret.public_context_bytes()
 
-    def _decrypt(self, data: Any) -> np.ndarray:
-        return self.secret.decrypt_flooded(self.secret.vector_from_bytes(data), self.flooding_bits)
-
-    def answer_gradient(self, data: Any) -> np.ndarray:
-        return self._decrypt(data)
+    def answer_gradient(self, data: Any, size: int) -> np.ndarray:
+        vector = self.secret.vector_from_bytes(data)
+        # The layout of a vector-matrix product of `size` columns: a fresh
+        # batch vector (e.g. another party's [[u]], all slots used) is refused
+        # whatever length its header claims.
+        slots = self.secret.params.slot_count
+        layout = [min(slots, size - start) for start in range(0, size, slots)]
+        got = [chunk.size() for chunk in vector.chunks]
+        if vector.length != size or got != layout:
+            raise ValueError(f"a vector of length {vector.length} in ciphertexts of {got} slots; the party's "
+                             f"gradient is {size} values packed as {layout}")
+        return self.secret.decrypt_flooded(vector, self.flooding_bits)
 
     def decrypt_loss(self, data: Any) -> float:
-        values = self._decrypt(data)
+        vector = self.secret.vector_from_bytes(data)
+        if vector.length != 1 or [chunk.size() for chunk in vector.chunks] != [1]:
+            raise ValueError("the encrypted loss must be one value in one one-slot ciphertext")
+        values = self.secret.decrypt_flooded(vector, self.flooding_bits)
         if values.shape != (1,):
             raise ValueError("the encrypted loss must be one value")
         return float(values[0])
@@ -139,4 +151,4 @@ def _check_job(job) -> None:
 
 
 PROTOCOL = he_vfl.protocol_roles(CKKSScheme, CKKSKeyHolder, _check_job)
-register_protocol("ckks", PROTOCOL, replace=True)
+register_protocol("ckks", PROTOCOL, replace=True, tags=he_vfl.TAGS)

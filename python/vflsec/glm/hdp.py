@@ -39,6 +39,7 @@ import numpy as np
 
 from ..dp.sensitivity import ROW_NORM_TOLERANCE  # re-exported (older imports)
 from ..dp.sensitivity import check_row_norms as check_unit_rows
+from . import ir_exchange
 from .ir_exchange import active_program, passive_program
 from .job import GLMJob, PhaseClock
 from .registry import register_protocol
@@ -192,6 +193,6 @@ def hdp_passive(endpoint, job, data):
 PROTOCOL = {"active": hdp_active, "passive": hdp_passive}
 # Resuming would re-run the interrupted epoch: its IRs were (partly) released
 # already, so a second release of them is beyond the calibrated budget.
-register_protocol("hdp", PROTOCOL, replace=True,
+register_protocol("hdp", PROTOCOL, replace=True, tags=ir_exchange.TAGS,
                   resume_refusal="repeating the interrupted epoch would release more noisy values than the "
                                  "privacy budget covers; start the job again")

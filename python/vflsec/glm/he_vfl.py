@@ -31,6 +31,39 @@ theta^2/8. No per-sample accuracy is recorded: it would need sign(theta_i).
 Timings: ``crypto`` covers encryption, decryption, homomorphic operations and
 (de)serialization of ciphertexts; ``messaging`` the channel; ``compute`` the
 rest. Bytes per tag come from the channel.
+
+Threat model. Every party, the key holder C included, is assumed
+semi-honest (it follows the protocol and tries to learn from what it sees),
+and C does not collude with a data party: C holds the secret key, so C and
+any data party together can decrypt every ciphertext of the job. Under that
+assumption no party learns another's features, u_k, d or gradient, and C
+sees only masked values. The transport (mutual TLS, :mod:`vflsec.federation`)
+authenticates who sent each message and under which tag.
+
+A *malicious* data party is not defended against in general: the active
+party A forms [[d]] and can put into it anything it received, and an honest
+run already reveals d^T X_P to P, which for d_P >= b and full-rank rows
+determines d. What C enforces, so that C is not a free decryption oracle
+(a malicious A forwarding the passive party's [[u_B]] as a "gradient" and
+reading u_B back, item 5 of issue 18):
+
+* each data party announces its block width d_P once, right after the key
+  (``he_register``); every decryption request of P must be for exactly d_P
+  values (Paillier: at the product fixed-point level; CKKS: in the packed
+  layout of a vector-matrix product of d_P columns, so a fresh batch-vector
+  ciphertext such as [[u_B]] is refused whatever length its header claims);
+* a request names its purpose ("gradient" or "loss") and the global step
+  index, and must match C's schedule: exactly one gradient request per data
+  party per step (a second one is read as the next step's and refused for
+  its step index), one loss request from A at the last step of an epoch;
+* requests arrive over the authenticated transport, so they are bound to
+  their sender; a request of P is answered only to P.
+
+Anything else is refused with :class:`DecryptionRefused`, which fails the
+job naming the party, the step and the purpose. What remains possible for a
+malicious A is what the honest protocol's outputs allow: one vector of d_A
+linear combinations of values it holds encrypted per step, in place of its
+own gradient.
 """
 from __future__ import annotations
 
@@ -46,6 +79,7 @@ from .job import GLMJob, PartyData, PartyResult, PhaseClock
 from .penalties import clip_norm, penalized_step
 
 __all__ = [
+    "DecryptionRefused",
     "KeyHolder",
     "protocol_roles",
     "PartyScheme",
@@ -64,8 +98,22 @@ TAG_MASKED_GRADIENT = "he_masked_gradient"
 TAG_GRADIENT = "he_gradient"
 TAG_LOSS = "he_loss"
 TAG_LOSS_VALUE = "he_loss_value"
-TAGS = (TAG_PUBLIC_KEY, TAG_U_PASSIVE, TAG_U_SQUARED, TAG_RESIDUAL, TAG_MASKED_GRADIENT,
+TAG_REGISTER = "he_register"
+TAGS = (TAG_PUBLIC_KEY, TAG_REGISTER, TAG_U_PASSIVE, TAG_U_SQUARED, TAG_RESIDUAL, TAG_MASKED_GRADIENT,
         TAG_GRADIENT, TAG_LOSS, TAG_LOSS_VALUE)
+
+PURPOSE_GRADIENT = "gradient"
+PURPOSE_LOSS = "loss"
+
+
+class DecryptionRefused(ValueError):
+    """The key holder refused a decryption request (wrong sender, step,
+    purpose, length or level): a protocol violation that fails the job."""
+
+    def __init__(self, party: str, step: int, purpose: str, reason: str):
+        self.party, self.step, self.purpose = party, step, purpose
+        super().__init__(f"the key holder refused the {purpose} decryption request of {party!r} at step {step}: "
+                         f"{reason}")
 
 
 class ResidualModel:
@@ -162,8 +210,10 @@ class KeyHolder(abc.ABC):
         """The public key as a wire payload (bytes or a dict of bytes/ints)."""
 
     @abc.abstractmethod
-    def answer_gradient(self, data: Any) -> Any:
-        """Decrypt a masked gradient; the wire payload to return."""
+    def answer_gradient(self, data: Any, size: int) -> Any:
+        """Decrypt a masked gradient of exactly ``size`` values (ValueError
+        for anything else: another length, level or layout); the wire
+        payload to return."""
 
     @abc.abstractmethod
     def decrypt_loss(self, data: Any) -> float:
@@ -197,11 +247,24 @@ def _receive_scheme(endpoint: Channel, job: GLMJob, make_scheme: SchemeFactory, 
         return make_scheme(payload, job)
 
 
+def _global_step(job: GLMJob, epoch: int, step: int) -> int:
+    return epoch * job.steps_per_epoch + step
+
+
+def _request(step: int, purpose: str, ciphertext: Any) -> Dict[str, Any]:
+    """A decryption request: the ciphertext bound to its step and purpose."""
+    return {"step": int(step), "purpose": purpose, "ciphertext": ciphertext}
+
+
+def _register(endpoint: Channel, job: GLMJob, n_features: int) -> None:
+    endpoint.send(_key_holder(job), TAG_REGISTER, {"n_features": int(n_features)})
+
+
 def _masked_gradient(endpoint: Channel, job: GLMJob, scheme: PartyScheme, enc_residual: Any,
-                     Xs: np.ndarray, factor: float, clock: PhaseClock) -> np.ndarray:
+                     Xs: np.ndarray, factor: float, clock: PhaseClock, step: int) -> np.ndarray:
     with clock.crypto():
         payload, state = scheme.masked_dot(enc_residual, Xs, factor)
-    endpoint.send(_key_holder(job), TAG_MASKED_GRADIENT, payload)
+    endpoint.send(_key_holder(job), TAG_MASKED_GRADIENT, _request(step, PURPOSE_GRADIENT, payload))
     reply = endpoint.recv(_key_holder(job), TAG_GRADIENT)
     with clock.crypto():
         return scheme.unmask(reply, state, Xs.shape[1])
@@ -215,6 +278,7 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
     _check_rows(make_scheme, X, endpoint.name)
     with_loss = encrypted_loss_enabled(job)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
+    _register(endpoint, job, X.shape[1])
     factor = model.alpha / job.batch_size
     n = job.n_samples
     history: Dict[str, List[float]] = {"loss": []} if with_loss else {}
@@ -235,7 +299,8 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
             residual_bytes = scheme.dumps(enc_residual)
         for passive in job.passives:
             endpoint.send(passive, TAG_RESIDUAL, residual_bytes)
-        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock)
+        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock,
+                             _global_step(job, epoch, step))
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
         if with_loss:
             # loss = c0 + c1 theta + c2 theta^2 with theta = u_A + u_B; A's part
@@ -247,7 +312,8 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
             if step == job.steps_per_epoch - 1:
                 with clock.crypto():
                     loss_bytes = scheme.dumps(epoch_enc)
-                endpoint.send(_key_holder(job), TAG_LOSS, loss_bytes)
+                endpoint.send(_key_holder(job), TAG_LOSS,
+                              _request(_global_step(job, epoch, step), PURPOSE_LOSS, loss_bytes))
                 value = np.asarray(endpoint.recv(_key_holder(job), TAG_LOSS_VALUE), dtype=np.float64)
                 if value.shape != (1,):
                     raise ValueError(f"coordinator returned a loss of shape {value.shape}, expected (1,)")
@@ -266,6 +332,7 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
     _check_rows(make_scheme, X, endpoint.name)
     with_loss = encrypted_loss_enabled(job)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
+    _register(endpoint, job, X.shape[1])
     w = data.initial_coef(job, X.shape[1], {})
     factor = model.alpha / job.batch_size
     for epoch, step, idx in job.batches():
@@ -281,12 +348,33 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
         received = endpoint.recv(job.active, TAG_RESIDUAL)
         with clock.crypto():
             enc_residual = scheme.loads(received)
-        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock)
+        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock,
+                             _global_step(job, epoch, step))
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
         if step == job.steps_per_epoch - 1:
             data.end_epoch(epoch, w, {})
     info = {**scheme.info(), "residual": model.name}
     return PartyResult(endpoint.name, "passive", w, timings=clock.timings(endpoint), info=info)
+
+
+def _registered_width(party: str, payload: Any) -> int:
+    width = payload.get("n_features") if isinstance(payload, dict) else None
+    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+        raise DecryptionRefused(party, -1, "registration", f"expected {{'n_features': int >= 1}}, got {payload!r}")
+    return width
+
+
+def _checked_request(party: str, payload: Any, step: int, purpose: str) -> Any:
+    """The ciphertext of ``party``'s request if it is for this ``step`` and ``purpose``."""
+    if not isinstance(payload, dict) or set(payload) != {"step", "purpose", "ciphertext"}:
+        raise DecryptionRefused(party, step, purpose, "not a request {step, purpose, ciphertext}")
+    if payload["purpose"] != purpose:
+        raise DecryptionRefused(party, step, purpose, f"the request is for {payload['purpose']!r}")
+    got = payload["step"]
+    if isinstance(got, bool) or not isinstance(got, int) or got != step:
+        raise DecryptionRefused(party, step, purpose,
+                                f"the request is for step {got!r} (one request per party and step)")
+    return payload["ciphertext"]
 
 
 def coordinator_program(endpoint: Channel, job: GLMJob, data: Optional[PartyData],
@@ -302,17 +390,25 @@ def coordinator_program(endpoint: Channel, job: GLMJob, data: Optional[PartyData
     data_parties = (job.active, *job.passives)
     for party in data_parties:
         endpoint.send(party, TAG_PUBLIC_KEY, public)
+    widths = {party: _registered_width(party, endpoint.recv(party, TAG_REGISTER)) for party in data_parties}
     history: Dict[str, List[float]] = {"loss_encrypted_part": []} if with_loss else {}
-    for _epoch, step, _idx in job.batches():
+    for epoch, step, _idx in job.batches():
+        t = _global_step(job, epoch, step)
         for party in data_parties:
-            masked = endpoint.recv(party, TAG_MASKED_GRADIENT)
+            masked = _checked_request(party, endpoint.recv(party, TAG_MASKED_GRADIENT), t, PURPOSE_GRADIENT)
             with clock.crypto():
-                reply = holder.answer_gradient(masked)
+                try:
+                    reply = holder.answer_gradient(masked, widths[party])
+                except (ValueError, TypeError) as exc:
+                    raise DecryptionRefused(party, t, PURPOSE_GRADIENT, str(exc)) from None
             endpoint.send(party, TAG_GRADIENT, reply)
         if with_loss and step == job.steps_per_epoch - 1:
-            loss_bytes = endpoint.recv(job.active, TAG_LOSS)
+            loss_bytes = _checked_request(job.active, endpoint.recv(job.active, TAG_LOSS), t, PURPOSE_LOSS)
             with clock.crypto():
-                value = holder.decrypt_loss(loss_bytes)
+                try:
+                    value = holder.decrypt_loss(loss_bytes)
+                except (ValueError, TypeError) as exc:
+                    raise DecryptionRefused(job.active, t, PURPOSE_LOSS, str(exc)) from None
             history["loss_encrypted_part"].append(value)
             endpoint.send(job.active, TAG_LOSS_VALUE, np.array([value]))
     info = {**holder.info(), "residual": model.name}

@@ -27,10 +27,12 @@ from ..vfl.clock import PhaseClock
 from .job import SIGNED_LABEL_LOSSES, GLMJob, PartyData, PartyResult
 from .penalties import clip_norm, penalized_step
 
-__all__ = ["TAG_IR_ACTIVE", "TAG_IR_PASSIVE", "active_program", "passive_program"]
+__all__ = ["TAGS", "TAG_IR_ACTIVE", "TAG_IR_PASSIVE", "active_program", "passive_program"]
 
 TAG_IR_PASSIVE = "ir_passive"
 TAG_IR_ACTIVE = "ir_active"
+#: every tag the programs of this module receive
+TAGS = (TAG_IR_PASSIVE, TAG_IR_ACTIVE)
 
 Release = Callable[[np.ndarray], np.ndarray]
 

@@ -7,7 +7,9 @@ fixed-point encoding of :mod:`vflsec.he.paillier` (2^-40 precision, one
 exponent for every fresh ciphertext), so gradients match the plaintext
 Taylor gradients to about 1e-12. Masks are uniform in Z_n, so the
 coordinator learns nothing from what it decrypts; every ciphertext a party
-sends, other than a fresh encryption, is re-randomized first. Vector
+sends, other than a fresh encryption, is re-randomized first. The key
+holder decrypts a masked gradient only if it has the requesting party's
+block width and the product level (see :mod:`.he_vfl`, threat model). Vector
 operations run in the process pool of :mod:`vflsec.he` (see
 ``vflsec.he.set_num_processes``).
 """
@@ -85,8 +87,10 @@ class PaillierKeyHolder(he_vfl.KeyHolder):
     def public_payload(self) -> Dict[str, Any]:
         return self.public_key.to_dict()
 
-    def answer_gradient(self, data: Any) -> bytes:
+    def answer_gradient(self, data: Any, size: int) -> bytes:
         vector = _paillier.EncryptedVector.from_bytes(self.public_key, data)
+        if len(vector) != size:
+            raise ValueError(f"{len(vector)} ciphertexts, the party's gradient has {size} values")
         if vector.level != _PRODUCT_LEVEL:
             raise ValueError(f"masked gradient at fixed-point level {vector.level}, expected {_PRODUCT_LEVEL}")
         return self.public_key.plaintexts_to_bytes(self.private_key.decrypt_raw(vector))
@@ -108,4 +112,4 @@ def _check_job(job) -> None:
 
 
 PROTOCOL = he_vfl.protocol_roles(PaillierScheme, PaillierKeyHolder, _check_job)
-register_protocol("paillier", PROTOCOL, replace=True)
+register_protocol("paillier", PROTOCOL, replace=True, tags=he_vfl.TAGS)

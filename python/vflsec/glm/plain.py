@@ -6,6 +6,7 @@ Clipping follows ``job.k`` (None or inf disables it).
 """
 from __future__ import annotations
 
+from . import ir_exchange
 from .ir_exchange import active_program, passive_program
 from .registry import register_protocol
 
@@ -21,4 +22,4 @@ def plain_passive(endpoint, job, data):
 
 
 PROTOCOL = {"active": plain_active, "passive": plain_passive}
-register_protocol("plain", PROTOCOL, replace=True)
+register_protocol("plain", PROTOCOL, replace=True, tags=ir_exchange.TAGS)

@@ -9,6 +9,11 @@ A protocol whose runs must not continue from a checkpoint says why with
 would release more noisy values than its budget covers); the party runtime
 (:mod:`vflsec.runtime`) refuses ``--resume`` with that reason.
 
+A protocol declares the message ``tags`` its programs receive: the party
+runtime tells the transport to treat a message under any other tag as a
+protocol error that fails the job (issue 18, item 3). ``tags=None`` (not
+declared) leaves the transport accepting any tag.
+
 Roles are "active", "passive" and optionally "coordinator"; each program
 follows the contract of :mod:`vflsec.glm.job`. A protocol with a
 "coordinator" role needs ``job.coordinator`` set; one without refuses it.
@@ -22,7 +27,7 @@ from __future__ import annotations
 import importlib
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, Mapping, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 from ..vfl.job import ROLES
 from ..vfl.result import PartyResult
@@ -39,11 +44,13 @@ PartyProgram = Callable[..., PartyResult]
 class Protocol:
     """A registered protocol: its role programs and the properties the
     runtime needs. ``resume_refusal``: why a run cannot continue from a
-    checkpoint (None: it can)."""
+    checkpoint (None: it can). ``tags``: the message tags its programs
+    receive (None: not declared)."""
 
     name: str
     roles: Mapping[str, PartyProgram]
     resume_refusal: Optional[str] = None
+    tags: Optional[FrozenSet[str]] = None
 
     @property
     def resumable(self) -> bool:
@@ -59,10 +66,11 @@ _LOCK = threading.Lock()
 
 
 def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: bool = False,
-                      resume_refusal: Optional[str] = None) -> Protocol:
+                      resume_refusal: Optional[str] = None, tags: Optional[Iterable[str]] = None) -> Protocol:
     """Register role programs under ``name``; ``replace=True`` overrides an
     existing registration (otherwise that is a ValueError).
-    ``resume_refusal``: why runs of this protocol cannot resume (None: they can)."""
+    ``resume_refusal``: why runs of this protocol cannot resume (None: they can).
+    ``tags``: the message tags the role programs receive (None: not declared)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"protocol name must be a non-empty str, got {name!r}")
     if not isinstance(roles, Mapping):
@@ -77,7 +85,14 @@ def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: 
             raise TypeError(f"program for role {role!r} of protocol {name!r} is not callable")
     if resume_refusal is not None and (not isinstance(resume_refusal, str) or not resume_refusal):
         raise TypeError(f"resume_refusal must be a non-empty str or None, got {resume_refusal!r}")
-    protocol = Protocol(name, dict(roles), resume_refusal)
+    tag_set = None
+    if tags is not None:
+        if isinstance(tags, str):
+            raise TypeError("tags must be an iterable of str, not one str")
+        tag_set = frozenset(tags)
+        if not all(isinstance(t, str) and t for t in tag_set):
+            raise TypeError(f"tags must be non-empty strs, got {sorted(map(repr, tag_set))}")
+    protocol = Protocol(name, dict(roles), resume_refusal, tag_set)
     with _LOCK:
         if name in _REGISTRY and not replace:
             raise ValueError(f"protocol {name!r} is already registered")

@@ -75,8 +75,11 @@ class PlaintextKeyHolder(he_vfl.KeyHolder):
     def public_payload(self) -> Any:
         return {"scheme": "taylor"}
 
-    def answer_gradient(self, data: Any) -> np.ndarray:
-        return _vector(data, "masked gradient")
+    def answer_gradient(self, data: Any, size: int) -> np.ndarray:
+        values = _vector(data, "masked gradient")
+        if values.shape != (size,):
+            raise ValueError(f"{values.shape[0]} values, the party's gradient has {size}")
+        return values
 
     def decrypt_loss(self, data: Any) -> float:
         values = _vector(data, "loss")
@@ -86,4 +89,4 @@ class PlaintextKeyHolder(he_vfl.KeyHolder):
 
 
 PROTOCOL = he_vfl.protocol_roles(PlaintextScheme, PlaintextKeyHolder)
-register_protocol("taylor", PROTOCOL, replace=True)
+register_protocol("taylor", PROTOCOL, replace=True, tags=he_vfl.TAGS)
