@@ -66,6 +66,7 @@ __all__ = [
     "NetworkSettings",
     "PeerFailed",
     "SERVICE",
+    "StepTimeout",
 ]
 
 logger = logging.getLogger("vflsec.network")
@@ -89,6 +90,20 @@ class PeerFailed(ChannelClosed):
         super().__init__(f"peer party {peer!r} failed: {reason}")
 
 
+class StepTimeout(ChannelTimeout):
+    """A peer that is alive (it answers heartbeats) sent nothing within the
+    current phase's deadline; the message names the peer, the tag and the phase."""
+
+    def __init__(self, receiver: str, sender: str, tag: str, timeout: float, phase: str):
+        super().__init__(receiver, sender, tag, timeout)
+        self.phase = phase
+        self.args = (f"peer party {sender!r} sent nothing for {timeout:g} s during {phase}: party {receiver!r} "
+                     f"was waiting for its message tagged {tag!r}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class MessageRejected(RuntimeError):
     """The receiving party refused a message (it stays up)."""
 
@@ -103,7 +118,15 @@ class NetworkSettings:
     connect_timeout : how long :meth:`GrpcChannel.wait_for_peers` waits for
         every peer to come up.
     recv_timeout : default ``recv`` timeout (None: wait, relying on the
-        heartbeat to detect dead peers).
+        heartbeat to detect dead peers; a peer that answers pings but never
+        sends is then waited for forever). :meth:`GrpcChannel.set_recv_timeout`
+        changes it per protocol phase.
+    handshake_timeout : ``vflsec party``'s deadline for each message of the
+        start-up handshake (job agreement, the start plan), once every peer
+        is connected.
+    step_timeout : ``vflsec party``'s deadline for each protocol message
+        after the handshake (PSI, training); None: derived from the job
+        (:mod:`vflsec.runtime.deadlines`).
     max_message_bytes : largest envelope accepted (checked before allocation;
         the party runtime may lower it to what its job needs).
     chunk_bytes : data bytes per frame; a frame larger than this (plus its
@@ -124,6 +147,8 @@ class NetworkSettings:
     heartbeat_interval: float = 1.0
     connect_timeout: float = 60.0
     recv_timeout: Optional[float] = None
+    handshake_timeout: float = 60.0
+    step_timeout: Optional[float] = None
     max_message_bytes: int = 1 << 28
     chunk_bytes: int = 1 << 20
     max_streams_per_peer: int = 2
@@ -132,12 +157,15 @@ class NetworkSettings:
     max_queued_bytes_per_peer: Optional[int] = None
 
     def __post_init__(self) -> None:
-        for name in ("peer_timeout", "heartbeat_interval", "connect_timeout"):
+        for name in ("peer_timeout", "heartbeat_interval", "connect_timeout", "handshake_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a number > 0, got {value!r}")
-        if self.recv_timeout is not None and not self.recv_timeout > 0:
-            raise ValueError(f"recv_timeout must be > 0 or None, got {self.recv_timeout!r}")
+        for name in ("recv_timeout", "step_timeout"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value > 0):
+                raise ValueError(f"{name} must be a number > 0 or None, got {value!r}")
         if self.heartbeat_interval >= self.peer_timeout:
             raise ValueError("heartbeat_interval must be smaller than peer_timeout")
         for name in ("max_message_bytes", "chunk_bytes"):
@@ -224,6 +252,8 @@ class GrpcChannel(Channel):
         self._listen = listen
         self._session = str(session)
         self._accepted = {self._session}
+        self._recv_timeout = self.settings.recv_timeout
+        self._phase = ""
 
         self._cond = threading.Condition()
         self._queues: Dict[Tuple[str, str], Deque[Tuple[Any, int]]] = defaultdict(deque)
@@ -401,6 +431,17 @@ class GrpcChannel(Channel):
         with self._cond:
             self._expected_tags = tags
 
+    def set_recv_timeout(self, timeout: Optional[float], phase: str = "") -> None:
+        """The deadline of every later ``recv`` without its own timeout
+        (None: wait), and the protocol ``phase`` a timeout names (then a
+        :class:`StepTimeout`)."""
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
+            raise ValueError(f"timeout must be a number > 0 or None, got {timeout!r}")
+        with self._cond:
+            self._recv_timeout = timeout
+            self._phase = str(phase)
+
     # -- Channel API -------------------------------------------------------------
     def _check_peer(self, peer: Any, role: str) -> str:
         super()._check_peer(peer, role)
@@ -416,8 +457,10 @@ class GrpcChannel(Channel):
         self._transmit(receiver, KIND_DATA, tag, payload, timeout=self.settings.peer_timeout)
 
     def _recv(self, sender: str, tag: str, timeout: Optional[float]) -> Any:
+        phase = ""
         if timeout is None:
-            timeout = self.settings.recv_timeout
+            with self._cond:
+                timeout, phase = self._recv_timeout, self._phase
         deadline = None if timeout is None else time.monotonic() + timeout
         key = (sender, tag)
         with self._cond:
@@ -439,6 +482,8 @@ class GrpcChannel(Channel):
                 else:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
+                        if phase:
+                            raise StepTimeout(self._name, sender, tag, cast(float, timeout), phase)
                         raise ChannelTimeout(self._name, sender, tag, cast(float, timeout))  # deadline set: a timeout
                     self._cond.wait(remaining)
 

@@ -23,6 +23,8 @@ TAG_READY = "job_ready"
 TAG_GO = "job_go"
 TAG_RESUME = "job_resume"
 TAG_PLAN = "job_plan"
+#: every tag the handshake receives
+TAGS = (TAG_HELLO, TAG_SESSION, TAG_READY, TAG_GO, TAG_RESUME, TAG_PLAN)
 
 
 def agree_on_job(channel, spec: JobSpec, leader: str, followers: List[str]) -> None:

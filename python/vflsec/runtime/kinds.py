@@ -9,7 +9,9 @@ or ``kind = "splitnn"``). A :class:`JobKind` knows, for its kind:
   takes, and which program that is;
 * its protocol properties: whether its programs write per-epoch
   checkpoints, and why a given job must not resume (e.g. a DP protocol);
-* what a party writes to its output besides the common summary.
+* what a party writes to its output besides the common summary;
+* the message tags its programs receive and its default per-message
+  deadline (see :mod:`.deadlines`).
 
 Kinds register by name; :func:`get_job_kind` imports the built-in kinds
 (:mod:`.glm_kind`, :mod:`.splitnn_kind`) on first use, so the party process
@@ -20,7 +22,7 @@ from __future__ import annotations
 import importlib
 import threading
 from pathlib import Path
-from typing import Any, Dict, Generic, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Dict, FrozenSet, Generic, Mapping, Optional, Set, Tuple, TypeVar
 
 import numpy as np
 
@@ -71,6 +73,16 @@ class JobKind(Generic[JobT]):
 
     def program(self, job: JobT, role: str) -> PartyProgram:
         raise NotImplementedError
+
+    def receive_tags(self, job: JobT) -> Optional[FrozenSet[str]]:
+        """Every message tag the role programs of ``job`` receive (None: not
+        declared; the transport then accepts any tag)."""
+        return None
+
+    def default_step_timeout(self, job: JobT) -> float:
+        """Seconds a party waits for each protocol message of ``job`` when
+        ``[network]`` sets no ``step_timeout``."""
+        return 300.0
 
     def features_optional(self, job: JobT, role: str) -> bool:
         """Whether a data party of ``role`` may hold no feature columns."""

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
 from ..dp.sensitivity import clip_row_norms
+from . import deadlines
 from .config import PartyConfig, load_party_config
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
 from .job_spec import JobSpec, load_job_spec
@@ -114,12 +115,19 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
 
     channel = _make_channel(cfg, spec, insecure)
     channel.start()
+    # Every protocol wait has a deadline naming the peer, the tag and the phase (runtime.deadlines).
+    channel.set_recv_timeout(channel.settings.handshake_timeout, deadlines.PHASE_HANDSHAKE)
+    step_timeout = deadlines.step_timeout(channel.settings, kind, probe)
     timings: Dict[str, float] = {}
     try:
         t = time.perf_counter()
         channel.wait_for_peers()
         agree_on_job(channel, spec, leader, followers)
         timings["connect_and_agree_s"] = time.perf_counter() - t
+        tags = deadlines.expected_tags(kind, probe)
+        if tags is not None:  # any other tag is now a protocol error naming its sender
+            channel.expect_tags(tags)
+        channel.set_recv_timeout(step_timeout, deadlines.PHASE_PSI)
         t = time.perf_counter()
         common: List[str] = []
         if holds_data:
@@ -134,6 +142,8 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
             last_epoch = checkpoint.latest_epoch() if resume else -1
         elif resume and holds_data:
             raise ValueError("--resume needs [party] checkpoint_dir")
+        # The leader announces the plan after its PSI, which a party without data does not wait through.
+        channel.set_recv_timeout(step_timeout, deadlines.PHASE_PLAN)
         n_samples, start_epoch = agree_on_plan(channel, spec, leader, followers, probe.data_parties,
                                                len(common) or None, last_epoch, resume)
         if holds_data and n_samples != len(common):
@@ -149,6 +159,7 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         logger.info("party %r: %d aligned rows, training a %s job from epoch %d", cfg.name, n_samples, kind.name,
                     start_epoch)
         t = time.perf_counter()
+        channel.set_recv_timeout(step_timeout, deadlines.phase_training(kind))
         result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - started
