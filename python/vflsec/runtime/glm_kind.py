@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Mapping, Optional, Set
+from typing import Any, Dict, Mapping, Optional, Set
 
 import numpy as np
 
@@ -43,6 +43,19 @@ def _labels_for(loss: str, y: np.ndarray) -> np.ndarray:
     return y
 
 
+def _privacy_spent(job: GLMJob) -> Optional[str]:
+    """"hdp" with noise: the job's (epsilon, delta), to which the noise of the
+    whole IR sequence is calibrated (what the estimator's ``privacy_spent_``
+    reports); None for the other protocols."""
+    if job.protocol != "hdp" or not job.noise:
+        return None
+    from ..dp.accounting import PrivacySpent
+
+    return str(PrivacySpent(epsilon=float(job.epsilon), delta=float(job.delta), releases=1,
+                            epsilon_per_release=float(job.epsilon),
+                            accountant=f"{job.calibration} Gaussian calibration of the whole IR sequence"))
+
+
 class GLMJobKind(JobKind[GLMJob]):
     name = "glm"
     default_row_norm = "clip"
@@ -70,18 +83,11 @@ class GLMJobKind(JobKind[GLMJob]):
     def program(self, job: GLMJob, role: str):
         return get_protocol(job.protocol).roles[role]
 
-    def receive_tags(self, job: GLMJob) -> Optional[FrozenSet[str]]:
-        return get_protocol(job.protocol).tags
-
-    def default_step_timeout(self, job: GLMJob) -> float:
-        # HE protocols (those with a key holder): key generation and the
-        # decryption of every party's gradient can fall into one wait.
-        return 900.0 if get_protocol(job.protocol).needs_coordinator else 300.0
-
     def summary(self, job: GLMJob, result, output: Optional[Path]) -> Dict[str, Any]:
         return {"protocol": job.protocol,
                 "coef": None if result.coef is None else [float(v) for v in result.coef],
-                "info": _jsonable(result.info)}
+                "info": _jsonable(result.info),
+                "privacy_spent": _privacy_spent(job)}
 
 
 register_job_kind(GLMJobKind(), replace=True)

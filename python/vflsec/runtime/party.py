@@ -24,16 +24,19 @@ dies or hangs is detected by the heartbeat within ``peer_timeout`` seconds:
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import re
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
+from .._progress import EpochProgress
 from ..dp.sensitivity import clip_row_norms
-from . import deadlines
 from .config import PartyConfig, load_party_config
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
 from .job_spec import JobSpec, load_job_spec
@@ -42,6 +45,67 @@ from .party_csv import read_party_csv
 __all__ = ["main", "run_party"]
 
 logger = logging.getLogger("vflsec.network")
+
+# Seconds between the "still waiting" lines while a party waits for its peers.
+WAIT_LOG_INTERVAL = 10.0
+
+
+@contextlib.contextmanager
+def _waiting(name: str, what: str, interval: Optional[float] = None) -> Iterator[None]:
+    """Log ``what`` (e.g. "connecting to 'p1' at host:port") once on entry
+    and then every ``interval`` seconds with the time spent so far, until
+    the block ends."""
+    interval = WAIT_LOG_INTERVAL if interval is None else interval
+    start = time.perf_counter()
+    done = threading.Event()
+    logger.info("party %r: %s", name, what)
+
+    def tick() -> None:
+        while not done.wait(interval):
+            logger.info("party %r: still %s (%.0f s so far)", name, what, time.perf_counter() - start)
+
+    thread = threading.Thread(target=tick, daemon=True, name=f"vflsec-{name}-waiting")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.2f} MB"
+
+
+def _epsilon_text(spent: Optional[str]) -> str:
+    """``"epsilon 5.00 (delta 1e-05)"`` from the output's ``privacy_spent`` text
+    (``str`` of a PrivacySpent), the text itself if it has another form, or "no DP"."""
+    if not spent:
+        return "no DP"
+    found = re.search(r"epsilon=([0-9.eE+-]+), delta=([0-9.eE+-]+)", spent)
+    if found is None:
+        return f"privacy spent {spent}"
+    return f"epsilon {float(found.group(1)):.2f} (delta {float(found.group(2)):.3g})"
+
+
+def _final_line(name: str, summary: Mapping[str, Any]) -> str:
+    """The active party's one-line summary: training metric, bytes, wall time split, epsilon."""
+    history = summary.get("history") or {}
+    metric = []
+    for key in ("accuracy", "loss"):
+        if history.get(key):
+            metric.append(f"training {key} {history[key][-1]:.4f}")
+    timings = summary.get("timings", {})
+    parts = [
+        ", ".join(metric) or "no training metric",
+        f"sent {_mb(summary.get('wire_bytes_sent', 0))}, received {_mb(summary.get('wire_bytes_received', 0))}",
+        "wall time {:.1f} s (connect+agree {:.1f} s, PSI {:.1f} s, train {:.1f} s)".format(
+            timings.get("total_s", 0.0), timings.get("connect_and_agree_s", 0.0), timings.get("psi_s", 0.0),
+            timings.get("train_s", 0.0)),
+        _epsilon_text(summary.get("privacy_spent")),
+    ]
+    return f"party {name!r} done: " + "; ".join(parts)
+
 
 
 def _settings(network: Mapping[str, Any]):
@@ -115,19 +179,16 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
 
     channel = _make_channel(cfg, spec, insecure)
     channel.start()
-    # Every protocol wait has a deadline naming the peer, the tag and the phase (runtime.deadlines).
-    channel.set_recv_timeout(channel.settings.handshake_timeout, deadlines.PHASE_HANDSHAKE)
-    step_timeout = deadlines.step_timeout(channel.settings, kind, probe)
     timings: Dict[str, float] = {}
     try:
         t = time.perf_counter()
-        channel.wait_for_peers()
-        agree_on_job(channel, spec, leader, followers)
+        peers = ", ".join(f"{p!r} at {cfg.peers[p]}" for p in probe.parties if p != cfg.name)
+        with _waiting(cfg.name, f"waiting for {peers} to answer"):
+            channel.wait_for_peers()
+        waited_for = ", ".join(repr(p) for p in (followers if cfg.name == leader else [leader]))
+        with _waiting(cfg.name, f"waiting for {waited_for} to agree on the job"):
+            agree_on_job(channel, spec, leader, followers)
         timings["connect_and_agree_s"] = time.perf_counter() - t
-        tags = deadlines.expected_tags(kind, probe)
-        if tags is not None:  # any other tag is now a protocol error naming its sender
-            channel.expect_tags(tags)
-        channel.set_recv_timeout(step_timeout, deadlines.PHASE_PSI)
         t = time.perf_counter()
         common: List[str] = []
         if holds_data:
@@ -142,8 +203,6 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
             last_epoch = checkpoint.latest_epoch() if resume else -1
         elif resume and holds_data:
             raise ValueError("--resume needs [party] checkpoint_dir")
-        # The leader announces the plan after its PSI, which a party without data does not wait through.
-        channel.set_recv_timeout(step_timeout, deadlines.PHASE_PLAN)
         n_samples, start_epoch = agree_on_plan(channel, spec, leader, followers, probe.data_parties,
                                                len(common) or None, last_epoch, resume)
         if holds_data and n_samples != len(common):
@@ -158,8 +217,9 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         data = kind.party_data(job, spec.fields, cfg.name, X, y, checkpoint)
         logger.info("party %r: %d aligned rows, training a %s job from epoch %d", cfg.name, n_samples, kind.name,
                     start_epoch)
+        if data is not None and hasattr(data, "progress"):
+            data.progress = EpochProgress(job.epochs, logger.info, prefix=f"party {cfg.name!r}: ")
         t = time.perf_counter()
-        channel.set_recv_timeout(step_timeout, deadlines.phase_training(kind))
         result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - started
@@ -176,6 +236,8 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         }
         if cfg.output is not None:
             _write_json(cfg.output, summary)
+        if role == "active":
+            logger.info("%s", _final_line(cfg.name, summary))
         channel.notify_done()
         return summary
     except BaseException as exc:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Mapping, Optional, Set
+from typing import Any, Dict, Mapping, Optional, Set
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from .._torch import require_torch
 from ..splitnn import defenses as _defenses  # noqa: F401  (registers the built-in defenses)
 from ..splitnn.defenses.base import Defense, DefenseContext
 from ..splitnn.defenses.registry import get_defense
-from ..splitnn.job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
+from ..splitnn.job import SplitJob, SplitPartyData, SplitPartyResult
 from ..splitnn.models import linear_head, mlp_bottom, mlp_head
 from ..splitnn.trainer import PROGRAMS
 from ..splitnn.training_state import training_state
@@ -139,6 +139,21 @@ def module_arrays(result: SplitPartyResult) -> Dict[str, np.ndarray]:
     return training_state({"bottom": result.bottom, "head": result.head})
 
 
+def _privacy_spent(result: SplitPartyResult) -> Any:
+    """The defense's privacy spent as this party's copy reports it. Every party
+    sets up the same defense, so the active party's copy knows a per-release
+    calibration (VFL-AFE) too; a defense that counts the releases where they
+    happen (DP-SGD, in the passive parties' backward passes) has released
+    nothing in the active party's copy: None there (see the passives' outputs)."""
+    try:
+        spent = result.defense.privacy_spent()
+    except RuntimeError:  # e.g. a per-width calibration that was never set up
+        return None
+    if spent is not None and result.role != "passive" and getattr(spent, "releases", 1) == 0:
+        return None
+    return spent
+
+
 class SplitJobKind(JobKind[SplitJob]):
     name = "splitnn"
     default_row_norm = "none"
@@ -175,13 +190,6 @@ class SplitJobKind(JobKind[SplitJob]):
                    y: Optional[np.ndarray], checkpoint: Any) -> SplitPartyData:
         return build_party_data(job, fields, party, X, y, checkpoint)
 
-    def receive_tags(self, job: SplitJob) -> Optional[FrozenSet[str]]:
-        return frozenset({TAG_EMBEDDING, TAG_GRADIENT})
-
-    def default_step_timeout(self, job: SplitJob) -> float:
-        # A peer's forward and backward pass over a batch, or an epoch-end evaluation.
-        return 600.0
-
     def program(self, job: SplitJob, role: str):
         return PROGRAMS[role]
 
@@ -190,7 +198,7 @@ class SplitJobKind(JobKind[SplitJob]):
             "bytes_sent_per_epoch": [dict(d) for d in result.bytes_sent],
             "defense": repr(result.defense),
         }
-        spent = result.defense.privacy_spent() if result.role == "passive" else None
+        spent = _privacy_spent(result)
         out["privacy_spent"] = None if spent is None else str(spent)
         if output is not None:
             path = output.with_name(output.stem + ".modules.npz")
