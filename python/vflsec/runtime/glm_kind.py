@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Set
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Set
 
 import numpy as np
 
@@ -82,6 +82,14 @@ class GLMJobKind(JobKind[GLMJob]):
 
     def program(self, job: GLMJob, role: str):
         return get_protocol(job.protocol).roles[role]
+
+    def receive_tags(self, job: GLMJob) -> Optional[FrozenSet[str]]:
+        return get_protocol(job.protocol).tags
+
+    def default_step_timeout(self, job: GLMJob) -> float:
+        # HE protocols (those with a key holder): key generation and the
+        # decryption of every party's gradient can fall into one wait.
+        return 900.0 if get_protocol(job.protocol).needs_coordinator else 300.0
 
     def summary(self, job: GLMJob, result, output: Optional[Path]) -> Dict[str, Any]:
         return {"protocol": job.protocol,

@@ -37,6 +37,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from .._progress import EpochProgress
 from ..dp.sensitivity import clip_row_norms
+from . import deadlines
 from .config import PartyConfig, load_party_config
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
 from .job_spec import JobSpec, load_job_spec
@@ -105,7 +106,6 @@ def _final_line(name: str, summary: Mapping[str, Any]) -> str:
         _epsilon_text(summary.get("privacy_spent")),
     ]
     return f"party {name!r} done: " + "; ".join(parts)
-
 
 
 def _settings(network: Mapping[str, Any]):
@@ -179,6 +179,9 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
 
     channel = _make_channel(cfg, spec, insecure)
     channel.start()
+    # Every protocol wait has a deadline naming the peer, the tag and the phase (runtime.deadlines).
+    channel.set_recv_timeout(channel.settings.handshake_timeout, deadlines.PHASE_HANDSHAKE)
+    step_timeout = deadlines.step_timeout(channel.settings, kind, probe)
     timings: Dict[str, float] = {}
     try:
         t = time.perf_counter()
@@ -189,6 +192,10 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         with _waiting(cfg.name, f"waiting for {waited_for} to agree on the job"):
             agree_on_job(channel, spec, leader, followers)
         timings["connect_and_agree_s"] = time.perf_counter() - t
+        tags = deadlines.expected_tags(kind, probe)
+        if tags is not None:  # any other tag is now a protocol error naming its sender
+            channel.expect_tags(tags)
+        channel.set_recv_timeout(step_timeout, deadlines.PHASE_PSI)
         t = time.perf_counter()
         common: List[str] = []
         if holds_data:
@@ -203,6 +210,8 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
             last_epoch = checkpoint.latest_epoch() if resume else -1
         elif resume and holds_data:
             raise ValueError("--resume needs [party] checkpoint_dir")
+        # The leader announces the plan after its PSI, which a party without data does not wait through.
+        channel.set_recv_timeout(step_timeout, deadlines.PHASE_PLAN)
         n_samples, start_epoch = agree_on_plan(channel, spec, leader, followers, probe.data_parties,
                                                len(common) or None, last_epoch, resume)
         if holds_data and n_samples != len(common):
@@ -220,6 +229,7 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         if data is not None and hasattr(data, "progress"):
             data.progress = EpochProgress(job.epochs, logger.info, prefix=f"party {cfg.name!r}: ")
         t = time.perf_counter()
+        channel.set_recv_timeout(step_timeout, deadlines.phase_training(kind))
         result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - started

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Set
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Set
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from .._torch import require_torch
 from ..splitnn import defenses as _defenses  # noqa: F401  (registers the built-in defenses)
 from ..splitnn.defenses.base import Defense, DefenseContext
 from ..splitnn.defenses.registry import get_defense
-from ..splitnn.job import SplitJob, SplitPartyData, SplitPartyResult
+from ..splitnn.job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
 from ..splitnn.models import linear_head, mlp_bottom, mlp_head
 from ..splitnn.trainer import PROGRAMS
 from ..splitnn.training_state import training_state
@@ -189,6 +189,13 @@ class SplitJobKind(JobKind[SplitJob]):
     def party_data(self, job: SplitJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                    y: Optional[np.ndarray], checkpoint: Any) -> SplitPartyData:
         return build_party_data(job, fields, party, X, y, checkpoint)
+
+    def receive_tags(self, job: SplitJob) -> Optional[FrozenSet[str]]:
+        return frozenset({TAG_EMBEDDING, TAG_GRADIENT})
+
+    def default_step_timeout(self, job: SplitJob) -> float:
+        # A peer's forward and backward pass over a batch, or an epoch-end evaluation.
+        return 600.0
 
     def program(self, job: SplitJob, role: str):
         return PROGRAMS[role]
