@@ -23,6 +23,9 @@ Format (relative paths are relative to the file)::
     [network]                       # optional, see NetworkSettings
     peer_timeout = 10.0
     heartbeat_interval = 1.0
+    handshake_timeout = 60.0        # per handshake message (job agreement, start plan)
+    step_timeout = 900.0            # per protocol message after it (PSI, training);
+                                    # default from the job (runtime.deadlines)
 """
 from __future__ import annotations
 
