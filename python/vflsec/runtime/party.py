@@ -20,7 +20,9 @@ Failures: any error stops the party with exit status 1 and one line on
 stderr, ``vflsec party <name>: error: ...``; its peers are told and stop
 with ``peer party '<name>' failed: it aborted the job: ...``. A peer that
 dies or hangs is detected by the heartbeat within ``peer_timeout`` seconds:
-``peer party '<name>' failed: no answer for ... s``.
+``peer party '<name>' failed: no answer for ... s``. A peer that is alive but
+sends nothing fails the job at the step's deadline (:mod:`.deadlines`):
+``peer party '<name>' sent nothing for ... s during <phase>: ... tagged '<tag>'``.
 """
 from __future__ import annotations
 
