@@ -1,7 +1,7 @@
 """Input conversion and validation shared by every public function.
 
 Every public entry point validates its arguments here, once, and hands the
-compiled core only C-contiguous float32/float64 numpy arrays. torch CPU
+compiled core only C-contiguous, aligned float32/float64 numpy arrays. torch CPU
 tensors are accepted without importing torch (zero-copy when contiguous) and
 results are returned as the caller's type.
 """
@@ -86,7 +86,12 @@ def as_float_array(
         raise ValueError(f"{name} must be {ndim}-dimensional, got an array of shape {arr.shape}")
     if arr.size == 0 and not allow_empty:
         raise ValueError(f"{name} is empty (shape {arr.shape}); at least one element is required")
-    arr = np.ascontiguousarray(arr, dtype=target)
+    # np.asarray(order="C") keeps a 0-d input 0-d (np.ascontiguousarray would make it 1-d).
+    arr = np.asarray(arr, dtype=target, order="C")
+    if arr.ctypes.data % arr.dtype.alignment != 0:
+        # C-contiguous but misaligned (a view at an odd byte offset): the C++
+        # kernels load whole floats, so they get an aligned copy.
+        arr = arr.copy()
     if check_finite and kind == "f" and not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or infinite values")
 
@@ -121,10 +126,19 @@ def check_real(
     high: Optional[float] = None,
     high_inclusive: bool = True,
 ) -> float:
-    """A finite real number within the given bounds."""
+    """A finite real number within the given bounds.
+
+    Values that have no float64 representation (Python ints or fractions
+    beyond about 1.8e308) raise ``ValueError``, not ``OverflowError``.
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ValueError(
+            f"{name} is too large in magnitude to be represented as a float64 (|{name}| must be below "
+            f"about 1.8e308)") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     if low is not None and (value < low or (value == low and not low_inclusive)):

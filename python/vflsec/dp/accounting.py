@@ -35,6 +35,18 @@ __all__ = [
 
 ACCOUNTANTS = ("rdp", "pld")
 
+PLD_MIN_DELTA = 1e-15
+"""Smallest delta the ``"pld"`` accountant accepts: dp_accounting's privacy
+loss distribution truncates its tails at about this mass, so it cannot
+resolve a smaller delta (it returns inf, after a long computation, e.g. 25 s
+at 1e-300). Use the ``"rdp"`` accountant for smaller deltas."""
+
+MIN_TOLERANCE = 1e-12
+"""Smallest relative ``tolerance`` :func:`noise_multiplier_for_epsilon` accepts
+(about 2^13 ulps: finer is below the accountants' own accuracy)."""
+
+_MAX_BISECTIONS = 200
+
 
 @dataclass(frozen=True)
 class PrivacySpent:
@@ -87,6 +99,8 @@ def _epsilon(event, delta: float, accountant: str, draws: int, releases: int, mu
     acc = _new_accountant(accountant)
     acc.compose(event)
     eps = float(acc.get_epsilon(ideal_delta))
+    if not math.isfinite(eps):
+        return math.inf
     eps_impl, delta_impl = implemented_guarantee(eps, ideal_delta, draws=draws, ratio=1.0 / multiplier,
                                                  releases=releases)
     if delta_impl > delta:  # pragma: no cover - excluded by the choice of ideal_delta
@@ -102,6 +116,12 @@ def _per_draw_log_ratio() -> float:
 
 def _check_delta(delta) -> float:
     return check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+
+
+def _check_accountant_delta(accountant: str, delta: float) -> None:
+    if accountant == "pld" and delta < PLD_MIN_DELTA:
+        raise ValueError(f"delta={delta:g} is below the PLD accountant's floor {PLD_MIN_DELTA:g} (its tail "
+                         "truncation cannot resolve it); use accountant='rdp' for smaller deltas")
 
 
 def _check_multiplier(noise_multiplier) -> float:
@@ -120,6 +140,7 @@ def composed_gaussian(noise_multiplier: float, count: int, delta: float, *, acco
     count = check_positive_int(count, "count")
     delta = _check_delta(delta)
     accountant = _check_accountant(accountant)
+    _check_accountant_delta(accountant, delta)
     coordinates = check_positive_int(coordinates, "coordinates")
     dp = _dp_accounting()
     once = _epsilon(dp.GaussianDpEvent(z), delta, accountant, coordinates, 1, z)
@@ -137,6 +158,7 @@ def composed_subsampled_gaussian(noise_multiplier: float, sampling_rate: float, 
     steps = check_positive_int(steps, "steps")
     delta = _check_delta(delta)
     accountant = _check_accountant(accountant)
+    _check_accountant_delta(accountant, delta)
     coordinates = check_positive_int(coordinates, "coordinates")
     dp = _dp_accounting()
     event = dp.SelfComposedDpEvent(dp.PoissonSampledDpEvent(q, dp.GaussianDpEvent(z)), steps)
@@ -149,13 +171,20 @@ def noise_multiplier_for_epsilon(epsilon: float, delta: float, *, count: int = 1
     """Smallest noise multiplier whose composed epsilon (``count`` releases of
     ``coordinates`` draws, Poisson rate ``sampling_rate``; 1.0 = no
     subsampling) is <= ``epsilon``. Turn it into the release's sigma with
-    :func:`vflsec.dp.lattice.sigma_for_multiplier`."""
+    :func:`vflsec.dp.lattice.sigma_for_multiplier`.
+
+    ``tolerance`` (relative) must be at least ``MIN_TOLERANCE``; with the PLD
+    accountant ``delta`` must be at least ``PLD_MIN_DELTA``."""
     epsilon = check_real(epsilon, "epsilon", low=0.0, low_inclusive=False)
     delta = _check_delta(delta)
     count = check_positive_int(count, "count")
     q = check_real(sampling_rate, "sampling_rate", low=0.0, low_inclusive=False, high=1.0)
     accountant = _check_accountant(accountant)
+    _check_accountant_delta(accountant, delta)
     tolerance = check_real(tolerance, "tolerance", low=0.0, low_inclusive=False)
+    if tolerance < MIN_TOLERANCE:
+        raise ValueError(f"tolerance must be >= {MIN_TOLERANCE:g} (relative width of the bisection), "
+                         f"got {tolerance:g}")
 
     def spent(z: float) -> float:
         if q == 1.0:
@@ -171,7 +200,10 @@ def noise_multiplier_for_epsilon(epsilon: float, delta: float, *, count: int = 1
     if spent(lo) <= epsilon:
         return lo
     # Bisection on a monotone curve; stop at a relative width of ``tolerance``.
-    while (hi - lo) > tolerance * hi:
+    # Bounded: each step halves the log-width (at most log2(log(1e6/1e-3)/tolerance) ~ 45 steps).
+    for _ in range(_MAX_BISECTIONS):
+        if not (hi - lo) > tolerance * hi:
+            break
         mid = math.sqrt(lo * hi)
         if spent(mid) > epsilon:
             lo = mid

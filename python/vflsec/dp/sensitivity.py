@@ -262,9 +262,21 @@ def hdp_sensitivities(
             "gradient step of the coupled parties is then not non-expansive and the HDP-VFL "
             f"sensitivity bounds do not hold; use lr <= {max_lr:.6g}")
     rho = math.sqrt(n_parties)
+    try:
+        active = _active_sensitivity(constants, lr, epochs, steps, batch_size, k, rho)
+        passive = _passive_sensitivity(constants.L, lr, epochs, steps, batch_size, k, rho)
+    except OverflowError:
+        active = passive = math.inf
+    if not (math.isfinite(active) and math.isfinite(passive)):
+        raise ValueError(f"the HDP sensitivities overflow float64 for k={k}, lr={lr}, epochs={epochs}, "
+                         f"steps={steps}: out of range (use a smaller k or lr)")
+    if not (active > 0.0 and passive > 0.0):
+        # A zero sensitivity would calibrate zero noise: refuse instead.
+        raise ValueError(f"the HDP sensitivities underflow to 0 in float64 for k={k}, lr={lr}: out of "
+                         "range (use a larger k or lr)")
     return HDPSensitivities(
-        active=_active_sensitivity(constants, lr, epochs, steps, batch_size, k, rho),
-        passive=_passive_sensitivity(constants.L, lr, epochs, steps, batch_size, k, rho),
+        active=active,
+        passive=passive,
         constants=constants, lr=lr, epochs=epochs, steps=steps, batch_size=batch_size, k=k,
         n_parties=n_parties, max_lr=max_lr,
     )

@@ -63,7 +63,11 @@ def _exponent_for(largest: float, dtype: np.dtype) -> int:
 
 # ----------------------------------------------------------------- fcm
 
-_MAX_ITER_LIMIT = 2**31 - 1
+MAX_ITER_LIMIT = 100_000
+"""Most centre updates :func:`vflsec.kernels.fuzzy_cmeans` accepts. The C++
+loop runs with the GIL released and cannot be interrupted (Ctrl-C is seen
+when it returns), so its length is bounded."""
+_MAX_ITER_LIMIT = MAX_ITER_LIMIT
 
 
 

@@ -14,7 +14,6 @@ in a fixed order: the result does not depend on the thread count.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 import numpy as np
@@ -114,6 +113,10 @@ def pairwise_distance_stats(X: Any) -> DistanceStats:
     float32 and accumulates them in float64. A CUDA tensor is reduced on its
     GPU (only the five results come back to the host).
 
+    Finite data whose distances exceed the float64 range give ``inf`` for
+    the statistics that do (as :func:`pairwise_distances` gives ``inf`` for
+    those distances), never an exception.
+
     Raises
     ------
     TypeError
@@ -134,7 +137,11 @@ def pairwise_distance_stats(X: Any) -> DistanceStats:
     # The mean of values in [min, max] lies in it; the kernel's summation can
     # round it one ulp outside (e.g. a single pair), so it is clamped.
     mean = min(max(float(mean), float(lo)), float(hi))
-    scale = math.ldexp(1.0, exponent)
+    def unscale(value: float) -> float:
+        # np.ldexp rounds to inf past the float64 range (math.ldexp would raise).
+        with np.errstate(over="ignore"):
+            return float(np.ldexp(np.float64(value), exponent))
+
     return DistanceStats(
-        count=int(count), mean=float(mean) * scale, std=float(std) * scale, min=float(lo) * scale, max=float(hi) * scale
+        count=int(count), mean=unscale(mean), std=unscale(std), min=unscale(lo), max=unscale(hi)
     )

@@ -67,6 +67,20 @@ def _check_membership(u: np.ndarray) -> None:
                          f"the worst row is off by {worst:.3g}")
 
 
+# |x| above which centre rounding errors squared could overflow: 2^500 in
+# float64, 2^40 in float32 (far below their sqrt(max) / eps).
+_TRANSLATE_ABOVE = {np.dtype(np.float64): 2.0**500, np.dtype(np.float32): 2.0**40}
+
+
+def _offset_for(X: np.ndarray, centers: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    if centers is not None:
+        lo, hi = np.minimum(lo, centers.min(axis=0)), np.maximum(hi, centers.max(axis=0))
+    if max(float(np.abs(lo).max()), float(np.abs(hi).max())) <= _TRANSLATE_ABOVE[X.dtype]:
+        return None
+    return (lo / 2 + hi / 2).astype(X.dtype)
+
+
 def _check_scale(X: np.ndarray, centers: Optional[np.ndarray]) -> None:
     # Every centre after the first update lies in the bounding box of X, so
     # squared distances are at most d * span^2; initial centres widen the box.
@@ -100,7 +114,8 @@ def fuzzy_cmeans(
         computed on the GPU.
     n_clusters : int, ``2 <= n_clusters <= n``.
     m : float > 1, the fuzzifier.
-    max_iter : int >= 1, the most centre updates.
+    max_iter : int in [1, 100000] (``MAX_ITER_LIMIT``), the most centre updates; the
+        native loop cannot be interrupted, so its length is bounded.
     tol : float > 0. Stop once no centre moves more than ``tol`` (Euclidean
         norm, absolute, in data units) in one update. In float32 choose it
         above the float32 resolution at the data's scale.
@@ -160,11 +175,22 @@ def fuzzy_cmeans(
                 f"(n, n_clusters) = {(n, n_clusters)} for memberships, got {start.shape}"
             )
     _check_scale(x, init_centers)
+    # Far from the origin, a centre's rounding error (eps * |x|) squared can
+    # overflow even when the data's spread is small (|x| >= 1e170 in float64):
+    # then the data are translated to the centre of their bounding box, which
+    # leaves memberships, labels and ``tol`` (an absolute shift) unchanged.
+    offset = _offset_for(x, init_centers)
+    if offset is not None:
+        x = np.ascontiguousarray(x - offset)
+        if init_centers is not None:
+            init_centers = np.ascontiguousarray(init_centers - offset)
 
     core = _core.fuzzy_cmeans_f32 if x.dtype == np.float32 else _core.fuzzy_cmeans_f64
     (centers, membership, labels, confidence, history, n_iter, converged, shift, weightless) = core(
         x, n_clusters, m, max_iter, tol, init_centers, init_membership
     )
+    if offset is not None:
+        centers = np.ascontiguousarray(centers + offset)
     if weightless >= 0:
         raise ValueError(
             f"init memberships give cluster {weightless} no weight (every u^m is 0), so its centre is undefined"

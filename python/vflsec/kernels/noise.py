@@ -94,6 +94,10 @@ _FLOAT_DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64
 # Discrete Gaussian samples must fit in int64; at sigma = 2^52 that needs a
 # deviation of 2^11 sigma, probability exp(-2^21).
 _DISCRETE_SIGMA_MAX = 2**52
+DISCRETE_GAUSSIAN_MAX_SAMPLES = 2**31
+"""Most samples one :func:`discrete_gaussian` call draws (native sampler)."""
+DISCRETE_GAUSSIAN_MAX_PYTHON_SAMPLES = 2**20
+"""Most samples one call draws when sigma needs the pure-Python sampler."""
 
 Seed = Union[None, int, bytes, bytearray]
 
@@ -521,6 +525,10 @@ def discrete_gaussian(shape: Any, sigma: Any, *, generator: Optional[NoiseGenera
     chunk of 64 samples draws from its own reserved block range of the
     generator's stream (then a per-chunk overflow stream), so a seeded
     generator gives the same samples for any thread count.
+
+    One call draws at most ``DISCRETE_GAUSSIAN_MAX_SAMPLES`` (2^31) samples,
+    or ``DISCRETE_GAUSSIAN_MAX_PYTHON_SAMPLES`` (2^20) on the pure-Python
+    sampler; larger requests raise ``ValueError``.
     """
     shape = check_shape(shape, "shape")
     sigma_exact = _exact_sigma(sigma)
@@ -529,8 +537,21 @@ def discrete_gaussian(shape: Any, sigma: Any, *, generator: Optional[NoiseGenera
     if total == 0 or sigma_exact == 0:
         return np.zeros(shape, dtype=np.int64)
     sigma2 = sigma_exact * sigma_exact
-    out = _dg.sample_discrete_gaussian_native(gen, total, sigma2)
-    if out is None:  # parameters wider than 512 bits: exact pure-Python sampler
+    if total > DISCRETE_GAUSSIAN_MAX_SAMPLES:
+        raise ValueError(f"discrete_gaussian draws at most {DISCRETE_GAUSSIAN_MAX_SAMPLES} samples per call "
+                         f"(2^31: 16 GiB of int64), got shape {shape} ({total} samples); draw in chunks")
+    if _dg.native_parameters(sigma2) is None:
+        # Parameters wider than 512 bits: the exact pure-Python sampler
+        # (a Python int per sample, about 10^5 samples/s).
+        if total > DISCRETE_GAUSSIAN_MAX_PYTHON_SAMPLES:
+            raise ValueError(
+                f"sigma={sigma} has a rational form wider than the native sampler's 512 bits; the pure-Python "
+                f"sampler draws at most {DISCRETE_GAUSSIAN_MAX_PYTHON_SAMPLES} samples per call, got {total} "
+                "(too many; round sigma to a float or draw in chunks)")
         out = _dg.sample_discrete_gaussian(gen, total, sigma2)
+    else:
+        native = _dg.sample_discrete_gaussian_native(gen, total, sigma2)
+        assert native is not None
+        out = native
     return out.reshape(shape)
 
