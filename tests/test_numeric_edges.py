@@ -103,7 +103,7 @@ def test_fuzzy_cmeans_zero_spread_huge_values(scale) -> None:
 
 
 def _exact_delta(eps: float, sigma: float) -> mpmath.mpf:
-    with mpmath.workdps(80):
+    with mpmath.workdps(120):
         e, r = mpmath.mpf(eps), 1 / mpmath.mpf(sigma)
         phi = lambda t: mpmath.ncdf(t)  # noqa: E731
         return phi(r / 2 - e / r) - mpmath.exp(e) * phi(-r / 2 - e / r)
@@ -111,7 +111,7 @@ def _exact_delta(eps: float, sigma: float) -> mpmath.mpf:
 
 @pytest.mark.parametrize("eps,delta", [
     (1e-12, 1e-30), (1e-9, 1e-20), (1e-6, 1e-300), (1e-3, 1e-30), (1e-3, 1e-12), (0.5, 1e-15), (1.0, 1e-5),
-    (10.0, 1e-10), (1e3, 1e-5),
+    (10.0, 1e-10), (1e3, 1e-5), (5.0, 1e-100), (50.0, 1e-100), (1e3, 1e-100), (1e18, 1e-5), (1e19, 1e-10),
 ])
 def test_analytic_sigma_never_under_noises(eps, delta) -> None:
     try:
