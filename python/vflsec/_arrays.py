@@ -86,8 +86,9 @@ def as_float_array(
         raise ValueError(f"{name} must be {ndim}-dimensional, got an array of shape {arr.shape}")
     if arr.size == 0 and not allow_empty:
         raise ValueError(f"{name} is empty (shape {arr.shape}); at least one element is required")
-    # np.asarray(order="C") keeps a 0-d input 0-d (np.ascontiguousarray would make it 1-d).
-    arr = np.asarray(arr, dtype=target, order="C")
+    # Note: np.ascontiguousarray makes a 0-d input 1-d; callers that must keep
+    # a 0-d shape (add_gaussian_noise) reshape their result.
+    arr = np.ascontiguousarray(arr, dtype=target)
     if arr.ctypes.data % arr.dtype.alignment != 0:
         # C-contiguous but misaligned (a view at an odd byte offset): the C++
         # kernels load whole floats, so they get an aligned copy.

@@ -447,7 +447,14 @@ def add_gaussian_noise(x: Any, sigma: float, *, generator: Optional[NoiseGenerat
         device = x.device
         return add_gaussian_noise(x.detach().cpu(), sigma, generator=generator).to(device)
     # NaN/inf: the kernel counts them with the out-of-range values (one pass over x).
-    arr, wrap = as_float_array(x, "x", allow_empty=True, check_finite=False)
+    arr, wrap_array = as_float_array(x, "x", allow_empty=True, check_finite=False)
+    # A 0-d input (a scalar, np.float64, a 0-d array or tensor) gives a 0-d
+    # result, not shape (1,).
+    zero_d = np.ndim(x) == 0
+
+    def wrap(result: np.ndarray) -> Any:
+        out = wrap_array(result)
+        return out.reshape(()) if zero_d else out
     sigma = _check_sigma(sigma, arr.dtype)
     gen = _resolve_generator(generator)
     out = np.empty_like(arr, order="C")
