@@ -87,6 +87,11 @@ def test_split_party_progress_summary_and_privacy_spent(tmp_path):
     outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
     for name in NAMES:
         assert outputs[name]["privacy_spent"] and "epsilon=" in outputs[name]["privacy_spent"], name
+        # outputs hold model weights: owner-only files (issue 18 item 7)
+        out = local.outputs[name]
+        assert out.stat().st_mode & 0o777 == 0o600, name
+        modules = out.with_name(out.stem + ".modules.npz")
+        assert modules.stat().st_mode & 0o777 == 0o600, name
     err = results["active"][1]
     assert "party 'active': waiting for 'passive1' at " in err
     assert "party 'active': waiting for 'passive1', 'passive2' to agree on the job" in err

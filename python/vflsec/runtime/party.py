@@ -144,10 +144,11 @@ def _make_channel(cfg: PartyConfig, spec: JobSpec, insecure: bool):
 
 
 def _write_json(path: Path, summary: Dict[str, Any]) -> None:
+    # The summary holds this party's model weights: 0600, atomic, never through a symlink.
+    from ..federation.private_files import write_private_bytes
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(summary, indent=1))
-    tmp.replace(path)
+    write_private_bytes(path, json.dumps(summary, indent=1).encode("utf-8"))
 
 
 def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> Dict[str, Any]:

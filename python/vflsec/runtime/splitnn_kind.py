@@ -43,6 +43,7 @@ import numpy as np
 
 from .._arrays import check_positive_int
 from .._torch import require_torch
+from ..federation.private_files import private_open
 from ..splitnn import defenses as _defenses  # noqa: F401  (registers the built-in defenses)
 from ..splitnn.defenses.base import Defense, DefenseContext
 from ..splitnn.defenses.registry import get_defense
@@ -210,11 +211,9 @@ class SplitJobKind(JobKind[SplitJob]):
         if output is not None:
             path = output.with_name(output.stem + ".modules.npz")
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
             arrays: Dict[str, Any] = module_arrays(result)
-            with open(tmp, "wb") as fh:
+            with private_open(path) as fh:  # trained weights: 0600, atomic, never through a symlink
                 np.savez(fh, **arrays)
-            tmp.replace(path)
             out["modules_file"] = path.name
         return out
 
