@@ -151,8 +151,14 @@ def check_real(
     return value
 
 
+MAX_ELEMENTS = 2**31
+"""Largest number of values one sampling call returns (16 GiB of float64): a
+larger request is refused before any memory is touched (draw in chunks)."""
+
+
 def check_shape(shape: Any, name: str = "shape") -> Tuple[int, ...]:
-    """A shape: an int or a sequence of non-negative ints."""
+    """A shape: an int or a sequence of non-negative ints, at most
+    :data:`MAX_ELEMENTS` values in all."""
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         shape = (shape,)
     try:
@@ -166,4 +172,12 @@ def check_shape(shape: Any, name: str = "shape") -> Tuple[int, ...]:
         if dim < 0:
             raise ValueError(f"{name}[{i}] must be non-negative, got {dim}")
         out.append(int(dim))
+    total, nonzero = 1, 1
+    for dim in out:
+        total *= dim
+        nonzero *= max(dim, 1)
+    if nonzero > 2**62:  # numpy bounds the product of the non-zero extents even for an empty array
+        raise ValueError(f"{name} {tuple(out)} is beyond numpy's index range")
+    if total > MAX_ELEMENTS:
+        raise ValueError(f"{name} {tuple(out)} asks for {total} values; at most 2^31 per call -- draw in chunks")
     return tuple(out)
