@@ -486,7 +486,9 @@ def test_property_stats_agree_with_pdist():
         assert s.mean == pytest.approx(mean, rel=1e-10, abs=1e-300)
         # std of nearly constant distances is pure rounding noise; compare on the scale of the mean.
         assert s.std == pytest.approx(std, rel=1e-8, abs=1e-12 * max(mean, 1e-300))
-        assert lo <= s.mean <= hi
+        # the mean lies between the kernel's own extremes (scipy's may differ from them by
+        # an ulp: a two-row array found by the fuzzing run gave a distance 1 ulp above scipy's)
+        assert s.min <= s.mean <= s.max
 
     check()
 
