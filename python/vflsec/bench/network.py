@@ -72,51 +72,49 @@ class NetworkSettings:
     connect_timeout: float = field(metadata=spec(low=0, low_inclusive=False))
 
 
-def _check_parties(parties: Tuple[str, ...], features_per_party: Tuple[int, ...], where: str) -> None:
-    if len(parties) < 2 or len(set(parties)) != len(parties):
-        raise BenchConfigError(f"{where}parties must be 2 or more distinct names, got {list(parties)}")
-    if len(features_per_party) != len(parties):
-        raise BenchConfigError(f"{where}features_per_party has {len(features_per_party)} entries for "
-                               f"{len(parties)} parties; give one per party")
+@dataclass(frozen=True)
+class PartiesAndData:
+    """The methods, the parties and their data: what the loopback stage and the
+    link stage both describe."""
+
+    methods: Tuple[str, ...] = field(metadata=spec(choices=METHODS, non_empty=True))
+    parties: Tuple[str, ...] = field(metadata=spec(non_empty=True))
+    dataset: str = field(metadata=spec(choices=("adult", "synthetic")))
+    features_per_party: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
+    rows: int = field(metadata=spec(low=2))
+    keep: float = field(metadata=spec(low=0, low_inclusive=False, high=1))
+    data_seed: int = field(metadata=spec(low=0))
+
+    _table_prefix = ""  # names the table in errors
+
+    def __post_init__(self) -> None:
+        where = self._table_prefix
+        if len(self.parties) < 2 or len(set(self.parties)) != len(self.parties):
+            raise BenchConfigError(f"{where}parties must be 2 or more distinct names, got {list(self.parties)}")
+        if len(self.features_per_party) != len(self.parties):
+            raise BenchConfigError(f"{where}features_per_party has {len(self.features_per_party)} entries for "
+                                   f"{len(self.parties)} parties; give one per party")
 
 
 @dataclass(frozen=True)
-class LinkGrid:
+class LinkGrid(PartiesAndData):
     """The link stage (``[<variant>.links]``, run with ``--links``): one job per
     method, in memory and as processes over every link profile."""
 
-    methods: Tuple[str, ...] = field(metadata=spec(choices=METHODS, non_empty=True))
-    parties: Tuple[str, ...] = field(metadata=spec(non_empty=True))
-    dataset: str = field(metadata=spec(choices=("adult", "synthetic")))
-    features_per_party: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
-    rows: int = field(metadata=spec(low=2))
-    keep: float = field(metadata=spec(low=0, low_inclusive=False, high=1))
-    data_seed: int = field(metadata=spec(low=0))
     job: JobSettings
 
-    def __post_init__(self) -> None:
-        _check_parties(self.parties, self.features_per_party, "links: ")
+    _table_prefix = "links: "
 
 
 @dataclass(frozen=True)
-class NetworkGrid:
+class NetworkGrid(PartiesAndData):
     """One variant of ``configs/network.toml`` (``[full]`` or ``[quick]``)."""
 
-    methods: Tuple[str, ...] = field(metadata=spec(choices=METHODS, non_empty=True))
-    parties: Tuple[str, ...] = field(metadata=spec(non_empty=True))
-    dataset: str = field(metadata=spec(choices=("adult", "synthetic")))
-    features_per_party: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
-    rows: int = field(metadata=spec(low=2))
-    keep: float = field(metadata=spec(low=0, low_inclusive=False, high=1))
-    data_seed: int = field(metadata=spec(low=0))
     psi_sizes: Tuple[int, ...] = field(metadata=spec(low=1))
     psi_overlap: float = field(metadata=spec(low=0, high=1))
     job: JobSettings
     network: NetworkSettings
     links: LinkGrid
-
-    def __post_init__(self) -> None:
-        _check_parties(self.parties, self.features_per_party, "")
 
 
 def load_grid(quick: bool, path: Optional[Path] = None) -> NetworkGrid:
@@ -143,7 +141,7 @@ def add_arguments(parser) -> None:
                              "'loopback;wan;5mbit,80ms'); loopback is always run first (it calibrates the model)")
 
 
-def _frames(grid: Union[NetworkGrid, LinkGrid], data_dir):
+def _frames(grid: PartiesAndData, data_dir):
     from ..runtime.party_data import make_party_frames
 
     frames = make_party_frames(grid.dataset, grid.features_per_party, grid.parties, keep=grid.keep,
