@@ -30,10 +30,11 @@ def breast():
 def taylor_reference(job, blocks, y):
     """Plaintext mini-batch descent on the Taylor residual d = theta/4 - y/2
     (or 2 (theta - y) for least squares), the same schedule and update as the
-    protocols; returns the weight blocks and the per-epoch Taylor loss."""
+    protocols (an HE job's batches: a partial last chunk joins the batch
+    before it); returns the weight blocks and the per-epoch Taylor loss."""
     ws = [np.zeros(X.shape[1]) for X in blocks]
     losses, epoch_loss = [], 0.0
-    for _, step, idx in job.batches():
+    for _, step, idx in he_vfl.he_batches(job):
         theta = sum(X[idx] @ w for X, w in zip(blocks, ws))
         ys = y[idx]
         if job.loss == "logistic":
@@ -44,7 +45,7 @@ def taylor_reference(job, blocks, y):
             epoch_loss += np.sum((ys - theta) ** 2)
         ws = [clip_norm(penalized_step(job.penalty, w, d @ X[idx] / job.batch_size, job.lr, job.lam, job.mu), job.k)
               for X, w in zip(blocks, ws)]
-        if step == job.steps_per_epoch - 1:
+        if step == he_vfl.steps_per_epoch(job) - 1:
             losses.append(epoch_loss / job.n_samples)
             epoch_loss = 0.0
     return ws, losses

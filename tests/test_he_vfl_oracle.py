@@ -109,3 +109,76 @@ def test_forwarded_passive_ciphertext_is_refused(protocol, mode):
     assert refusals, f"expected a DecryptionRefused, got {info.value!r}"
     message = str(refusals[0])
     assert "'active'" in message and "refused" in message and "step 0" in message
+
+
+# A passive party with at least as many features as a batch has rows would
+# solve X_P^T d = g for the residuals d (and so the labels).
+@pytest.mark.parametrize("n,batch,width", [(40, 2, 2), (40, 3, 5), (10, 10, 10), (41, 20, 20)])
+def test_passive_wider_than_a_batch_is_refused(n, batch, width):
+    job = GLMJob(protocol="paillier", n_samples=n, batch_size=batch, epochs=1, lr=0.5, passives=("passive",),
+                 coordinator="coordinator", key_bits=2048)
+    assert he_vfl.smallest_batch(job) <= width
+    with pytest.raises(ValueError, match=r"party 'passive' has \d+ features but .* reveal the residuals"):
+        he_vfl.check_passive_width(job, "passive", width)
+    he_vfl.check_passive_width(job, "passive", he_vfl.smallest_batch(job) - 1)  # narrower: accepted
+
+
+# The partial last chunk of an epoch joins the batch before it, so no batch is
+# smaller than min(b, n): n = 41, b = 20 gives batches of 20 and 21 rows, not 20, 20, 1.
+@pytest.mark.parametrize("n,batch", [(41, 20), (40, 20), (59, 20), (20, 20), (455, 32)])
+def test_he_batches_have_at_least_min_b_n_rows(n, batch):
+    job = GLMJob(protocol="paillier", n_samples=n, batch_size=batch, epochs=3, lr=0.5, passives=("passive",),
+                 coordinator="coordinator", key_bits=2048)
+    seen = {}
+    for epoch, step, idx in he_vfl.he_batches(job):
+        assert batch <= len(idx) < 2 * batch
+        seen.setdefault(epoch, []).append(idx)
+        assert step < he_vfl.steps_per_epoch(job)
+    for chunks in seen.values():
+        assert len(chunks) == he_vfl.steps_per_epoch(job) == max(1, n // batch)
+        assert sorted(np.concatenate(chunks).tolist()) == list(range(n))  # every row once per epoch
+
+
+def _lying_passive(width):
+    """A passive party that skips its own width check and registers ``width``."""
+    def program(endpoint, job, data):
+        endpoint.recv(job.coordinator, he_vfl.TAG_PUBLIC_KEY)
+        endpoint.send(job.coordinator, he_vfl.TAG_REGISTER, {"n_features": width})
+        endpoint.recv(job.coordinator, he_vfl.TAG_GRADIENT)
+        raise AssertionError("the key holder accepted a passive block as wide as a batch")
+    return program
+
+
+def test_key_holder_refuses_a_passive_as_wide_as_a_batch():
+    Xa, Xb, y = _data()
+    job = GLMJob(protocol="paillier", n_samples=N, batch_size=BATCH, epochs=1, lr=0.5, passives=("passive",),
+                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False})
+    roles = dict(get_protocol("paillier").roles)
+    roles["passive"] = _lying_passive(BATCH)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WeakKeyWarning)
+        with pytest.raises(Exception) as info:
+            run_programs(job, roles, {"active": PartyData(Xa, y), "passive": PartyData(Xb)}, timeout=300)
+    chain, exc = [], info.value
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__
+    refusals = [e for e in chain if isinstance(e, he_vfl.DecryptionRefused)]
+    assert refusals, f"expected a DecryptionRefused, got {info.value!r}"
+    assert "'passive'" in str(refusals[0]) and "reveal the residuals" in str(refusals[0])
+
+
+def test_honest_passive_refuses_before_any_crypto():
+    Xa, Xb, y = _data()
+    job = GLMJob(protocol="paillier", n_samples=N, batch_size=2, epochs=1, lr=0.5, passives=("passive",),
+                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", WeakKeyWarning)
+        with pytest.raises(Exception) as info:
+            run_programs(job, get_protocol("paillier").roles,
+                         {"active": PartyData(Xa, y), "passive": PartyData(Xb)}, timeout=300)
+    chain, exc = [], info.value
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__
+    assert any("reveal the residuals" in str(e) for e in chain), chain

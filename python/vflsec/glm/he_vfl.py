@@ -6,7 +6,8 @@ Parties: active A (features X_A, labels y), passive parties B_1..B_m
 (features), coordinator C (key holder, no data). With the linear residual
 d = alpha (theta + s(y)) -- the Taylor expansion of the logistic loss at 0
 (alpha = 1/4, s = -2y: d = theta/4 - y/2) or the exact least-squares
-residual (alpha = 2, s = -y) -- each step on batch rows S, |S| <= b, is:
+residual (alpha = 2, s = -y) -- each step on batch rows S (b <= |S| < 2b, see
+:func:`he_batches`) is:
 
 1. C sends its public key to every party once.
 2. B_k sends [[u_k]], u_k = X_k[S] w_k, to A.
@@ -41,9 +42,13 @@ sees only masked values. The transport (mutual TLS, :mod:`vflsec.federation`)
 authenticates who sent each message and under which tag.
 
 A *malicious* data party is not defended against in general: the active
-party A forms [[d]] and can put into it anything it received, and an honest
-run already reveals d^T X_P to P, which for d_P >= b and full-rank rows
-determines d. What C enforces, so that C is not a free decryption oracle
+party A forms [[d]] and can put into it anything it received. An honest run
+reveals d^T X_P[S] to P, d_P linear combinations of the batch's residuals
+(inherent in the protocol); with d_P >= |S| they determine d. So an HE job
+joins a partial last chunk of an epoch to the batch before it
+(:func:`he_batches`: every batch has at least b rows) and the passive
+parties and C refuse a passive block of d_P >= b columns
+(:func:`check_passive_width`). What C enforces, so that C is not a free decryption oracle
 (a malicious A forwarding the passive party's [[u_B]] as a "gradient" and
 reading u_B back, item 5 of issue 18):
 
@@ -69,12 +74,13 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union, cast
 
 import numpy as np
 
 from ..dp.sensitivity import check_row_norms
 from ..federation.channel import Channel
+from ..vfl.schedule import batch_indices
 from .job import GLMJob, PartyData, PartyResult, PhaseClock
 from .penalties import clip_norm, penalized_step
 
@@ -235,6 +241,49 @@ def _check_rows(make_scheme: SchemeFactory, X: np.ndarray, party: str) -> None:
                     reason=" (its encrypted values must stay in range)")
 
 
+def steps_per_epoch(job: GLMJob) -> int:
+    """Batches per epoch of an HE job: ``max(1, floor(n / b))``."""
+    return max(1, job.n_samples // job.batch_size)
+
+
+def he_batches(job: GLMJob) -> Iterator[Tuple[int, int, np.ndarray]]:
+    """``(epoch, step, rows)`` of an HE job: the job's schedule
+    (:func:`vflsec.vfl.batch_indices`) with a partial last chunk joined to the
+    batch before it, so that every batch has at least ``b`` rows (a
+    small last batch would let a passive party solve its gradient for the
+    residuals of those rows; see :func:`check_passive_width`)."""
+    for epoch in range(job.start_epoch, job.epochs):
+        chunks = batch_indices(job.n_samples, job.batch_size, job.seed, epoch)
+        if len(chunks) > 1 and len(chunks[-1]) < job.batch_size:
+            tail = chunks.pop()
+            chunks[-1] = np.concatenate([chunks[-1], tail])
+        for step, idx in enumerate(chunks):
+            yield epoch, step, idx
+
+
+def smallest_batch(job: GLMJob) -> int:
+    """Rows of the smallest batch of :func:`he_batches` (a job has b <= n)."""
+    return job.batch_size
+
+
+def check_passive_width(job: GLMJob, party: str, width: int) -> None:
+    """Refuse a passive block of at least as many columns as a batch has rows.
+
+    A passive party P learns its gradient, d_P linear combinations X_P[S]^T d
+    of the batch's residuals; with d_P >= |S| (and rows of X_P in general
+    position) they determine d, and with it the active party's labels.
+    """
+    rows = smallest_batch(job)
+    if width < rows:
+        return
+    fix = f"use batch_size={width + 1} or larger" if width < job.n_samples else "use more samples than features"
+    raise ValueError(
+        f"party {party!r} has {width} features but a batch has only {rows} rows: its gradient "
+        f"X_P^T d would reveal the residuals d (and the labels) of those rows; {fix}, "
+        f"or give the party fewer than {rows} features"
+    )
+
+
 def _key_holder(job: GLMJob) -> str:
     """The coordinator's name: an HE job always has one (the protocol's roles include it)."""
     assert job.coordinator is not None, "an HE job has a coordinator"
@@ -248,7 +297,7 @@ def _receive_scheme(endpoint: Channel, job: GLMJob, make_scheme: SchemeFactory, 
 
 
 def _global_step(job: GLMJob, epoch: int, step: int) -> int:
-    return epoch * job.steps_per_epoch + step
+    return epoch * steps_per_epoch(job) + step
 
 
 def _request(step: int, purpose: str, ciphertext: Any) -> Dict[str, Any]:
@@ -285,7 +334,7 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
     w = data.initial_coef(job, X.shape[1], history)
     epoch_enc = None
     epoch_plain = 0.0
-    for epoch, step, idx in job.batches():
+    for epoch, step, idx in he_batches(job):
         Xs, ys = X[idx], y[idx]
         u_A = Xs @ w
         received = [endpoint.recv(p, TAG_U_PASSIVE) for p in job.passives]
@@ -309,7 +358,7 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
             with clock.crypto():
                 term = scheme.loss_term(enc_u, (model.c1(ys) + 2.0 * model.c2 * u_A) / n, scheme.loads(extra))
                 epoch_enc = term if epoch_enc is None else scheme.add(epoch_enc, term)
-            if step == job.steps_per_epoch - 1:
+            if step == steps_per_epoch(job) - 1:
                 with clock.crypto():
                     loss_bytes = scheme.dumps(epoch_enc)
                 endpoint.send(_key_holder(job), TAG_LOSS,
@@ -319,7 +368,7 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
                     raise ValueError(f"coordinator returned a loss of shape {value.shape}, expected (1,)")
                 history["loss"].append(epoch_plain + float(value[0]))
                 epoch_enc, epoch_plain = None, 0.0
-        if step == job.steps_per_epoch - 1:
+        if step == steps_per_epoch(job) - 1:
             data.end_epoch(epoch, w, history)
     info = {**scheme.info(), "residual": model.name}
     return PartyResult(endpoint.name, "active", w, history=history, timings=clock.timings(endpoint), info=info)
@@ -330,12 +379,13 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
     model = residual_model(job)
     X, _ = data.checked(job, endpoint.name, needs_labels=False)
     _check_rows(make_scheme, X, endpoint.name)
+    check_passive_width(job, endpoint.name, X.shape[1])  # before any key is made; C checks it again
     with_loss = encrypted_loss_enabled(job)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
     _register(endpoint, job, X.shape[1])
     w = data.initial_coef(job, X.shape[1], {})
     factor = model.alpha / job.batch_size
-    for epoch, step, idx in job.batches():
+    for epoch, step, idx in he_batches(job):
         Xs = X[idx]
         u = Xs @ w
         with clock.crypto():
@@ -351,7 +401,7 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
         g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock,
                              _global_step(job, epoch, step))
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
-        if step == job.steps_per_epoch - 1:
+        if step == steps_per_epoch(job) - 1:
             data.end_epoch(epoch, w, {})
     info = {**scheme.info(), "residual": model.name}
     return PartyResult(endpoint.name, "passive", w, timings=clock.timings(endpoint), info=info)
@@ -391,8 +441,13 @@ def coordinator_program(endpoint: Channel, job: GLMJob, data: Optional[PartyData
     for party in data_parties:
         endpoint.send(party, TAG_PUBLIC_KEY, public)
     widths = {party: _registered_width(party, endpoint.recv(party, TAG_REGISTER)) for party in data_parties}
+    for party in job.passives:
+        try:
+            check_passive_width(job, party, widths[party])
+        except ValueError as exc:
+            raise DecryptionRefused(party, -1, "registration", str(exc)) from None
     history: Dict[str, List[float]] = {"loss_encrypted_part": []} if with_loss else {}
-    for epoch, step, _idx in job.batches():
+    for epoch, step, _idx in he_batches(job):
         t = _global_step(job, epoch, step)
         for party in data_parties:
             masked = _checked_request(party, endpoint.recv(party, TAG_MASKED_GRADIENT), t, PURPOSE_GRADIENT)
@@ -402,7 +457,7 @@ def coordinator_program(endpoint: Channel, job: GLMJob, data: Optional[PartyData
                 except (ValueError, TypeError) as exc:
                     raise DecryptionRefused(party, t, PURPOSE_GRADIENT, str(exc)) from None
             endpoint.send(party, TAG_GRADIENT, reply)
-        if with_loss and step == job.steps_per_epoch - 1:
+        if with_loss and step == steps_per_epoch(job) - 1:
             loss_bytes = _checked_request(job.active, endpoint.recv(job.active, TAG_LOSS), t, PURPOSE_LOSS)
             with clock.crypto():
                 try:

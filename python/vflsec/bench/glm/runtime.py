@@ -3,7 +3,7 @@
 Wall time, phases (compute / crypto / messaging) and bytes of each method on
 synthetic data of Adult's shape, over epochs and over n. HE cells whose full
 run would exceed the budget are measured on a prefix of whole batches and
-extrapolated linearly in the number of rows (an epoch's last batch is partial); such cells say so (``extrapolated``,
+extrapolated linearly in the number of rows (an HE epoch's last batch is larger); such cells say so (``extrapolated``,
 ``measured_batches``) and are drawn as crosses.
 """
 from __future__ import annotations
@@ -81,7 +81,10 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
         return cache[key]
 
     if method in ("paillier", "ckks"):
-        per_epoch = math.ceil(n / batch_size)
+        # An HE job joins an epoch's partial last chunk to the batch before it
+        # (vflsec.glm.he_vfl.he_batches): floor(n / b) batches per epoch.
+        per_epoch = max(1, n // batch_size)
+        total_batches = epochs * per_epoch
         probe_secs, probe_hist = cached_fit(min(batch_size, n), 1)  # one batch: cost per batch
         fit_batches = max(1, int(he_budget // max(probe_secs, 1e-9)))
         if fit_batches < total_batches:
@@ -95,8 +98,8 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
             else:
                 measured_batches, measured_rows, secs, hist = 1, min(batch_size, n), probe_secs, probe_hist
             if measured_batches < total_batches:
-                # Scale by rows, not batches: an epoch's last batch is partial
-                # (n = 10,000, b = 3,200: 400 rows), and HE work is per row.
+                # Scale by rows, not batches: an epoch's last batch is larger
+                # (n = 10,000, b = 3,200: 3,600 rows), and HE work is per row.
                 scale = epochs * n / measured_rows
                 return {**cell, "seconds": secs * scale, "extrapolated": True, "measured_batches": measured_batches,
                         "measured_rows": measured_rows, "measured_seconds": secs,
