@@ -164,3 +164,23 @@ def test_interrupted_run_writes_the_finished_cells_marked_partial(tmp_path, monk
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["partial"] is True and len(saved["accuracy"]["rows"]) == len(finished["rows"])
     assert "Partial run" in (tmp_path / "report.md").read_text()
+
+
+def test_he_rows_use_a_batch_larger_than_every_passive_block(monkeypatch):
+    # HE-VFL refuses b <= d_P (the passive party's gradient would reveal the
+    # residuals): its reference rows move to the best-scoring admissible
+    # configuration instead of failing the run. Breast's passive block has more
+    # than 4 columns; CV is made to prefer b = 4, then b = 64, then 3200 (455 rows).
+    from vflsec.bench.glm import accuracy
+
+    def scores(prep, grid, folds):
+        return np.array([{4: 0.9, 64: 0.8}.get(h.batch_size, 0.7) for h in grid])
+
+    monkeypatch.setattr(accuracy, "cv_plain_accuracy", scores)
+    config = replace(TINY, grid_batch_sizes=(3200,), plain_extra_batch_sizes=(4, 64), grid_epochs=(1,),
+                     grid_k=(1.0,), figure2=False, epsilons=(1.0,))
+    rows = glm.run_accuracy(config)["rows"]
+    plain = [r for r in rows if r["method"] == "plain" and r["family"] == "reference"]
+    taylor = [r for r in rows if r["method"] == "taylor"]
+    assert [r["config"]["batch_size"] for r in plain] == [4]
+    assert taylor and all(r["config"]["batch_size"] == 64 for r in taylor)

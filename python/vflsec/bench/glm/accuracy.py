@@ -232,6 +232,19 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
     same, same_auc = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test,
                                 [plain_job(prep.n_train, prep.n_parties, headline, split_seed=prep.split_seed)])
     rows.add(prep, "reference", "plain_headline", same[0], hp=headline, auc=float(same_auc[0]))
+    # HE-VFL refuses a batch no larger than a passive block (the passive party's
+    # gradient would reveal the residuals): its rows then use the best plain
+    # configuration (same CV scores) whose batch is larger.
+    widest = max((block.shape[1] for block in prep.raw_train[1:]), default=0)
+    admissible = [i for i, h in enumerate(plain_grid) if h.for_rows(prep.n_train).batch_size > widest]
+    if not admissible:
+        log(f"[glm] HE-VFL rows on {prep.dataset} skipped: no batch size in the grid exceeds the widest "
+            f"passive block ({widest} columns)")
+        return
+    if hp.for_rows(prep.n_train).batch_size <= widest:
+        hp = plain_grid[max(admissible, key=lambda i: (scores[i], -i))]
+        log(f"[glm] HE-VFL rows on {prep.dataset} split {prep.split_seed} use {hp.label()}: plain's batch is "
+            f"not larger than the widest passive block ({widest} columns)")
     acc, area, warned = reference_accuracy("taylor", prep, hp, key_bits=config.he_key_bits)
     rows.add(prep, "reference", "taylor", acc, hp=hp, warnings=warned, auc=area)
     if prep.split_seed >= config.he_split_seeds:

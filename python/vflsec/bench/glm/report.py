@@ -24,7 +24,8 @@ REFERENCE_NOTES = {
     "plain": "non-private VFL (IRs in the clear), configuration by 5-fold CV on the training rows",
     "plain_headline": "non-private VFL at the DP headline configuration",
     "taylor": ("HE-VFL's Taylor-approximated flow in the clear (the accuracy Paillier/CKKS reach), "
-               "plain's configuration"),
+               "plain's configuration (if its batch is not larger than the widest passive block, which "
+               "HE-VFL refuses, the best-scoring one whose batch is)"),
     "paillier": "HE-VFL, Paillier",
     "ckks": "HE-VFL, CKKS",
 }
