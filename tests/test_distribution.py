@@ -49,6 +49,7 @@ def test_example_files_parse_and_agree():
     for name in NAMES:
         party = tomllib.loads((EXAMPLES / f"party-{name}.toml").read_text())["party"]
         assert party["name"] == name and party["data"] == f"data/{name}.csv"
+        assert party["test_data"] == f"data/{name}-test.csv"
         assert (EXAMPLES / party["job"]).exists()
     for job in ("job.toml", "job-splitnn.toml"):
         text = (EXAMPLES / job).read_text()
@@ -84,7 +85,7 @@ def test_breast_example_learns(tmp_path):
     passives = [subprocess.Popen(cli + ["party", "--config", f"examples/party-{n}.toml"], cwd=tmp_path,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in NAMES[1:]]
     try:
-        subprocess.run(cli + ["party", "--config", "examples/party-active.toml"], check=True, **run)
+        active = subprocess.run(cli + ["party", "--config", "examples/party-active.toml"], check=True, **run)
     finally:
         for p in passives:
             try:
@@ -95,3 +96,8 @@ def test_breast_example_learns(tmp_path):
     out = subprocess.run([sys.executable] + evaluate.split("#")[0].split()[1:], check=True, **run).stdout
     held_out, majority = map(float, re.search(r"held-out accuracy ([\d.]+) .*majority rate ([\d.]+)", out).groups())
     assert held_out >= majority + 0.15, out
+    # The active party's summary line scores the same weights on the same held-out rows (evaluate = true).
+    done = re.search(r"party 'active' done: held-out accuracy ([\d.]+) on 114 test rows \(majority rate ([\d.]+)\)",
+                     active.stderr)
+    assert done, active.stderr
+    assert abs(float(done.group(1)) - held_out) < 1e-3 and abs(float(done.group(2)) - majority) < 1e-3

@@ -33,7 +33,9 @@ def test_final_line():
                "privacy_spent": "PrivacySpent(epsilon=5.0, delta=1e-05, releases=2, epsilon_per_release=4.1)",
                "timings": {"connect_and_agree_s": 1.0, "psi_s": 0.5, "train_s": 10.0, "total_s": 11.6}}
     line = party_mod._final_line("active", summary)
-    assert line == ("party 'active' done: training accuracy 0.9000, training loss 0.2500; sent 1.50 MB, "
+    assert line == ("party 'active' done: training accuracy 0.9000, training loss 0.2500 (training rows only: for "
+                    "a held-out score set evaluate = true in the job file and [party] test_data in every data "
+                    "party's config (vflsec party-data writes <name>-test.csv)); sent 1.50 MB, "
                     "received 0.25 MB; wall time 11.6 s (connect+agree 1.0 s, PSI 0.5 s, train 10.0 s); "
                     "epsilon 5.00 (delta 1e-05)")
     assert party_mod._final_line("a", {"privacy_spent": None}).endswith("; no DP")
@@ -100,7 +102,8 @@ def test_split_party_progress_summary_and_privacy_spent(tmp_path):
     assert len(re.findall(r"party 'passive1': epoch [12]/2: [0-9.]+ s", results["passive1"][1])) == 2
     done = [line for line in err.splitlines() if "party 'active' done:" in line]
     assert len(done) == 1
-    assert re.search(r"training accuracy [0-9.]+, training loss [0-9.]+; sent [0-9.]+ MB, received [0-9.]+ MB; "
-                     r"wall time [0-9.]+ s \(connect\+agree [0-9.]+ s, PSI [0-9.]+ s, train [0-9.]+ s\); "
+    assert re.search(r"training accuracy [0-9.]+, training loss [0-9.]+ \(training rows only: .*\); sent [0-9.]+ MB, "
+                     r"received [0-9.]+ MB; wall time [0-9.]+ s \(connect\+agree [0-9.]+ s, PSI [0-9.]+ s, train "
+                     r"[0-9.]+ s: compute [0-9.]+ s, crypto [0-9.]+ s, messaging [0-9.]+ s\); "
                      r"epsilon [0-9.]+ \(delta 0\.01\)", done[0])
     assert "done:" not in results["passive1"][1]

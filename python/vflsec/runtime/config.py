@@ -9,6 +9,7 @@ Format (relative paths are relative to the file)::
     data = "data/active.csv"        # CSV with a header row (not for a coordinator)
     id_column = "id"
     label_column = "y"              # the active party only
+    test_data = "data/active-test.csv"  # held-out rows (same columns), for a job with evaluate = true
     output = "out/active.json"      # the party's result (its own weights)
     checkpoint_dir = "checkpoints"  # per-epoch checkpoints (for --resume)
 
@@ -69,6 +70,7 @@ class PartyConfig:
     output: Optional[Path] = None
     checkpoint_dir: Optional[Path] = None
     tls: Optional[Mapping[str, Path]] = None
+    test_data: Optional[Path] = None
     network: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -84,7 +86,7 @@ def load_party_config(path: Path) -> PartyConfig:
         if key not in party:
             raise ValueError(f"{path}: [party] needs {key!r}")
     resolve = lambda value: None if value is None else (base / value)  # noqa: E731
-    allowed = {"name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir"}
+    allowed = {"name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data"}
     if set(party) - allowed:
         raise ValueError(f"{path}: unknown [party] keys {sorted(set(party) - allowed)}")
     tls = raw.get("tls")
@@ -100,5 +102,6 @@ def load_party_config(path: Path) -> PartyConfig:
         name=party["name"], listen=party["listen"], job=base / party["job"], peers=dict(peers),
         data=resolve(party.get("data")), id_column=party.get("id_column", "id"),
         label_column=party.get("label_column"), output=resolve(party.get("output")),
-        checkpoint_dir=resolve(party.get("checkpoint_dir")), tls=tls, network=dict(raw.get("network", {})),
+        checkpoint_dir=resolve(party.get("checkpoint_dir")), tls=tls, test_data=resolve(party.get("test_data")),
+        network=dict(raw.get("network", {})),
     )

@@ -18,7 +18,9 @@ the tag and the phase, instead of blocking forever. Per message waited for:
 Tags: once the job is agreed, the transport accepts only the tags this job
 receives -- the runtime's own handshake tags, PSI's and the job kind's
 (:meth:`~vflsec.runtime.kinds.JobKind.receive_tags`: a GLM protocol's
-registered ``tags``, split learning's embedding and gradient tags). A
+registered ``tags``, split learning's embedding and gradient tags) and, for
+a job with ``evaluate = true``, its held-out evaluation's
+(:meth:`~vflsec.runtime.kinds.JobKind.evaluation_tags`). A
 message under any other tag is a protocol error that fails the job, naming
 the peer (:meth:`vflsec.federation.grpc_channel.GrpcChannel.expect_tags`).
 """
@@ -29,12 +31,13 @@ from typing import Any, FrozenSet, Optional
 from . import handshake
 from .kinds import JobKind
 
-__all__ = ["PHASE_HANDSHAKE", "PHASE_PLAN", "PHASE_PSI", "expected_tags", "phase_training", "runtime_tags",
-           "step_timeout"]
+__all__ = ["PHASE_EVALUATION", "PHASE_HANDSHAKE", "PHASE_PLAN", "PHASE_PSI", "expected_tags", "phase_training",
+           "runtime_tags", "step_timeout"]
 
 PHASE_HANDSHAKE = "the start-up handshake (job agreement)"
 PHASE_PSI = "entity alignment (PSI)"
 PHASE_PLAN = "the start-up handshake (start plan)"
+PHASE_EVALUATION = "the held-out evaluation (PSI of the held-out rows, scoring)"
 
 
 def phase_training(kind: JobKind[Any]) -> str:
@@ -49,10 +52,13 @@ def runtime_tags() -> FrozenSet[str]:
                                         psi.TAG_PSI_RESULT}
 
 
-def expected_tags(kind: JobKind[Any], job: Any) -> Optional[FrozenSet[str]]:
-    """Every tag a party of ``job`` receives (None: the kind does not declare its tags)."""
+def expected_tags(kind: JobKind[Any], job: Any, evaluate: bool = False) -> Optional[FrozenSet[str]]:
+    """Every tag a party of ``job`` receives (None: the kind does not declare its
+    tags); ``evaluate``: with the held-out evaluation's."""
     tags = kind.receive_tags(job)
-    return None if tags is None else runtime_tags() | frozenset(tags)
+    if tags is None:
+        return None
+    return runtime_tags() | frozenset(tags) | (frozenset(kind.evaluation_tags(job)) if evaluate else frozenset())
 
 
 def step_timeout(settings: Any, kind: JobKind[Any], job: Any) -> float:

@@ -4,6 +4,13 @@
 the signed losses (logistic, svm) may be 0/1 (0 becomes -1) or -1/+1. Every
 data party checkpoints its weight block after each epoch; a protocol with a
 ``resume_refusal`` (e.g. "hdp") refuses ``--resume``.
+
+Held-out evaluation (``evaluate = true``): each passive party sends the
+active party its partial scores ``X_p w_p`` of the aligned held-out rows
+(tag ``eval_scores``), as prediction with the model does; the active party
+adds its own and scores the sum (:func:`glm_metrics`: accuracy beside the
+majority rate for the classification losses, R^2 otherwise). A key holder
+(coordinator) takes no part: every data party holds its weights in plaintext.
 """
 from __future__ import annotations
 
@@ -18,7 +25,9 @@ from ..glm.job import SIGNED_LABEL_LOSSES, GLMJob, PartyData
 from ..glm.registry import get_protocol
 from .kinds import JobKind, register_job_kind
 
-__all__ = ["GLMJobKind"]
+__all__ = ["TAG_EVAL_SCORES", "GLMJobKind", "glm_metrics"]
+
+TAG_EVAL_SCORES = "eval_scores"
 
 
 def _jsonable(info: Mapping[str, Any]) -> Dict[str, Any]:
@@ -96,6 +105,52 @@ class GLMJobKind(JobKind[GLMJob]):
                 "coef": None if result.coef is None else [float(v) for v in result.coef],
                 "info": _jsonable(result.info),
                 "privacy_spent": _privacy_spent(job)}
+
+
+    def evaluation_tags(self, job: GLMJob) -> FrozenSet[str]:
+        return frozenset({TAG_EVAL_SCORES})
+
+    def evaluate(self, channel: Any, job: GLMJob, role: str, result: Any, X: Optional[np.ndarray],
+                 y: Optional[np.ndarray]) -> Optional[Dict[str, Any]]:
+        if role not in ("active", "passive") or X is None:
+            return None
+        coef = np.asarray(result.coef, dtype=np.float64)
+        own = X @ coef
+        if role == "passive":
+            channel.send(job.active, TAG_EVAL_SCORES, own)
+            return None
+        score = own.copy()
+        for party in job.passives:
+            part = channel.recv(party, TAG_EVAL_SCORES)
+            if not isinstance(part, np.ndarray) or part.shape != own.shape or part.dtype.kind != "f":
+                raise ValueError(f"held-out scores from {party!r}: expected a float array of shape {own.shape}, "
+                                 f"got {type(part).__name__} {getattr(part, 'dtype', '')} {getattr(part, 'shape', '')}")
+            if not np.all(np.isfinite(part)):
+                raise ValueError(f"held-out scores from {party!r}: non-finite values")
+            score += part
+        if y is None:
+            raise ValueError("the active party has no held-out labels")
+        return glm_metrics(job.loss, score, y)
+
+
+def glm_metrics(loss: str, score: np.ndarray, y: np.ndarray) -> Dict[str, Any]:
+    """The held-out metric of a GLM's scores ``score`` (``x . w`` summed over the
+    parties) against the labels ``y`` as the active party's CSV has them:
+    accuracy (sign of the score) and the majority rate for "logistic"/"svm"
+    (labels 0/1 or -1/+1), R^2 of the prediction (the score for
+    "least_squares", exp(score) for "poisson") otherwise."""
+    score = np.asarray(score, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if loss in SIGNED_LABEL_LOSSES:
+        positive = _labels_for(loss, y) > 0
+        rate = float(np.mean(positive))
+        return {"metric": "accuracy", "value": float(np.mean((score > 0) == positive)), "n": int(len(y)),
+                "baseline": max(rate, 1.0 - rate), "baseline_name": "majority rate"}
+    predicted = score if loss == "least_squares" else np.exp(score)
+    total = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((y - predicted) ** 2)) / total if total > 0 else None  # constant labels: undefined
+    return {"metric": "R^2", "value": r2, "n": int(len(y)), "baseline": 0.0,
+            "baseline_name": "R^2 of predicting the held-out mean"}
 
 
 register_job_kind(GLMJobKind(), replace=True)

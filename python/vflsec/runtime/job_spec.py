@@ -10,6 +10,17 @@ One ``[job]`` table: ``kind`` ("glm", the default, or "splitnn"; see
 party maps its rows to ``x / max(1, ||x||)``; the GLM default) or "none"
 (the split-learning default).
 
+``evaluate = true`` (default false) adds a held-out evaluation after
+training: every data party names a CSV of held-out rows in its party
+configuration (``[party] test_data``, the columns of its training CSV), the
+parties align those rows by PSI as the training rows, and the active party
+scores the trained model on them (the job kind's
+:meth:`~vflsec.runtime.kinds.JobKind.evaluate`) and prints the score in its
+final summary. As prediction with a vertical model does, this shows the
+active party each passive party's contribution for the held-out rows (a
+GLM's partial scores ``x_p . w_p``, a split model's released embeddings);
+the job file says so to every party, which agrees to it by its digest.
+
 The parties compare the SHA-256 of the canonical JSON of this description
 (:attr:`JobSpec.digest`) before anything else. A GLM job's digest leaves the
 kind out, so ``kind = "glm"`` written or not, and job files from before job
@@ -21,7 +32,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Tuple
+from typing import Any, Dict, Mapping, Tuple
 
 from ..vfl.job import VFLJob
 from .config import read_toml
@@ -36,13 +47,14 @@ _FORBIDDEN_JOB_FIELDS = ("n_samples", "start_epoch")
 @dataclass(frozen=True)
 class JobSpec:
     """The agreed job description: the kind's fields (without ``n_samples``)
-    and the runner setting ``row_norm``; ``digest`` is the SHA-256 of its
+    and the runner settings ``row_norm`` and ``evaluate``; ``digest`` is the SHA-256 of its
     canonical JSON."""
 
     kind: JobKind[Any]
     fields: Mapping[str, Any]
     row_norm: str
     digest: str
+    evaluate: bool = False
 
     def job(self, n_samples: int, start_epoch: int = 0) -> VFLJob:
         return self.kind.make_job(self.fields, n_samples, start_epoch)
@@ -73,13 +85,18 @@ def load_job_spec(path: Path) -> JobSpec:
     row_norm = table.pop("row_norm", kind.default_row_norm)
     if row_norm not in ROW_NORMS:
         raise ValueError(f"{path}: row_norm must be 'clip' or 'none', got {row_norm!r}")
+    evaluate = table.pop("evaluate", False)
+    if not isinstance(evaluate, bool):
+        raise ValueError(f"{path}: evaluate must be true or false, got {evaluate!r}")
     unknown = set(table) - kind.job_fields()
     if unknown:
         raise ValueError(f"{path}: unknown [job] fields {sorted(unknown)}")
-    described = {"job": table, "row_norm": row_norm}
+    described: Dict[str, Any] = {"job": table, "row_norm": row_norm}
+    if evaluate:  # left out when false: job files from before the key give the same digest
+        described["evaluate"] = True
     if kind.name != DEFAULT_KIND:
         described["kind"] = kind.name
     canonical = json.dumps(described, sort_keys=True, separators=(",", ":"))
-    spec = JobSpec(kind, table, row_norm, hashlib.sha256(canonical.encode("utf-8")).hexdigest())
+    spec = JobSpec(kind, table, row_norm, hashlib.sha256(canonical.encode("utf-8")).hexdigest(), evaluate)
     spec.probe_job()  # validate the fields now
     return spec

@@ -10,6 +10,8 @@ or ``kind = "splitnn"``). A :class:`JobKind` knows, for its kind:
 * its protocol properties: whether its programs write per-epoch
   checkpoints, and why a given job must not resume (e.g. a DP protocol);
 * what a party writes to its output besides the common summary;
+* how the parties score the trained model on held-out rows (a job with
+  ``evaluate = true``) and the tags that evaluation receives;
 * the message tags its programs receive and its default per-message
   deadline (see :mod:`.deadlines`).
 
@@ -92,6 +94,20 @@ class JobKind(Generic[JobT]):
         """Kind-specific entries of the party's output (JSON-serialisable);
         may write files beside ``output``."""
         raise NotImplementedError
+
+    def evaluation_tags(self, job: JobT) -> FrozenSet[str]:
+        """The tags :meth:`evaluate` receives."""
+        return frozenset()
+
+    def evaluate(self, channel: Any, job: JobT, role: str, result: Any, X: Optional[np.ndarray],
+                 y: Optional[np.ndarray]) -> Optional[Dict[str, Any]]:
+        """Score the trained model (``result``, this party's program's result) on
+        the aligned held-out rows ``X`` (this party's block, after the job's
+        row_norm; None for a party without data) and labels ``y`` (the active
+        party's). Every party of the job calls it at the same point; the active
+        party returns the metrics (``{"metric": name, "value": ..., "n": rows,
+        ...}``), the others None."""
+        raise NotImplementedError(f"job kind {self.name!r} has no held-out evaluation")
 
 
 _REGISTRY: Dict[str, JobKind[Any]] = {}

@@ -100,12 +100,15 @@ def write_local_job(
     insecure: bool = False,
     options: Optional[Mapping[str, Any]] = None,
     certs_dir: Optional[os.PathLike] = None,
+    test_data: Optional[Mapping[str, Tuple[Sequence[str], np.ndarray, Optional[np.ndarray]]]] = None,
 ) -> LocalJob:
     """Write everything a loopback job needs under ``directory``.
 
     ``job``: the ``[job]`` table (party names included); ``party_data``:
     ``name -> (ids, X, y or None)`` for the data parties; ``certs_dir``: an
-    existing certificate folder to use instead of creating one.
+    existing certificate folder to use instead of creating one; ``test_data``:
+    held-out rows in the same form (``<name>-test.csv``, ``[party] test_data``;
+    for a job with ``evaluate = true``).
     """
     from ..federation.tls import init_certificates
 
@@ -131,6 +134,10 @@ def write_local_job(
             ids, X, y = party_data[name]
             write_csv(directory / f"{name}.csv", ids, X, y)
             party.update(data=f"{name}.csv", id_column="id", label_column="y" if y is not None else None)
+        if test_data and name in test_data:
+            ids, X, y = test_data[name]
+            write_csv(directory / f"{name}-test.csv", ids, X, y)
+            party["test_data"] = f"{name}-test.csv"
         body: Dict[str, Any] = {"party": party,
                                 "peers": {p: f"127.0.0.1:{ports[p]}" for p in parties if p != name}}
         if not insecure:

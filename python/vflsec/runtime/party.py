@@ -13,8 +13,15 @@ on the start epoch (``--resume``: one past the last epoch every data party
 has checkpointed; refused where the job kind says so: a GLM protocol with a
 ``resume_refusal`` such as "hdp", since the interrupted epoch's releases
 would be repeated beyond the privacy budget, or a split-learning defense
-with state of its own); train; write the output; tell the peers this party
-is done.
+with state of its own); train; with ``evaluate = true`` in the job file,
+align the held-out rows (``[party] test_data``) by PSI and score the model
+on them; write the output; tell the peers this party is done.
+
+The active party ends with one summary line: the held-out metric beside its
+reference (e.g. the majority rate) when the job evaluates, else the training
+metric labelled as such and how to get a held-out one; bytes sent and
+received; the wall time split into connecting, PSI, training (compute /
+crypto / messaging) and evaluation; the privacy spent (epsilon, delta).
 
 Failures: any error stops the party with exit status 1 and one line on
 stderr, ``vflsec party <name>: error: ...``; its peers are told and stop
@@ -91,20 +98,50 @@ def _epsilon_text(spent: Optional[str]) -> str:
     return f"epsilon {float(found.group(1)):.2f} (delta {float(found.group(2)):.3g})"
 
 
-def _final_line(name: str, summary: Mapping[str, Any]) -> str:
-    """The active party's one-line summary: training metric, bytes, wall time split, epsilon."""
+HELD_OUT_HINT = ("training rows only: for a held-out score set evaluate = true in the job file and [party] "
+                 "test_data in every data party's config (vflsec party-data writes <name>-test.csv)")
+
+
+def _metric_text(summary: Mapping[str, Any]) -> str:
+    """The held-out metric beside its reference, then the training metrics
+    (labelled as training, with how to get a held-out score when there is none)."""
+    parts = []
+    evaluation = summary.get("evaluation")
+    if evaluation:
+        value = evaluation.get("value")
+        shown = "n/a" if value is None else f"{value:.4f}"
+        text = f"held-out {evaluation['metric']} {shown} on {evaluation['n']} test rows"
+        if evaluation.get("baseline") is not None:
+            text += f" ({evaluation.get('baseline_name', 'baseline')} {evaluation['baseline']:.4f})"
+        parts.append(text)
     history = summary.get("history") or {}
-    metric = []
-    for key in ("accuracy", "loss"):
-        if history.get(key):
-            metric.append(f"training {key} {history[key][-1]:.4f}")
+    training = [f"training {key} {history[key][-1]:.4f}" for key in ("accuracy", "loss") if history.get(key)]
+    if training:
+        parts.append(", ".join(training) + ("" if evaluation else f" ({HELD_OUT_HINT})"))
+    return ", ".join(parts) or "no metric"
+
+
+def _wall_time_text(summary: Mapping[str, Any]) -> str:
     timings = summary.get("timings", {})
+    program = summary.get("program_timings") or {}
+    train = f"train {timings.get('train_s', 0.0):.1f} s"
+    if {"compute", "crypto", "messaging"} <= set(program):
+        train += (f": compute {program['compute']:.1f} s, crypto {program['crypto']:.1f} s, "
+                  f"messaging {program['messaging']:.1f} s")
+    parts = [f"connect+agree {timings.get('connect_and_agree_s', 0.0):.1f} s", f"PSI {timings.get('psi_s', 0.0):.1f} s",
+             train]
+    if "evaluate_s" in timings:
+        parts.append(f"held-out evaluation {timings['evaluate_s']:.1f} s")
+    return "wall time {:.1f} s ({})".format(timings.get("total_s", 0.0), ", ".join(parts))
+
+
+def _final_line(name: str, summary: Mapping[str, Any]) -> str:
+    """The active party's one-line summary: held-out (else training) metric, bytes,
+    wall time split, epsilon."""
     parts = [
-        ", ".join(metric) or "no training metric",
+        _metric_text(summary),
         f"sent {_mb(summary.get('wire_bytes_sent', 0))}, received {_mb(summary.get('wire_bytes_received', 0))}",
-        "wall time {:.1f} s (connect+agree {:.1f} s, PSI {:.1f} s, train {:.1f} s)".format(
-            timings.get("total_s", 0.0), timings.get("connect_and_agree_s", 0.0), timings.get("psi_s", 0.0),
-            timings.get("train_s", 0.0)),
+        _wall_time_text(summary),
         _epsilon_text(summary.get("privacy_spent")),
     ]
     return f"party {name!r} done: " + "; ".join(parts)
@@ -171,6 +208,8 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
 
     ids: List[str] = []
     X = y = None
+    test_ids: List[str] = []
+    X_test = y_test = None
     if holds_data:
         if cfg.data is None:
             raise ValueError(f"data party {cfg.name!r} needs [party] data")
@@ -179,6 +218,15 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
             raise ValueError("the active party needs [party] label_column")
         ids, X, y, _ = read_party_csv(cfg.data, cfg.id_column, label_column,
                                       allow_no_features=kind.features_optional(probe, role))
+        if spec.evaluate:
+            if cfg.test_data is None:
+                raise ValueError(f"the job has evaluate = true: data party {cfg.name!r} needs [party] test_data "
+                                 "(a CSV of held-out rows with the columns of its data file)")
+            test_ids, X_test, y_test, _ = read_party_csv(cfg.test_data, cfg.id_column, label_column,
+                                                         allow_no_features=kind.features_optional(probe, role))
+            if X is not None and X_test.shape[1] != X.shape[1]:
+                raise ValueError(f"{cfg.test_data} has {X_test.shape[1]} feature columns, {cfg.data} has "
+                                 f"{X.shape[1]}")
 
     channel = _make_channel(cfg, spec, insecure)
     channel.start()
@@ -195,7 +243,7 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         with _waiting(cfg.name, f"waiting for {waited_for} to agree on the job"):
             agree_on_job(channel, spec, leader, followers)
         timings["connect_and_agree_s"] = time.perf_counter() - t
-        tags = deadlines.expected_tags(kind, probe)
+        tags = deadlines.expected_tags(kind, probe, evaluate=spec.evaluate)
         if tags is not None:  # any other tag is now a protocol error naming its sender
             channel.expect_tags(tags)
         channel.set_recv_timeout(step_timeout, deadlines.PHASE_PSI)
@@ -235,11 +283,20 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         channel.set_recv_timeout(step_timeout, deadlines.phase_training(kind))
         result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
+        # The kind's entries (privacy spent, model files) describe the trained model, before any evaluation.
+        kind_summary = kind.summary(job, result, cfg.output)
+        evaluation = None
+        if spec.evaluate:
+            t = time.perf_counter()
+            channel.set_recv_timeout(step_timeout, deadlines.PHASE_EVALUATION)
+            evaluation = _evaluate(channel, spec, job, role, result, leader, probe, test_ids, X_test, y_test)
+            timings["evaluate_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - started
         summary = {
             "party": cfg.name, "role": role, "kind": kind.name, "n_samples": n_samples,
             "start_epoch": start_epoch,
-            **kind.summary(job, result, cfg.output),
+            **kind_summary,
+            "evaluation": evaluation,
             "history": {k: [float(v) for v in vals] for k, vals in result.history.items()},
             "program_timings": dict(result.timings), "timings": timings,
             "bytes_sent_by_tag": channel.bytes_by_tag(), "payload_bytes_sent": sum(channel.bytes_by_tag().values()),
@@ -260,6 +317,25 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         channel.close()
 
 
+def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe, test_ids: List[str],
+              X_test, y_test) -> Optional[Dict[str, Any]]:
+    """Align the held-out rows by PSI (as the training rows) and score the trained
+    model on them (the kind's ``evaluate``); the active party's metrics, else None."""
+    from ..federation.psi import align_ids, row_order
+
+    X = y = None
+    if role in ("active", "passive") and X_test is not None:
+        common = align_ids(channel, test_ids, leader=leader, members=probe.passives if role == "active" else ())
+        if not common:
+            raise ValueError("the parties share no held-out IDs; nothing to evaluate on")
+        order = row_order(test_ids, common)
+        X = X_test[order]
+        if spec.row_norm == "clip" and X.shape[1] > 0:
+            X = clip_row_norms(X)
+        y = y_test[order] if y_test is not None else None
+    return spec.kind.evaluate(channel, job, role, result, X, y)
+
+
 def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool = False) -> int:
     """CLI entry (``vflsec party``): exit status 0 on success, 1 on a failure of the run; a mistake in the
     configuration files (or a missing data file) is raised before anything starts (``vflsec.cli``: one line,
@@ -269,9 +345,15 @@ def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool 
     # Mistakes in the configuration files are raised before anything starts: the command line
     # reports them as one line with exit status 2 (vflsec.cli); failures of the run are status 1.
     cfg = load_party_config(Path(config))
-    load_job_spec(cfg.job)
+    spec = load_job_spec(cfg.job)
+    if spec.evaluate and cfg.data is not None and cfg.test_data is None:
+        raise ValueError(f"the job {cfg.job} has evaluate = true: give this data party its held-out rows as "
+                         f"[party] test_data in {config} (vflsec party-data writes <name>-test.csv)")
     if cfg.data is not None and not Path(cfg.data).is_file():
         raise FileNotFoundError(f"the party's data file {cfg.data} does not exist ([party] data in {config})")
+    if cfg.test_data is not None and not Path(cfg.test_data).is_file():
+        raise FileNotFoundError(f"the party's held-out data file {cfg.test_data} does not exist ([party] test_data "
+                                f"in {config})")
     name = cfg.name
     try:
         summary = run_party(Path(config), resume=resume, insecure=insecure)
@@ -283,5 +365,5 @@ def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool 
         return 1
     if not quiet:
         print(json.dumps({k: summary[k] for k in ("party", "role", "kind", "protocol", "n_samples",
-                                                 "start_epoch", "timings") if k in summary}))
+                                                 "start_epoch", "evaluation", "timings") if k in summary}))
     return 0

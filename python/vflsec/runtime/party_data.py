@@ -9,6 +9,12 @@ a random ``--keep`` fraction of the rows, in its own random order, so the
 parties must align them by private set intersection before training. IDs
 are opaque strings derived from the row number through a keyed permutation
 (``--seed``), the same for every party.
+
+Beside each ``<name>.csv`` it writes ``<name>-test.csv``: the split's held-out
+rows (every one, in the party's own random order, with IDs of their own), for
+a job with ``evaluate = true`` (``[party] test_data``). The training files do
+not depend on them: the same arguments give the same ``<name>.csv`` as before
+the test files existed.
 """
 from __future__ import annotations
 
@@ -21,16 +27,28 @@ import numpy as np
 __all__ = ["add_arguments", "make_party_frames", "run"]
 
 
+Frames = Dict[str, Tuple[List[str], np.ndarray, Optional[np.ndarray], Tuple[str, ...]]]
+
+
 def make_party_frames(dataset: str = "adult", attribute_counts: Sequence[int] = (6, 4, 4),
                       names: Optional[Sequence[str]] = None, *, keep: float = 0.95, seed: int = 0,
-                      rows: Optional[int] = None, data_dir=None
-                      ) -> Dict[str, Tuple[List[str], np.ndarray, Optional[np.ndarray], Tuple[str, ...]]]:
+                      rows: Optional[int] = None, data_dir=None, test: bool = False) -> Frames:
     """``name -> (ids, X, y or None, feature names)`` of every party.
 
     ``"synthetic"``: the built-in 10-feature set when ``attribute_counts``
     split 10 features, otherwise a synthetic set with exactly these features
     per party (:func:`vflsec.data.make_synthetic`, enough rows for ``rows``).
+    ``test=True``: the split's held-out rows instead (``keep`` and ``rows``
+    do not apply; every party holds every row, in its own random order, under
+    IDs drawn apart from the training rows').
     """
+    return _party_frames(dataset, attribute_counts, names, keep=keep, seed=seed, rows=rows, data_dir=data_dir,
+                         parts=("test",) if test else ("train",))["test" if test else "train"]
+
+
+def _party_frames(dataset: str, attribute_counts: Sequence[int], names: Optional[Sequence[str]], *, keep: float,
+                  seed: int, rows: Optional[int], data_dir, parts: Sequence[str]) -> Dict[str, Frames]:
+    """``{"train": frames, "test": frames}`` (those in ``parts``) from one load and split."""
     from ..data import load_dataset, make_synthetic, vertical_split
 
     if not 0 < keep <= 1:
@@ -49,15 +67,28 @@ def make_party_frames(dataset: str = "adult", attribute_counts: Sequence[int] = 
     names = list(names) if names is not None else list(split.party_names)
     if len(names) != split.n_parties:
         raise ValueError(f"{len(names)} names for {split.n_parties} parties")
+    out: Dict[str, Frames] = {}
     tokens = rng.permutation(10 * n)[:n]
     ids_all = np.array([f"u{t:08d}" for t in tokens])
-    frames = {}
+    frames: Frames = {}
     for p, name in enumerate(names):
         kept = chosen[rng.random(len(chosen)) < keep]
         kept = rng.permutation(kept)
         y = split.y_train[kept].astype(np.float64) if p == 0 else None
         frames[name] = (ids_all[kept].tolist(), split.X_train[p][kept], y, split.feature_names[p])
-    return frames
+    if "train" in parts:
+        out["train"] = frames
+    if "test" in parts:
+        # A generator of its own: the training files stay what they were before the test files existed.
+        test_rng = np.random.default_rng([seed, 1])
+        m = len(split.y_test)
+        test_ids = np.array([f"t{t:08d}" for t in test_rng.permutation(10 * m)[:m]])
+        out["test"] = {}
+        for p, name in enumerate(names):
+            order = test_rng.permutation(m)
+            y = split.y_test[order].astype(np.float64) if p == 0 else None
+            out["test"][name] = (test_ids[order].tolist(), split.X_test[p][order], y, split.feature_names[p])
+    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,8 +129,8 @@ def run(args) -> None:
     if args.rows is not None and args.rows < 1:
         raise CommandError(f"--rows must be >= 1, got {args.rows}", "leave it out to use every training row")
     try:
-        frames = make_party_frames(args.dataset, counts, names, keep=args.keep, seed=args.seed, rows=args.rows,
-                                   data_dir=args.data_dir)
+        both = _party_frames(args.dataset, counts, names, keep=args.keep, seed=args.seed, rows=args.rows,
+                             data_dir=args.data_dir, parts=("train", "test"))
     except FileNotFoundError as exc:
         raise missing_dataset(exc) from exc
     except ValueError as exc:
@@ -109,8 +140,12 @@ def run(args) -> None:
                            "give --parties counts that add up to the dataset's attributes") from exc
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name, (ids, X, y, features) in frames.items():
+    for name, (ids, X, y, features) in both["train"].items():
         path = out / f"{name}.csv"
         write_csv(path, ids, X, y)
         print(f"{path}: {len(ids)} rows, {X.shape[1]} features ({', '.join(features[:4])}"
               f"{', ...' if len(features) > 4 else ''})")
+    for name, (ids, X, y, _) in both["test"].items():
+        path = out / f"{name}-test.csv"
+        write_csv(path, ids, X, y)
+        print(f"{path}: {len(ids)} held-out rows (for evaluate = true: [party] test_data)")

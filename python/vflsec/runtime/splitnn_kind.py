@@ -32,6 +32,14 @@ generators, privacy accounting, adapted parameters) declares a
 the history, bytes sent per epoch and the defense's privacy spent; its
 trained modules go to ``<output stem>.modules.npz`` (``bottom.<param>``,
 ``head.<param>``).
+
+Held-out evaluation (``evaluate = true``): each passive party sends the
+active party the embeddings of the aligned held-out rows as it would release
+them at prediction time (its bottom in eval mode, then its defense's
+``transform_embedding``, as the estimator's default ``inference="defended"``;
+tag ``eval_embedding``); the active party runs its own bottom and head and
+scores the output: accuracy beside the majority rate (classification), R^2
+(regression).
 """
 from __future__ import annotations
 
@@ -53,7 +61,9 @@ from ..splitnn.trainer import PROGRAMS
 from ..splitnn.training_state import training_state
 from .kinds import JobKind, register_job_kind
 
-__all__ = ["MODEL_FIELDS", "SplitJobKind", "build_party_data", "make_defense", "module_arrays"]
+__all__ = ["MODEL_FIELDS", "TAG_EVAL_EMBEDDING", "SplitJobKind", "build_party_data", "make_defense", "module_arrays"]
+
+TAG_EVAL_EMBEDDING = "eval_embedding"
 
 # [job] keys describing the models, with their defaults.
 MODEL_FIELDS: Dict[str, Any] = {"bottom_hidden": [64], "embedding_dim": 32, "head_hidden": []}
@@ -216,6 +226,76 @@ class SplitJobKind(JobKind[SplitJob]):
                 np.savez(fh, **arrays)
             out["modules_file"] = path.name
         return out
+
+
+    def evaluation_tags(self, job: SplitJob) -> FrozenSet[str]:
+        return frozenset({TAG_EVAL_EMBEDDING})
+
+    def evaluate(self, channel: Any, job: SplitJob, role: str, result: SplitPartyResult, X: Optional[np.ndarray],
+                 y: Optional[np.ndarray]) -> Optional[Dict[str, Any]]:
+        torch = require_torch("split learning")
+        device = torch.device(job.device)
+        if role == "passive":
+            if X is None:
+                return None
+            h = _embed(torch, result.bottom, X, job, device, defense=result.defense, party=result.party)
+            channel.send(job.active, TAG_EVAL_EMBEDDING, np.ascontiguousarray(h.cpu().numpy(), dtype=np.float32))
+            return None
+        if role != "active":
+            return None
+        if y is None:
+            raise ValueError("the active party has no held-out labels")
+        n = len(y)
+        parts = []
+        for party in job.passives:
+            arr = channel.recv(party, TAG_EVAL_EMBEDDING)
+            if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != n:
+                raise ValueError(f"held-out embeddings from {party!r}: expected a float32 array with {n} rows, got "
+                                 f"{type(arr).__name__} {getattr(arr, 'dtype', '')} {getattr(arr, 'shape', '')}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"held-out embeddings from {party!r}: non-finite values")
+            parts.append(torch.from_numpy(arr).to(device))
+        if result.bottom is not None:  # the active party's own bottom comes last, as in training
+            if X is None:
+                raise ValueError("the job has active_features = true but the active party has no held-out features")
+            parts.append(_embed(torch, result.bottom, X, job, device))
+        head = result.head
+        was_training = head.training
+        head.eval()
+        with torch.no_grad():
+            out = head(torch.cat(parts, dim=1)).cpu()
+        head.train(was_training)
+        y = np.asarray(y)
+        if job.task == "classification":
+            counts = np.bincount(y.astype(np.int64))
+            return {"metric": "accuracy", "value": float(np.mean(out.argmax(dim=1).numpy() == y)), "n": int(n),
+                    "baseline": float(counts.max() / n), "baseline_name": "majority rate"}
+        predicted = out.reshape(-1).numpy().astype(np.float64)
+        total = float(np.sum((y - y.mean()) ** 2))
+        r2 = 1.0 - float(np.sum((y - predicted) ** 2)) / total if total > 0 else None  # constant labels: undefined
+        return {"metric": "R^2", "value": r2, "n": int(n), "baseline": 0.0,
+                "baseline_name": "R^2 of predicting the held-out mean"}
+
+
+def _embed(torch: Any, module: Any, X: np.ndarray, job: SplitJob, device: Any, *, defense: Any = None,
+           party: str = "") -> Any:
+    """``module``'s output on the rows ``X`` in eval mode, per batch of the job's
+    size; with ``defense``, what ``party`` would release (its transform_embedding)."""
+    from ..splitnn.defenses.base import BatchInfo
+
+    was_training = module.training
+    module.eval()
+    out = []
+    with torch.no_grad():
+        for step, start in enumerate(range(0, X.shape[0], job.batch_size)):
+            idx = np.arange(start, min(X.shape[0], start + job.batch_size), dtype=np.int64)
+            h = module(torch.from_numpy(np.asarray(X[idx], dtype=np.float32)).to(device))
+            if defense is not None:
+                h = defense.transform_embedding(party, h, BatchInfo(epoch=job.epochs, step=step, global_step=-1,
+                                                                    indices=idx))
+            out.append(h.detach().float())
+    module.train(was_training)
+    return torch.cat(out, dim=0)
 
 
 register_job_kind(SplitJobKind(), replace=True)
