@@ -16,6 +16,7 @@ namespace vflsec::bindings {
 void bind_distances(py::module_& m);
 void bind_fcm(py::module_& m);
 void bind_noise(py::module_& m);
+void bind_paillier(py::module_& m);
 }  // namespace vflsec::bindings
 
 namespace {
@@ -30,6 +31,7 @@ py::dict cpu_features() {
     f["avx512f"] = static_cast<bool>(__builtin_cpu_supports("avx512f"));
     f["avx512dq"] = static_cast<bool>(__builtin_cpu_supports("avx512dq"));
     f["avx512vl"] = static_cast<bool>(__builtin_cpu_supports("avx512vl"));
+    f["avx512ifma"] = static_cast<bool>(__builtin_cpu_supports("avx512ifma"));
     f["aes"] = static_cast<bool>(__builtin_cpu_supports("aes"));
     return f;
 }
@@ -86,4 +88,5 @@ PYBIND11_MODULE(_core, m) {
     vflsec::bindings::bind_distances(m);
     vflsec::bindings::bind_fcm(m);
     vflsec::bindings::bind_noise(m);
+    vflsec::bindings::bind_paillier(m);
 }

@@ -14,6 +14,14 @@ uniform in Z_n*. ``hs^alpha`` comes from a fixed-base table (``window``-bit
 digits: one product per digit, no squarings), about 13x cheaper at 2048
 bits. Without ``hs`` (e.g. a bare ``phe`` key) the classic ``r^n`` is used.
 
+Native kernel. Where the CPU has AVX-512 IFMA (``_core.paillier_native_available()``),
+encryption, re-randomization and the offline randomizers run in the C++ core
+(cpp/paillier_fixed_base.cpp: the same table in Montgomery form, eight values
+at a time in the 52-bit multiply-add lanes, the GIL released): the same
+distribution of alpha (``secrets``, ``ceil(k / 2)`` bits, drawn here and passed
+in as bytes) and exactly the same ciphertext for a given alpha. Elsewhere, or
+inside :func:`gmpy2_only`, the gmpy2 code below runs.
+
 Multi-exponentiation. ``X^T [[v]]`` (one output per column j,
 ``prod_i c_i^{x_ij}``) uses Pippenger's bucket method per column: for each
 ``w``-bit window, multiply each base into the bucket of its digit, then
@@ -23,11 +31,14 @@ exponentiation per entry.
 """
 from __future__ import annotations
 
+import contextlib
 import secrets
 from functools import lru_cache
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import gmpy2
+
+from .. import _core
 
 
 def random_unit(n: int) -> int:
@@ -77,6 +88,71 @@ def _short_power(table, alpha: int, nsquare, window: int = FIXED_BASE_WINDOW):
     return out
 
 
+_native_allowed = True
+
+
+def native_available() -> bool:
+    """The C++ fixed-base kernel runs here (built in, and the CPU has AVX-512 IFMA)."""
+    probe = getattr(_core, "paillier_native_available", None)
+    return bool(probe is not None and probe())
+
+
+_NATIVE = native_available()
+
+
+@contextlib.contextmanager
+def gmpy2_only() -> Iterator[None]:
+    """Within the block, this process uses the gmpy2 fixed-base path even where the
+    native kernel runs (the benchmark's baseline; tests). Pool workers are other
+    processes: use it with ``processes=1``."""
+    global _native_allowed
+    previous, _native_allowed = _native_allowed, False
+    try:
+        yield
+    finally:
+        _native_allowed = previous
+
+
+@lru_cache(maxsize=4)
+def native_fixed_base_table(n: int, hs: int, window: int = FIXED_BASE_WINDOW) -> Any:
+    """The native table of hs (a ``_core.PaillierFixedBase``), built once per key
+    and process like :func:`fixed_base_table`; its ``table_bytes`` and ``entries``
+    give its size."""
+    k = n.bit_length()
+    return _core.PaillierFixedBase(n.to_bytes(-(-k // 8), "little"), hs.to_bytes(-(-2 * k // 8), "little"),
+                                   short_exponent_bits(n), window)
+
+
+def _native_table(n: int, hs: Optional[int]) -> Any:
+    """The native table for this key, or None when the gmpy2 path must run."""
+    if hs is None or not (_NATIVE and _native_allowed):
+        return None
+    return native_fixed_base_table(n, hs)
+
+
+def _random_exponents(table: Any, count: int) -> bytearray:
+    """``count`` uniform exponents of ``table.exponent_bits`` bits from ``secrets``,
+    as little-endian byte strings of ``table.exponent_bytes`` (zero it after use)."""
+    size = table.exponent_bytes
+    out = bytearray(secrets.token_bytes(count * size))
+    spare = 8 * size - table.exponent_bits
+    if spare:
+        top = 0xFF >> spare
+        out[size - 1::size] = bytes(b & top for b in out[size - 1::size])
+    return out
+
+
+def _native_run(table: Any, method: str, values: Optional[bytes], count: int) -> List[int]:
+    alphas = _random_exponents(table, count)
+    try:
+        out = getattr(table, method)(alphas) if values is None else getattr(table, method)(values, alphas)
+    finally:
+        alphas[:] = bytes(len(alphas))  # best effort: the one copy of the exponents Python holds
+    size = table.ciphertext_bytes
+    view = memoryview(out)
+    return [int.from_bytes(view[i:i + size], "little") for i in range(0, len(out), size)]
+
+
 def _randomizers(n: int, hs: Optional[int], count: int):
     """``count`` fresh randomizers: hs^alpha (DJN) when hs is given, else r^n."""
     nsquare = gmpy2.mpz(n) * n
@@ -94,6 +170,9 @@ def _randomizers(n: int, hs: Optional[int], count: int):
 def randomizers_chunk(n: int, items: Sequence[int], hs: Optional[int] = None) -> List[int]:
     """One fresh randomizer per item (the items only count): the offline part of
     encryption, for :meth:`vflsec.he.PaillierPublicKey.precompute_randomness`."""
+    table = _native_table(n, hs)
+    if table is not None:
+        return _native_run(table, "powers", None, len(items)) if items else []
     return [int(rho) for rho in _randomizers(n, hs, len(items))]
 
 
@@ -106,6 +185,15 @@ def encrypt_with(n: int, plaintexts: Sequence[int], randomizers: Sequence[int]) 
 
 def encrypt_chunk(n: int, plaintexts: Sequence[int], hs: Optional[int] = None) -> List[int]:
     """Encrypt integers already reduced modulo n."""
+    table = _native_table(n, hs)
+    if table is not None:
+        if not plaintexts:
+            return []
+        if not all(0 <= m < n for m in plaintexts):
+            raise ValueError("plaintexts must be reduced modulo n")
+        size = table.plaintext_bytes
+        return _native_run(table, "encrypt", b"".join(m.to_bytes(size, "little") for m in plaintexts),
+                           len(plaintexts))
     nsquare = gmpy2.mpz(n) * n
     mpz_n = gmpy2.mpz(n)
     return [int((mpz_n * m + 1) % nsquare * rho % nsquare)
@@ -114,6 +202,16 @@ def encrypt_chunk(n: int, plaintexts: Sequence[int], hs: Optional[int] = None) -
 
 def obfuscate_chunk(n: int, ciphertexts: Sequence[int], hs: Optional[int] = None) -> List[int]:
     """Re-randomize: multiply each ciphertext by a fresh randomizer, which leaves the plaintext."""
+    table = _native_table(n, hs)
+    if table is not None:
+        if not ciphertexts:
+            return []
+        nsq = n * n
+        size = table.ciphertext_bytes
+        # c taken modulo n^2, as on the gmpy2 path.
+        return _native_run(table, "rerandomize",
+                           b"".join((int(c) % nsq).to_bytes(size, "little") for c in ciphertexts),
+                           len(ciphertexts))
     nsquare = gmpy2.mpz(n) * n
     return [int(gmpy2.mpz(c) * rho % nsquare) for c, rho in zip(ciphertexts, _randomizers(n, hs, len(ciphertexts)))]
 
