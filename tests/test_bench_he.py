@@ -51,6 +51,13 @@ def test_tiny_run_writes_strict_json_with_finite_positive_rates(tmp_path):
     assert table["entries"] == 128 * 256 and table["bytes"] == 128 * 256 * 512
 
     assert all(r["verified"] and _positive(r["items_per_s"]) for r in saved["ckks"])
+    ckks_methods = {(r["op"], r["method"]) for r in saved["ckks"]}
+    assert ("X^T [[r]]", "vflsec CKKS diagonal") in ckks_methods
+    assert ("X^T [[r]]", "vflsec CKKS per-column (old path)") in ckks_methods
+    assert isinstance(saved["criteria"]["ckks_dot_vs_per_column"]["met"], bool)
+    ck = saved["ckks_sizes"]
+    assert ck["galois_steps"] == [2 ** e for e in range(12)]
+    assert 3 * ck["public_context_bytes"] < ck["per_column_public_context_bytes"]
     epoch = saved["epoch"]
     assert set(epoch["runs"]) == {"vflsec (DJN + Pippenger)", "vflsec old path (classic r^n + per-product)"}
     for run in epoch["runs"].values():

@@ -138,9 +138,12 @@ def test_paillier_two_passive_parties(breast):
 
 
 def test_ckks_matches_taylor_descent(breast):
+    from vflsec.he import ckks as he_ckks
+
     Xa, Xb, y, *_ = breast
     job = GLMJob(protocol="ckks", n_samples=N_ROWS, batch_size=50, epochs=1, lr=2.0, k=1.0,
-                 passives=("passive",), coordinator="coordinator", options={"flooding_bits": 2})
+                 passives=("passive",), coordinator="coordinator",
+                 options={"flooding_bits": 2, "encrypted_loss": True})
     hub = InMemoryHub(keep_payloads=True)
     result = run(job, [Xa, Xb], y, hub)
     (wa_ref, wb_ref), loss_ref = taylor_reference(job, [Xa, Xb], y)
@@ -152,8 +155,9 @@ def test_ckks_matches_taylor_descent(breast):
     tags = payloads_by_tag(hub)
     for _record, payload in tags[he_vfl.TAG_PUBLIC_KEY]:
         assert isinstance(payload, bytes)
-        context = ts.context_from(payload)
-        assert not context.has_secret_key() and not context.is_private()
+        public = he_ckks.CKKSPublicContext.from_bytes(payload)
+        assert not public.tenseal.has_secret_key() and not public.tenseal.is_private()
+        assert public.galois_keys.size() == len(he_ckks.galois_steps(public.params)) == 12
     for tag in (he_vfl.TAG_U_PASSIVE, he_vfl.TAG_RESIDUAL):
         assert all(isinstance(payload, bytes) for _, payload in tags[tag])
     for tag in (he_vfl.TAG_MASKED_GRADIENT, he_vfl.TAG_LOSS):
@@ -175,7 +179,9 @@ def test_ckks_training_accuracy_close_to_taylor_descent(breast):
     # Default flooding (sigma 2^-12 per gradient coordinate) moves the weights only slightly.
     for w, w_ref in zip(model.coef_, ref):
         np.testing.assert_allclose(w, w_ref, atol=2e-2)
-    assert model.history_["bytes_by_tag"][he_vfl.TAG_PUBLIC_KEY] > 2 * 10 ** 7
+    # One public context per data party: the public key and the 12 power-of-two Galois keys, seeded
+    # (8.8 MB; 33.9 MB with TenSEAL's default keys).
+    assert 2 * 8 * 10 ** 6 < model.history_["bytes_by_tag"][he_vfl.TAG_PUBLIC_KEY] < 2 * 10 ** 7
     assert len(model.history_["loss"]) == 3
 
 

@@ -226,15 +226,18 @@ def test_ckks_public_context_has_no_secret_key(ckks_contexts):
     assert isinstance(public_bytes, bytes)
     assert secret.tenseal.has_secret_key()
     assert not public.tenseal.has_secret_key() and not public.tenseal.is_private()
-    assert public.tenseal.has_galois_keys()
-    vec = public.encrypt([1.0, 2.0])
-    with pytest.raises(ValueError):
-        vec.chunks[0].decrypt()
-    private_bytes = secret.tenseal.serialize(save_secret_key=True)
+    assert not hasattr(public, "decrypt")
+    assert public.galois_keys.size() == len(C.galois_steps(public.params))
+    # A TenSEAL context with the secret key, framed as a public context, is refused.
+    private_bytes = secret.tenseal.serialize(save_secret_key=True, save_galois_keys=False)
+    galois = public_bytes[C._PUBLIC_HEADER.size + C._PUBLIC_HEADER.unpack_from(public_bytes)[1]:]
+    framed = C._PUBLIC_HEADER.pack(C._PUBLIC_MAGIC, len(private_bytes), len(galois)) + private_bytes + galois
     with pytest.raises(ValueError, match="secret key"):
-        C.CKKSPublicContext.from_bytes(private_bytes)
+        C.CKKSPublicContext.from_bytes(framed)
     with pytest.raises(ValueError, match="not a serialized"):
         C.CKKSPublicContext.from_bytes(b"not a context")
+    with pytest.raises(ValueError, match="not a serialized"):
+        C.CKKSPublicContext.from_bytes(secret.tenseal.serialize())  # a bare TenSEAL context
     # A context with other parameters than agreed is refused.
     with pytest.raises(ValueError, match="agreed"):
         C.CKKSPublicContext.from_bytes(public_bytes, C.CKKSParameters(coeff_mod_bit_sizes=(60, 40, 40, 40, 30)))
@@ -257,8 +260,8 @@ def test_ckks_vector_matrix_product_accuracy(ckks_contexts, rng):
     assert got.shape == (p,)
     np.testing.assert_allclose(got, d @ X, atol=1e-3)
     assert np.abs(got - d @ X).max() < 2.0 ** -(C.CKKSParameters().scale_bits - C.ERROR_BITS_ABOVE_SCALE)
-    with pytest.raises(ValueError, match="full_slots"):
-        public.encrypt(d).dot(X)
+    with pytest.raises(ValueError, match="packed product"):
+        enc.dot(X).dot(np.ones((p, 1)))
     with pytest.raises(ValueError, match="rows"):
         enc.dot(X[:-1])
 

@@ -1,18 +1,19 @@
-"""Protocol "ckks": HE-VFL (Hardy et al. 2017) with CKKS (TenSEAL).
+"""Protocol "ckks": HE-VFL (Hardy et al. 2017) with CKKS (SEAL via TenSEAL).
 
 The flow is :mod:`.he_vfl`'s; this module supplies the scheme. The
-coordinator creates the CKKS context and sends every party the public
-context (public and Galois keys, no secret key). A batch vector is one
-ciphertext per 4096 rows; the gradient is the packed vector-matrix product of
-:class:`vflsec.he.ckks.CKKSEncryptedVector` with the plaintext features
-scaled by 4 alpha / b, so the decrypted values are 4 times the gradient. A
-party adds a fresh encryption of a mask uniform on [-2^18, 2^18] before sending
-for decryption; the coordinator adds flooding noise of
-``vflsec.he.ckks.flooding_sigma`` (``flooding_bits`` above the CKKS error
-bound) to everything it returns, and decrypts a masked gradient only in the
-packed layout of the requesting party's block width (see :mod:`.he_vfl`,
-threat model). ``job.key_bits`` is not used. Every
-party's rows must have L2 norm <= 1 (the estimator's default ``row_norm="clip"``
+coordinator creates the CKKS keys and sends every party the public context
+(public key and the Galois keys of the power-of-two rotations, no secret key;
+:func:`vflsec.he.ckks.galois_steps`). A batch vector is one ciphertext per
+4096 rows; the gradient is the vector-matrix product of
+:class:`vflsec.he.ckks.CKKSEncryptedVector` (diagonal layout) with the
+plaintext features scaled by 4 alpha / b, so the decrypted values are 4 times
+the gradient. A party adds a fresh encryption of a mask uniform on
+[-2^18, 2^18] before sending for decryption; the coordinator adds flooding
+noise of ``vflsec.he.ckks.flooding_sigma`` (``flooding_bits`` above the CKKS
+error bound) to everything it returns, and decrypts a masked gradient only in
+the layout of a product with the requesting party's block width (see
+:mod:`.he_vfl`, threat model). ``job.key_bits`` is not used. Every party's
+rows must have L2 norm <= 1 (the estimator's default ``row_norm="clip"``
 does this), which keeps the encrypted values inside CKKS's range.
 
 ``job.options`` (all public): ``ckks_poly_modulus_degree`` (8192),
@@ -67,10 +68,11 @@ class CKKSScheme(he_vfl.PartyScheme):
         self.context = _ckks.CKKSPublicContext.from_bytes(payload, ckks_parameters(job))
 
     def encrypt(self, values: np.ndarray):
-        return self.context.encrypt(values, full_slots=True)
+        return self.context.encrypt(values)
 
     def encrypt_scalar_for_loss(self, value: float):
-        return self.context.encrypt([value])
+        # In the layout of a one-column product (every slot), so it adds to loss_term's result.
+        return self.context.encrypt([value], period=1)
 
     def dumps(self, enc) -> bytes:
         return enc.to_bytes()
@@ -119,21 +121,20 @@ class CKKSKeyHolder(he_vfl.KeyHolder):
 
     def answer_gradient(self, data: Any, size: int) -> np.ndarray:
         vector = self.secret.vector_from_bytes(data)
-        # The layout of a vector-matrix product of `size` columns: a fresh
-        # batch vector (e.g. another party's [[u]], all slots used) is refused
+        # The layout of a vector-matrix product of `size` columns: a batch
+        # vector (e.g. another party's [[u]], one value per slot) is refused
         # whatever length its header claims.
-        slots = self.secret.params.slot_count
-        layout = [min(slots, size - start) for start in range(0, size, slots)]
-        got = [chunk.size() for chunk in vector.chunks]
-        if vector.length != size or got != layout:
-            raise ValueError(f"a vector of length {vector.length} in ciphertexts of {got} slots; the party's "
-                             f"gradient is {size} values packed as {layout}")
+        layout = _ckks.product_layout(size, self.secret.params.slot_count)
+        if vector.length != size or vector.layout != layout:
+            raise ValueError(f"a vector of length {vector.length} in the layout {list(vector.layout)} "
+                             f"(values, period per ciphertext); the party's gradient is {size} values in "
+                             f"{list(layout)}")
         return self.secret.decrypt_flooded(vector, self.flooding_bits)
 
     def decrypt_loss(self, data: Any) -> float:
         vector = self.secret.vector_from_bytes(data)
-        if vector.length != 1 or [chunk.size() for chunk in vector.chunks] != [1]:
-            raise ValueError("the encrypted loss must be one value in one one-slot ciphertext")
+        if vector.length != 1 or vector.layout != ((1, 1),):
+            raise ValueError("the encrypted loss must be one value in the layout of a one-column product")
         values = self.secret.decrypt_flooded(vector, self.flooding_bits)
         if values.shape != (1,):
             raise ValueError("the encrypted loss must be one value")
