@@ -182,7 +182,27 @@ def test_ckks_training_accuracy_close_to_taylor_descent(breast):
     # One public context per data party: the public key and the 12 power-of-two Galois keys, seeded
     # (8.8 MB; 33.9 MB with TenSEAL's default keys).
     assert 2 * 8 * 10 ** 6 < model.history_["bytes_by_tag"][he_vfl.TAG_PUBLIC_KEY] < 2 * 10 ** 7
-    assert len(model.history_["loss"]) == 3
+    # The encrypted loss is off by default for CKKS: no loss in the history, no scalar ciphertexts sent.
+    assert "loss" not in model.history_
+    assert he_vfl.TAG_U_SQUARED not in model.history_["bytes_by_tag"]
+    assert he_vfl.TAG_LOSS not in model.history_["bytes_by_tag"]
+
+
+def test_ckks_encrypted_loss_is_opt_in(breast):
+    Xa, Xb, y, *_ = breast
+    common = dict(protocol="ckks", n_samples=100, batch_size=50, epochs=1, lr=2.0, k=1.0, coordinator="c",
+                  passives=("passive",))
+    for options, with_loss in (({}, False), ({"encrypted_loss": False}, False), ({"encrypted_loss": True}, True)):
+        hub = InMemoryHub()
+        result = run(GLMJob(options=options, **common), [Xa[:100], Xb[:100]], y[:100], hub)
+        sent = {record.tag for record in hub.records}
+        assert (he_vfl.TAG_U_SQUARED in sent) == with_loss and (he_vfl.TAG_LOSS in sent) == with_loss, options
+        assert ("loss" in result.results["active"].history) == with_loss
+        assert ("loss_encrypted_part" in result.results["c"].history) == with_loss
+    model = VerticalLogisticRegression(protection="ckks", batch_size=50, epochs=1, lr=2.0, k=1.0,
+                                       he_options={"encrypted_loss": True})
+    model.fit([Xa[:100], Xb[:100]], y[:100])
+    assert len(model.history_["loss"]) == 1
 
 
 def test_ckks_least_squares_is_exact(breast):

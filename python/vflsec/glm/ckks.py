@@ -19,11 +19,19 @@ does this), which keeps the encrypted values inside CKKS's range.
 ``job.options`` (all public): ``ckks_poly_modulus_degree`` (8192),
 ``ckks_coeff_mod_bit_sizes`` ((60, 40, 40, 60)), ``ckks_scale_bits`` (40),
 ``flooding_bits`` (6: noise sigma 2^-10 on returned values, 2^-12 on
-gradients; the coordinator's setting), ``encrypted_loss`` (True).
+gradients; the coordinator's setting), ``encrypted_loss`` (False here, unlike
+"paillier"). With ``encrypted_loss=True`` (one passive party) the passive
+party sends, every batch, a whole ciphertext (about 131 kB) holding the one
+value c2 |u_B|^2 / n, and the active party's ``history["loss"]`` gets the
+Taylor loss of every epoch (the coordinator's ``history["loss_encrypted_part"]``
+its encrypted part). With the default no loss is computed or sent: the active
+party's history has no ``"loss"`` entry and the coordinator's is empty.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+import dataclasses
+import functools
+from typing import Any, Callable, Dict, Tuple
 
 import numpy as np
 
@@ -151,5 +159,21 @@ def _check_job(job) -> None:
     he_vfl.residual_model(job)
 
 
-PROTOCOL = he_vfl.protocol_roles(CKKSScheme, CKKSKeyHolder, _check_job)
+def _with_defaults(job):
+    """The job with this protocol's default ``encrypted_loss=False`` filled in."""
+    if "encrypted_loss" in job.options:
+        return job
+    return dataclasses.replace(job, options={**job.options, "encrypted_loss": False})
+
+
+def _defaults_filled(program: Callable) -> Callable:
+    @functools.wraps(program)
+    def run(endpoint, job, *args, **kwargs):
+        return program(endpoint, _with_defaults(job), *args, **kwargs)
+
+    return run
+
+
+PROTOCOL = {role: _defaults_filled(program)
+            for role, program in he_vfl.protocol_roles(CKKSScheme, CKKSKeyHolder, _check_job).items()}
 register_protocol("ckks", PROTOCOL, replace=True, tags=he_vfl.TAGS)

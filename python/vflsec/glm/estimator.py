@@ -151,7 +151,11 @@ class VerticalLogisticRegression(BaseEstimator):
         disables DP noise -- a testing aid with no privacy.
     y_max : public upper bound of the labels (loss "poisson").
     key_bits, he_options : HE protocol settings (``he_options`` is a dict of
-        protocol-specific public options passed to ``GLMJob.options``).
+        protocol-specific public options passed to ``GLMJob.options``, e.g.
+        ``{"encrypted_loss": True}``: the Taylor loss per epoch under
+        encryption, one passive party only; default on for "paillier", off
+        for "ckks", where it costs a whole ciphertext per batch; without it
+        ``history_`` has no ``loss``).
     row_norm : "clip" (default) or None, see the module docstring.
     fit_intercept : bool, default True. The active party holds an intercept
         as a constant column (see the module docstring).
@@ -193,7 +197,8 @@ class VerticalLogisticRegression(BaseEstimator):
         applied again at prediction.
     classes_ : the two labels for classification losses.
     history_ : dict with per-epoch lists ``loss`` (and ``accuracy``) seen by the
-        active party, ``time`` (``wall`` seconds of the run, and
+        active party (HE protocols: ``loss`` only with the encrypted loss, see
+        ``he_options``), ``time`` (``wall`` seconds of the run, and
         ``compute``/``crypto``/``messaging`` seconds summed over parties),
         ``party_time`` (that split per party), ``bytes_by_tag``,
         ``total_bytes``, ``n_messages``, and for "hdp" ``sigma_active``,
