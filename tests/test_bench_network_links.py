@@ -48,7 +48,8 @@ def test_links_stage_rows_report_and_plot(tmp_path):
     saved = json.loads((out / "results.json").read_text())
     assert saved["links"] == json.loads(json.dumps(rows))
     report = (out / "report.md").read_text()
-    assert "When is HE-VFL within 2-3x of plain VFL?" in report and "### Conclusion" in report
+    assert "When is HE-VFL within 2-3x of plain VFL?" in report and "## Conclusion" in report
+    assert "Over emulated links: " in report.split("## Conclusion")[1]
     assert (out / "links.png").stat().st_size > 10_000
 
 

@@ -32,8 +32,9 @@ def test_table2_table3_report_and_plots(tmp_path):
               "timing": timing}
     report = splitnn._report(result)
     assert "## Table 2" in report and "## Table 3" in report and "kernel speed-up" in report
-    splitnn._plot_table2(splitnn._table2_summary(acc), tmp_path / "t2.png")
-    splitnn._plot_table3(timing, tmp_path / "t3.png")
+    assert "## Conclusion" in report
+    assert splitnn._plot_table2(splitnn._table2_summary(acc), tmp_path / "t2.png", cfg["seeds"])
+    splitnn._plot_table3(timing, tmp_path / "t3.png", cfg["timing_rounds"] * cfg["timing_epochs"])
     assert (tmp_path / "t2.png").stat().st_size > 1000 and (tmp_path / "t3.png").stat().st_size > 1000
     json.dumps(result, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
 
@@ -55,7 +56,8 @@ def test_dp_vfl_and_fedpass_sections_tag_rows_and_render(tmp_path):
     empty = tmp_path / "no-data"
     empty.mkdir()
     cfg = dict(splitnn._config(True, "cpu", 1), data_dir=str(empty))
-    cfg["dp_vfl"] = dict(cfg["dp_vfl"], datasets=("energy",), epsilons=(10.0,), epochs=1, max_rows=200)
+    # two epsilons: the plot leaves out curves of one point
+    cfg["dp_vfl"] = dict(cfg["dp_vfl"], datasets=("energy",), epsilons=(1.0, 10.0), epochs=1, max_rows=200)
     cfg["fedpass"] = dict(cfg["fedpass"], epochs=1, max_rows=200)
     rows = splitnn.section_dp_vfl({}, cfg) + splitnn.section_fedpass({}, cfg)
     # Files absent: the built-in fallbacks run, under their own names.
@@ -70,6 +72,7 @@ def test_dp_vfl_and_fedpass_sections_tag_rows_and_render(tmp_path):
     splitnn.render(result, tmp_path / "out")
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## DP-VFL" in report and "## FedPass" in report and "## Table 2" not in report
+    assert "DP-VFL on diabetes: at epsilon = 1" in report and "FedPass on breast" in report  # the Conclusion
     assert (tmp_path / "out" / "dp_vfl.png").stat().st_size > 1000
     assert not (tmp_path / "out" / "table2_accuracy.png").exists()
 

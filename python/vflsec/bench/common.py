@@ -166,6 +166,26 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
 
 
+def read_results(directory: Path, name: str = "results.json") -> Dict[str, Any]:
+    """The saved results ``directory/name`` of an earlier run (``--rerender DIR``);
+    a one-line BenchConfigError when it cannot be read."""
+    from .config import BenchConfigError
+
+    path = Path(directory) / name
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BenchConfigError(f"--rerender {directory}: cannot read {path} ({exc}) -- give the folder of an "
+                               f"earlier run") from None
+
+
+def add_rerender_argument(parser: Any, name: str = "results.json") -> None:
+    """``--rerender DIR``: run nothing, write DIR's report and plots again from DIR/``name``."""
+    parser.add_argument("--rerender", type=Path, default=None, metavar="DIR",
+                        help=f"run nothing: write DIR's report and plots again from DIR/{name} (its numbers are "
+                             "not touched)")
+
+
 def markdown_table(headers: List[str], rows: List[List[Any]]) -> str:
     def fmt(v: Any) -> str:
         if v is None:
@@ -189,3 +209,17 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 110) -> None:
+    """Write every benchmark figure the same way: the bounding box fitted to
+    what is drawn (``bbox_inches="tight"``: tick labels, legends below a panel
+    and titles are never cut at the edge), then close the figure."""
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    pyplot().close(fig)
+
+
+def n_label(n: Any, what: str = "") -> str:
+    """``"n=3"`` (``"n=3 runs/point"`` with ``what``): the number of runs behind a
+    plotted value, for legends."""
+    return f"n={n}" + (f" {what}" if what else "")

@@ -27,7 +27,16 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import get_num_threads, kernels, set_num_threads
-from .common import git_revision, machine_info, median_cpu_time, median_time, package_versions, write_json
+from .common import (
+    add_rerender_argument,
+    git_revision,
+    machine_info,
+    median_cpu_time,
+    median_time,
+    package_versions,
+    read_results,
+    write_json,
+)
 from .config import load_variant, optional_field, spec, with_overrides
 from .kernels_cuda import CudaKernelsGrid
 from .kernels_report import NUMPY_RELEASE as _NUMPY
@@ -424,9 +433,14 @@ def _exact_baselines(sigma: float, s: float, n: int, epsilon: float, delta: floa
 # ---------------------------------------------------------------------------
 
 def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu", seed: Optional[int] = None,
-        config: Optional[Path] = None) -> Dict[str, Any]:
+        config: Optional[Path] = None, rerender: Optional[Path] = None) -> Dict[str, Any]:
     """Time every case of the grid (``config``: a user's copy of ``kernels.toml``;
-    ``seed`` overrides its seed), write ``kernels.json`` and render it."""
+    ``seed`` overrides its seed), write ``kernels.json`` and render it.
+    ``rerender``: no run; write the report and plot of ``rerender/kernels.json`` again."""
+    if rerender is not None:
+        saved = read_results(Path(rerender), "kernels.json")
+        render(saved, Path(rerender))
+        return saved
     out = Path(out) if out is not None else Path("bench-out") / "kernels"
     if device == "cuda":
         from . import kernels_cuda
@@ -515,6 +529,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=_non_negative_int, default=None,
                         help="seed of the benchmark's data (default: the config's, 0); DP noise stays on the OS "
                              "CSPRNG")
+    add_rerender_argument(parser, "kernels.json")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cpu: the C++ kernels against CPU libraries; cuda: the CUDA kernels against torch on "
                              "the same GPU (writes kernels-cuda.*; exits with a message where there is no GPU)")

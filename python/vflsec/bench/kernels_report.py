@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
-from .common import markdown_table, pyplot
+from .common import markdown_table, n_label, pyplot, save_figure
 
 __all__ = ["NUMPY_RELEASE", "PURE_PYTHON_SAMPLER", "SECURE_RELEASE", "release_criteria", "render", "render_cuda",
            "render_file", "report_tables", "summarize"]
@@ -158,7 +158,13 @@ def conclusion(rows: List[Dict[str, Any]], summary: List[Dict[str, Any]]) -> str
     return "## Conclusion\n\n" + " ".join(parts) + "\n"
 
 
-def plot_speedups(summary: List[Dict[str, Any]], path: Path) -> None:
+def plot_speedups(summary: List[Dict[str, Any]], path: Path, repeats: Optional[int] = None) -> None:
+    """One bar per kernel case and alternative: the alternative's time over
+    vflsec's (log scale; green where vflsec is faster), the 1x line, and ``repeats``
+    (the timed runs behind each median) in the legend. The figure is saved with a
+    tight bounding box, so the long case labels are not cut."""
+    from matplotlib.patches import Patch
+
     plt = pyplot()
     labels, values, colors = [], [], []
     for s in summary:
@@ -166,17 +172,20 @@ def plot_speedups(summary: List[Dict[str, Any]], path: Path) -> None:
             labels.append(f"{s['kernel']} | {s['case']}\nvs {method}")
             values.append(ratio)
             colors.append("tab:green" if ratio >= 1 else "tab:red")
-    fig, ax = plt.subplots(figsize=(12, 0.42 * len(labels) + 1.5))
+    fig, ax = plt.subplots(figsize=(12, 0.42 * len(labels) + 1.8))
     ax.barh(range(len(labels)), values, color=colors)
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
-    ax.axvline(1.0, color="black", lw=1)
+    line = ax.axvline(1.0, color="black", lw=1)
     ax.set_xscale("log")
     ax.set_xlabel("speed-up of vflsec (alternative time / vflsec time, log scale)")
     ax.invert_yaxis()
-    ax.set_title("vflsec kernels vs alternatives (green: vflsec faster)")
+    ax.set_title("vflsec kernels vs alternatives")
+    timed = f"medians of {n_label(repeats, 'timed runs')} each" if repeats else "medians of timed runs"
+    ax.legend([Patch(color="tab:green"), Patch(color="tab:red"), line],
+              [f"vflsec faster ({timed})", f"vflsec slower ({timed})", "1x: the same time"], fontsize=8,
+              loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _load_text(load: Any) -> str:
@@ -198,7 +207,7 @@ def render(result: Dict[str, Any], out: Path) -> str:
         f"average (1/5/15 min) {_load_text(result['load_average_before'])} before, "
         f"{_load_text(result['load_average_after'])} after.\n\n{report}\n\n"
         f"{conclusion(result['results'], result['summary'])}")
-    plot_speedups(result["summary"], out / "kernels.png")
+    plot_speedups(result["summary"], out / "kernels.png", config.get("repeats"))
     return report
 
 
@@ -209,7 +218,7 @@ def render_cuda(result: Dict[str, Any], out: Path) -> str:
     text = report_tables(result["results"], result["summary"])
     (out / "kernels-cuda.md").write_text(f"# vflsec CUDA kernel benchmark\n\nGPU: {result['machine']['gpu']}; every "
                                          f"timing ends with torch.cuda.synchronize().\n\n{text}\n")
-    plot_speedups(result["summary"], out / "kernels-cuda.png")
+    plot_speedups(result["summary"], out / "kernels-cuda.png", result.get("config", {}).get("repeats"))
     return text
 
 

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from .common import git_revision, machine_info, package_versions, write_json
+from .common import add_rerender_argument, git_revision, machine_info, package_versions, read_results, write_json
 from .config import BenchConfigError, load_variant, spec, with_overrides
 from .network_report import render
 
@@ -139,6 +139,7 @@ def add_arguments(parser) -> None:
                         help="also run the link stage over these profiles: names from loopback,lan,datacenter,"
                              "wan,internet and/or BANDWIDTH,RTT (separate with ';' when one is custom, e.g. "
                              "'loopback;wan;5mbit,80ms'); loopback is always run first (it calibrates the model)")
+    add_rerender_argument(parser)
 
 
 def _frames(grid: PartiesAndData, data_dir):
@@ -315,9 +316,15 @@ def _bench_links(grid: LinkGrid, profiles, settings: NetworkSettings, *, data_di
 
 def run(quick: bool = False, out: str = str(Path("bench-out") / "network"), methods: Optional[str] = None,
         rows: Optional[int] = None, psi_sizes: Optional[str] = None, data_dir=None,
-        config: Optional[Path] = None, links: Optional[str] = None, seed: Optional[int] = None) -> Dict[str, Any]:
+        config: Optional[Path] = None, links: Optional[str] = None, seed: Optional[int] = None,
+        rerender: Optional[Path] = None) -> Dict[str, Any]:
     """Run the grid (``config``: a user's copy of ``network.toml``; the other
-    arguments override it), write ``results.json`` and render ``report.md``."""
+    arguments override it), write ``results.json`` and render ``report.md``.
+    ``rerender``: no run; write the report and plots of ``rerender/results.json`` again."""
+    if rerender is not None:
+        saved = read_results(Path(rerender))
+        render(saved, Path(rerender))
+        return saved
     grid = load_grid(quick, config)
     overrides: Dict[str, Any] = {}
     if methods is not None:

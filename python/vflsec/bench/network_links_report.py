@@ -7,9 +7,9 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .common import markdown_table
+from .common import markdown_table, n_label, pyplot, save_figure
 
-__all__ = ["links_markdown", "model_errors", "plot_links"]
+__all__ = ["links_conclusion", "links_markdown", "links_plottable", "model_errors", "plot_links"]
 
 CLAIM_LOW, CLAIM_HIGH = 2.0, 3.0  # HDP-VFL: "HE-VFL is roughly 2-3x slower than non-private VFL"
 
@@ -124,14 +124,19 @@ def links_markdown(payload: Dict[str, Any]) -> List[str]:
         "",
         markdown_table(["method", "bandwidth", "RTT needed for <= 3x plain (model)"], answer_rows),
         "",
-        "![ratios](links.png)",
-        "",
-        "### Conclusion",
-        "",
-        _conclusion(payload, errors, by),
-        "",
-    ]
+    ] + (["![ratios and bytes](links.png)", ""] if links_plottable(payload) else [])
     return lines
+
+
+def links_conclusion(payload: Dict[str, Any]) -> str:
+    """The link stage's part of the report's Conclusion, from its rows."""
+    return _conclusion(payload, model_errors(payload), {(r["method"], r["link"]): r for r in payload["links"]})
+
+
+def links_plottable(payload: Dict[str, Any]) -> bool:
+    """Whether some method other than plain was measured on at least 2 links (the plot's condition)."""
+    rows = [r for r in payload.get("links") or [] if r.get("vs_plain") is not None and r["method"] != "plain"]
+    return any(sum(r["method"] == m for r in rows) >= 2 for m in {r["method"] for r in rows})
 
 
 def _conclusion(payload: Dict[str, Any], errors: Dict[str, Dict[str, Any]], by) -> str:
@@ -186,21 +191,24 @@ def _conclusion(payload: Dict[str, Any], errors: Dict[str, Dict[str, Any]], by) 
     return " ".join(parts)
 
 
-def plot_links(payload: Dict[str, Any], path: Path) -> None:
-    """Ratio to plain VFL against bandwidth, one line per method (log-log);
-    the unshaped loopback run at the right edge."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_links(payload: Dict[str, Any], path: Path) -> bool:
+    """Left: training time relative to plain VFL against bandwidth, one line per
+    method measured on at least 2 links (log-log; the unshaped loopback run at the
+    right edge), with the 2-3x band of HDP-VFL's claim. Right: the wire bytes of
+    each method's run (one run per method and link; bytes do not depend on the
+    link, so the loopback run's, or the first link's). False, and no file, when
+    no method has 2 links."""
+    if not links_plottable(payload):
+        return False
     rows = [r for r in payload["links"] if r.get("vs_plain") is not None and r["method"] != "plain"]
+    methods = [m for m in dict.fromkeys(r["method"] for r in rows) if sum(r["method"] == m for r in rows) >= 2]
+    plt = pyplot()
     shaped = [r["bandwidth_bps"] for r in rows if r["bandwidth_bps"] is not None]
     top = (max(shaped) if shaped else 1e9) * 10
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for method in dict.fromkeys(r["method"] for r in rows):
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12.5, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    for method in methods:
         pts = sorted(((r["bandwidth_bps"] or top), r["vs_plain"], r["link"]) for r in rows if r["method"] == method)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=method)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{method} ({n_label(1, 'run/link')})")
         for x, y, link in pts:
             ax.annotate(link, (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7)
     ax.axhspan(CLAIM_LOW, CLAIM_HIGH, color="tab:green", alpha=0.15, label="2-3x (HDP-VFL's claim)")
@@ -211,6 +219,18 @@ def plot_links(payload: Dict[str, Any], path: Path) -> None:
     ax.set_title("Cost of each protection relative to plain VFL, by link")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
+    wire: Dict[str, float] = {}
+    for r in sorted(payload["links"], key=lambda r: r["bandwidth_bps"] is not None):  # loopback first
+        wire.setdefault(r["method"], r["bytes"])
+    names = list(wire)
+    bx.bar(range(len(names)), [wire[m] for m in names], color=[f"C{i}" for i in range(len(names))],
+           label=f"wire bytes of the run ({n_label(1, 'run/method')})")
+    bx.set_xticks(range(len(names)), names)
+    bx.set_yscale("log")
+    bx.set_ylabel("bytes on the wire (log scale)")
+    bx.set_title("Bytes of each method's run")
+    bx.grid(axis="y", alpha=0.3)
+    bx.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
+    return True

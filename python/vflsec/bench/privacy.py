@@ -41,7 +41,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 import numpy as np
 from tqdm import tqdm
 
-from .common import PartialRunError, git_revision, machine_info, package_versions, write_json
+from .common import (
+    PartialRunError,
+    add_rerender_argument,
+    git_revision,
+    machine_info,
+    package_versions,
+    read_results,
+    write_json,
+)
 from .config import load_variant, spec, with_overrides
 from .privacy_report import FEATURE_ATTACKS, LABEL_ATTACKS, recovery_error, render  # noqa: F401 (re-exported)
 
@@ -432,13 +440,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output directory (default bench-out/privacy)")
     parser.add_argument("--seed", type=int, default=None, help="seed of data splits, models and attacks "
                                                                "(default: the config's, 0)")
+    add_rerender_argument(parser)
 
 
 def run(*, quick: bool = False, datasets: Optional[str] = None, data_dir: Optional[Path] = None,
         out: Path = Path("bench-out/privacy"), seed: Optional[int] = None,
-        config: Optional[Path] = None) -> Dict[str, Any]:
+        config: Optional[Path] = None, rerender: Optional[Path] = None) -> Dict[str, Any]:
     """Run the grid (``config``: a user's copy of ``privacy.toml``; ``datasets``
-    and ``seed`` override it), write ``results.json`` and render it."""
+    and ``seed`` override it), write ``results.json`` and render it.
+    ``rerender``: no run; write the report and plots of ``rerender/results.json`` again."""
+    if rerender is not None:
+        saved = read_results(Path(rerender))
+        render(saved, Path(rerender))
+        return saved
     grid = load_grid(quick, config)
     overrides: Dict[str, Any] = {}
     if datasets is not None:

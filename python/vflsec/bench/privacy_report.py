@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .common import dp_noise_label, markdown_table, pyplot
+from .common import dp_noise_label, markdown_table, n_label, pyplot, save_figure
 
 __all__ = ["FEATURE_ATTACKS", "LABEL_ATTACKS", "STRENGTH_NAMES", "plot_tradeoffs", "recovery_error", "render",
            "render_file", "write_report"]
@@ -45,44 +45,58 @@ def recovery_error(row: Dict[str, Any]) -> Optional[float]:
 
 
 def plot_tradeoffs(rows: List[Dict[str, Any]], out: Path) -> List[str]:
+    """Per dataset, one panel per attack: the recovery error against the main task
+    accuracy, one curve per defense over its strengths (the undefended model as a
+    star), each point one trained model (n in the legend). Panels with fewer than
+    2 points are left out, and a dataset with none left; the equality-solving
+    bars need at least 2 protections. Returns the file names written."""
     plt = pyplot()
     files = []
     attacks = list(FEATURE_ATTACKS) + ["model_completion", "norm_scoring"]
+
+    def cells(dataset: str, attack: str) -> List[Dict[str, Any]]:
+        return [r for r in rows if r["dataset"] == dataset and r["attack"] == attack and recovery_error(r) is not None
+                and r.get("main_accuracy") is not None]
+
     for dataset in sorted({r["dataset"] for r in rows if r["attack"] in attacks}):
-        fig, axes = plt.subplots(1, len(attacks), figsize=(4.2 * len(attacks), 3.8))
-        for ax, attack in zip(axes, attacks):
-            cells = [r for r in rows
-                     if r["dataset"] == dataset and r["attack"] == attack and recovery_error(r) is not None]
-            for defense in sorted({r["defense"] for r in cells}):
-                pts = sorted(((r["main_accuracy"], recovery_error(r)) for r in cells if r["defense"] == defense))
+        panels = [a for a in attacks if len(cells(dataset, a)) >= 2]
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+        for ax, attack in zip(axes[0], panels):
+            found = cells(dataset, attack)
+            for defense in sorted({r["defense"] for r in found}):
+                pts = sorted(((r["main_accuracy"], recovery_error(r)) for r in found if r["defense"] == defense))
                 xs, ys = zip(*pts)
-                ax.plot(xs, ys, marker="*" if defense == "none" else "o", ms=10 if defense == "none" else 5,
-                        ls="" if defense == "none" else "-", label=defense)
+                if defense == "none":
+                    ax.plot(xs, ys, marker="*", ms=12, ls="", color="black", label=f"undefended ({n_label(len(pts))})")
+                else:
+                    ax.plot(xs, ys, marker="o", ms=5, ls="-", label=f"{defense} ({n_label(1, 'run/point')})")
             ax.set_title(attack, fontsize=9)
             ax.set_xlabel("main task accuracy")
             ax.set_ylabel("feature MSE" if attack in FEATURE_ATTACKS else "label recovery error")
             ax.grid(alpha=0.3)
-        axes[0].legend(fontsize=7)
+        axes[0][0].legend(fontsize=7)
         fig.suptitle(f"{dataset}: accuracy vs recovery error (top-right is better)")
         fig.tight_layout()
         name = f"tradeoff_{dataset}.png"
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
+        save_figure(fig, out / name)
         files.append(name)
     esa = [r for r in rows if r["attack"] == "equality_solving" and r["metric"] == "normalized_mse"]
-    if esa:
+    if len(esa) >= 2:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        labels = [r["defense"] if r["strength"] is None else f"hdp eps={r['strength']:g}" for r in esa]
-        ax.bar(range(len(esa)), [max(r["value"], 1e-16) for r in esa], color="tab:red")
+        labels = [(r["defense"] if r["strength"] is None else f"hdp eps={r['strength']:g}")
+                  + (f" ({r['dataset']})" if len({e["dataset"] for e in esa}) > 1 else "") for r in esa]
+        ax.bar(range(len(esa)), [max(r["value"], 1e-16) for r in esa], color="tab:red",
+               label=f"equality solving ({n_label(1, 'run/bar')})")
         ax.set_yscale("log")
-        ax.axhline(1.0, color="k", ls="--", lw=1, label="auxiliary-mean guess")
+        ax.axhline(1.0, color="k", ls="--", lw=1, label="auxiliary-mean guess (1 by definition)")
         ax.set_xticks(range(len(esa)), labels, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("normalized feature MSE")
         ax.set_title("equality solving on vertical LR IRs")
         ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(out / "equality_solving.png", dpi=110)
-        plt.close(fig)
+        save_figure(fig, out / "equality_solving.png")
         files.append("equality_solving.png")
     return files
 

@@ -42,18 +42,23 @@ from tqdm import tqdm
 
 from .common import (
     PartialRunError,
+    add_rerender_argument,
     derived_seed,
     dp_noise_label,
     git_revision,
     machine_info,
     markdown_table,
+    n_label,
     package_versions,
     pyplot,
+    read_results,
+    save_figure,
     write_json,
 )
 from .config import with_overrides
 from .splitnn_afe import DELTA, VARIANTS, SplitData, _fit, make_afe
 from .splitnn_afe_baseline import IMPLS
+from .splitnn_conclusion import conclusion
 from .splitnn_config import VFL_AFE, load_grid
 from .splitnn_rescale import plot_rescale, report_rescale, section_rescale
 
@@ -396,31 +401,49 @@ SECTIONS["fedpass"] = (section_fedpass, _report_fedpass)
 SECTIONS["rescale"] = (section_rescale, report_rescale)
 
 
-def _plot_dp_vfl(rows: List[Dict[str, Any]], path: Path) -> None:
+def _plot_dp_vfl(rows: List[Dict[str, Any]], path: Path) -> bool:
+    """Per dataset: DP-SGD's metric against epsilon, one curve per number of data
+    owners, with the non-private VFL (dashed, the curve's colour) and centralized
+    (black) references, n in every legend entry. A dataset whose curves all have
+    fewer than 2 epsilons is left out; False, and no file, when none is left."""
     plt = pyplot()
-    names = list(dict.fromkeys(r["dataset"] for r in rows))
-    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4), squeeze=False)
+
+    def curves(name: str) -> Dict[int, List[Tuple[float, float, int]]]:
+        sub = [r for r in rows if r["dataset"] == name and r["defense"] == "dp_sgd"]
+        out = {}
+        for m in sorted({r["parties"] for r in sub}):
+            eps = sorted({r["epsilon"] for r in sub if r["parties"] == m})
+            values = [[r["value"] for r in sub if r["parties"] == m and r["epsilon"] == e] for e in eps]
+            if len(eps) >= 2:
+                out[m] = [(e, float(np.mean(v)), len(v)) for e, v in zip(eps, values)]
+        return out
+
+    names = [name for name in dict.fromkeys(r["dataset"] for r in rows) if curves(name)]
+    if not names:
+        return False
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.4), squeeze=False)
     for ax, name in zip(axes[0], names):
         sub = [r for r in rows if r["dataset"] == name]
-        for m in sorted({r["parties"] for r in sub if r["defense"] == "dp_sgd"}):
-            pts = sorted((r["epsilon"], r["value"]) for r in sub if r["defense"] == "dp_sgd" and r["parties"] == m)
-            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"DP-SGD, {m} owners")
+        for m, pts in curves(name).items():
+            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                            label=f"DP-SGD, {m} owners ({n_label(max(p[2] for p in pts), 'run/point')})")
             ref = [r["value"] for r in sub if r["variant"] == "vfl" and r["parties"] == m]
             if ref:
-                ax.axhline(np.mean(ref), color=line.get_color(), ls="--", lw=1)
+                ax.axhline(np.mean(ref), color=line.get_color(), ls="--", lw=1,
+                           label=f"non-private VFL, {m} owners ({n_label(len(ref))})")
         central = [r["value"] for r in sub if r["defense"] == "centralized"]
         if central:
-            ax.axhline(np.mean(central), color="k", lw=1.2, label="centralized")
+            ax.axhline(np.mean(central), color="k", ls="-", lw=1.4, label=f"centralized ({n_label(len(central))})")
         ax.set_xscale("log")
         ax.set_xlabel("epsilon (delta = 1e-3)")
         ax.set_ylabel(sub[0]["metric"])
-        ax.set_title(f"{name} (dashed: non-private VFL)")
+        ax.set_title(name)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     fig.suptitle("DP-VFL: utility vs privacy budget")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
+    return True
 
 
 # ---------------------------------------------------------------------------
@@ -440,17 +463,24 @@ def _table2_summary(rows: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
     return {ds: {k: _mean(v) for k, v in cells.items()} for ds, cells in out.items()}
 
 
-def _plot_table2(summary: Dict[str, Dict[str, float]], path: Path) -> None:
-    plt = pyplot()
+def _plot_table2(summary: Dict[str, Dict[str, float]], path: Path, seeds: int) -> bool:
+    """Per dataset: test accuracy per Table 2 component (bars: mean of ``seeds``
+    runs), the paper's value as a red tick. A dataset with fewer than 2 cells is
+    left out; False, and no file, when none is left."""
     order = ["centralized", "unprotected", "vanilla", "R", "D", "full"]
-    fig, axes = plt.subplots(1, len(summary), figsize=(5.5 * len(summary), 4), squeeze=False)
-    for ax, (name, cells) in zip(axes[0], summary.items()):
+    items = [(name, cells) for name, cells in summary.items() if sum(k in cells for k in order) >= 2]
+    if not items:
+        return False
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(items), figsize=(5.5 * len(items), 4.4), squeeze=False)
+    for ax, (name, cells) in zip(axes[0], items):
         keys = [k for k in order if k in cells]
-        ax.bar(range(len(keys)), [100 * cells[k] for k in keys], color="tab:blue", label="vflsec")
+        ax.bar(range(len(keys)), [100 * cells[k] for k in keys], color="tab:blue",
+               label=f"vflsec (mean, {n_label(seeds, 'seeds')})")
         paper = PAPER_TABLE2.get(name, {})
         px = [i for i, k in enumerate(keys) if k in paper]
         if px:
-            ax.plot(px, [paper[keys[i]] for i in px], "r_", ms=22, mew=3, label="paper")
+            ax.plot(px, [paper[keys[i]] for i in px], "r_", ms=22, mew=3, label="paper (its Table 2)")
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels(keys, rotation=20)
         ax.set_ylabel("test accuracy (%)")
@@ -461,11 +491,13 @@ def _plot_table2(summary: Dict[str, Dict[str, float]], path: Path) -> None:
         ax.legend(fontsize=8)
     fig.suptitle("VFL-AFE Table 2: accuracy per component")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
+    return True
 
 
-def _plot_table3(rows: List[Dict[str, Any]], path: Path) -> None:
+def _plot_table3(rows: List[Dict[str, Any]], path: Path, epochs_timed: int) -> None:
+    """Milliseconds per training step of each component, stacked per impl (each the
+    minimum over ``epochs_timed`` timed epochs)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     bottom = np.zeros(len(IMPLS))
@@ -476,11 +508,10 @@ def _plot_table3(rows: List[Dict[str, Any]], path: Path) -> None:
         bottom += vals
     ax.set_ylabel("ms per training step")
     ax.set_title("VFL-AFE Table 3: time per step by component")
-    ax.legend()
+    ax.legend(title=f"component (min over {n_label(epochs_timed, 'epochs')})", fontsize=8, title_fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _report(result: Dict[str, Any]) -> str:
@@ -557,6 +588,7 @@ def _report(result: Dict[str, Any]) -> str:
     for key, (_, report_fn) in SECTIONS.items():
         if _section_rows(result, key):
             lines += report_fn(result)
+    lines += conclusion(result)
     return "\n".join(lines) + "\n"
 
 
@@ -574,14 +606,21 @@ def _config(quick: bool, device: str, seeds: Optional[int], path: Optional[Path]
 def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path] = None,
         device: Optional[str] = None, seeds: Optional[int] = None,
         sections: str = "table2,table3,dp_vfl,fedpass", config: Optional[Path] = None,
-        seed: Optional[int] = None) -> Dict[str, Any]:
+        seed: Optional[int] = None, rerender: Optional[Path] = None) -> Dict[str, Any]:
     """Run ``sections`` of ``[quick]`` or ``[full]`` of ``config`` (a user's copy of
     ``splitnn.toml``; default the shipped one; ``seeds`` overrides it), write
     ``results.json`` and render it. ``seed``: seeds the DP noise of the VFL-AFE
     (Table 2) and DP-SGD (dp_vfl) cells through explicitly seeded generators, an
     experiment setting (default None: OS-entropy noise, as deployed); the data
-    splits, batch orders and models are seeded by ``--seeds``' repetitions."""
+    splits, batch orders and models are seeded by ``--seeds``' repetitions.
+    ``rerender``: no run; write the report and plots of ``rerender/results.json``
+    again (the file itself is left as it is)."""
     from ..splitnn.estimator import resolve_device
+
+    if rerender is not None:
+        saved = read_results(Path(rerender))
+        render(saved, Path(rerender), write_results=False)
+        return saved
 
     if seed is not None and seed < 0:
         raise ValueError(f"--seed must be >= 0, got {seed}")
@@ -630,24 +669,28 @@ def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path
     return result
 
 
-def render(result: Dict[str, Any], out: Path) -> None:
-    """Write ``results.json``, ``report.md`` and the plots of ``result`` to ``out``."""
+def render(result: Dict[str, Any], out: Path, write_results: bool = True) -> None:
+    """Write ``results.json`` (unless ``write_results`` is False), ``report.md`` and
+    the plots of ``result`` to ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "results.json", result)
+    if write_results:
+        write_json(out / "results.json", result)
     report = _report(result)
     (out / "report.md").write_text(report)
+    cfg = result["config"]
     table2 = _table2_summary(result["accuracy"])
     if table2:
-        _plot_table2(table2, out / "table2_accuracy.png")
+        _plot_table2(table2, out / "table2_accuracy.png", cfg["seeds"])
     if result["timing"]:
-        _plot_table3(result["timing"], out / "table3_timing.png")
+        _plot_table3(result["timing"], out / "table3_timing.png",
+                     cfg.get("timing_rounds", 1) * cfg.get("timing_epochs", 1))
     if _section_rows(result, "dp_vfl"):
         _plot_dp_vfl(_section_rows(result, "dp_vfl"), out / "dp_vfl.png")
     if _section_rows(result, "rescale"):
         plot_rescale(result, out / "rescale.png")
     print(report)
-    print(f"wrote {out}/results.json, report.md and plots")
+    print(f"wrote {out}/{'results.json, ' if write_results else ''}report.md and plots")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -665,3 +708,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None,
                         help="seed the DP noise of VFL-AFE and DP-SGD through explicitly seeded generators, so runs "
                              "reproduce (an experiment setting, not for deployment; default: OS entropy)")
+    add_rerender_argument(parser)

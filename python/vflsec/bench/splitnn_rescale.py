@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 from tqdm import tqdm
 
-from .common import markdown_table, pyplot
+from .common import markdown_table, n_label, pyplot, save_figure
 
 # (Table 2 variant, rescale_shrink); rescale_shrink only matters with +R.
 CELLS = (("vanilla", True), ("R", True), ("R", False), ("full", True), ("full", False))
@@ -123,32 +123,52 @@ def report_rescale(result: Dict[str, Any]) -> List[str]:
 
 
 def plot_rescale(result: Dict[str, Any], path: Path) -> None:
-    """Per dataset: test accuracy per cell, and the mean factor per epoch of the +R cells."""
+    """Per dataset: test accuracy per cell (bars: mean, dots: seeds) and, where a
+    run traced at least 2 epochs, the mean rescale factor per epoch of each cell
+    with the diameter estimate over the true maximum (R), n in every legend."""
     plt = pyplot()
     groups = _grouped(_rows(result))
-    fig, axes = plt.subplots(2, len(groups), figsize=(5.5 * len(groups), 7), squeeze=False)
+
+    def traced(runs: List[Dict[str, Any]], key: str) -> Optional[np.ndarray]:
+        values = _epoch_mean(runs, key)
+        return values if values is not None and len(values) >= 2 else None  # one epoch shows no trend
+
+    with_trace = any(traced(runs, "factor_by_epoch") is not None
+                     for cells in groups.values() for runs in cells.values())
+    fig, axes = plt.subplots(2 if with_trace else 1, len(groups), figsize=(5.5 * len(groups), 7 if with_trace else 4),
+                             squeeze=False)
     for col, (name, cells) in enumerate(groups.items()):
         ax = axes[0][col]
         labels = list(cells)
         means = [100 * np.mean([r["value"] for r in cells[k]]) for k in labels]
-        ax.bar(range(len(labels)), means, color="tab:blue")
+        seeds = max(len(runs) for runs in cells.values())
+        ax.bar(range(len(labels)), means, color="tab:blue", label=f"mean ({n_label(seeds, 'seeds')})")
         for i, k in enumerate(labels):
-            ax.plot([i] * len(cells[k]), [100 * r["value"] for r in cells[k]], "k.", ms=6)
+            ax.plot([i] * len(cells[k]), [100 * r["value"] for r in cells[k]], "k.", ms=6,
+                    label=f"one seed ({n_label(1)})" if i == 0 else None)
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=20, fontsize=8)
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(max(0.0, min(means) - 15), 100)
-        ax.set_title(f"{name}: accuracy (bars: mean, dots: seeds)")
+        ax.set_title(f"{name}: accuracy")
         ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+        if not with_trace:
+            continue
         ax = axes[1][col]
+        if all(traced(cells[k], "factor_by_epoch") is None for k in labels):
+            ax.set_visible(False)  # nothing traced over 2+ epochs for this dataset
+            continue
         for k in labels:
-            factor = _epoch_mean(cells[k], "factor_by_epoch")
+            factor = traced(cells[k], "factor_by_epoch")
             if factor is not None:
-                ax.plot(np.arange(1, len(factor) + 1), factor, marker=".", label=f"factor ({k})")
-        ratio = _epoch_mean(cells.get("R", []), "estimate_over_max_by_epoch") if "R" in cells else None
+                ax.plot(np.arange(1, len(factor) + 1), factor, marker=".",
+                        label=f"factor ({k}, mean of {n_label(len(cells[k]))})")
+        ratio = traced(cells["R"], "estimate_over_max_by_epoch") if "R" in cells else None
         if ratio is not None:
-            ax.plot(np.arange(1, len(ratio) + 1), ratio, "k--", label="estimate / max (R)")
-        ax.axhline(1.0, color="grey", lw=0.8)
+            ax.plot(np.arange(1, len(ratio) + 1), ratio, "k--", marker="x",
+                    label=f"estimate / max (R, mean of {n_label(len(cells['R']))})")
+        ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="1 (no rescaling)")
         ax.set_yscale("log")
         ax.set_xlabel("epoch")
         ax.xaxis.get_major_locator().set_params(integer=True)
@@ -156,5 +176,4 @@ def plot_rescale(result: Dict[str, Any], path: Path) -> None:
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)

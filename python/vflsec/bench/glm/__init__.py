@@ -170,8 +170,8 @@ def render(result: Dict[str, Any], out: Path) -> None:
         if plot_figure2(summary, out / "figure2.png"):
             written.append("figure2.png")
     if result.get("runtime"):
-        plot_runtime(result["runtime"], result["config"]["runtime_epochs_n"], out / "runtime.png")
-        written.append("runtime.png")
+        if plot_runtime(result["runtime"], result["config"]["runtime_epochs_n"], out / "runtime.png"):
+            written.append("runtime.png")
         if plot_tradeoff(summary, result["runtime"], result["config"]["runtime_epochs_n"], out / "tradeoff.png"):
             written.append("tradeoff.png")
     print(report)

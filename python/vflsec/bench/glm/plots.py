@@ -7,8 +7,8 @@ from typing import Any, Dict, Sequence
 
 import numpy as np
 
-from ..common import pyplot
-from .report import _stats
+from ..common import n_label, pyplot, save_figure
+from .report import _stats, runtime_series
 
 __all__ = ["plot_accuracy", "plot_figure2", "plot_runtime", "plot_tradeoff"]
 
@@ -60,8 +60,7 @@ def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.suptitle("Accuracy vs privacy budget (cf. HDP-VFL Fig. 1), with every reference")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_figure2(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
@@ -74,6 +73,7 @@ def plot_figure2(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
     es = sorted({e for e, _ in ds["figure2"]})
     ks = sorted({k for _, k in ds["figure2"]})
     grid = np.array([[_stats(ds["figure2"][(e, k)]["hdp"])[0] for k in ks] for e in es])
+    runs = max(_stats(cell["hdp"])[2] for cell in ds["figure2"].values())
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     image = ax.imshow(grid, cmap="viridis", vmin=0.4, vmax=1.0, origin="lower")
     for i in range(len(es)):
@@ -81,51 +81,46 @@ def plot_figure2(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
             ax.text(j, i, f"{grid[i, j]:.3f}", ha="center", va="center", color="white", fontsize=10)
     ax.set_xticks(range(len(ks)), [f"k = {k:g}" for k in ks])
     ax.set_yticks(range(len(es)), [f"e = {e}" for e in es])
-    ax.set_title(f"HDP-VFL test accuracy on {name}, ε = 1 (cf. the paper's Fig. 2:\n"
-                 "e 5 -> 15: 0.9 -> 0.6; k 0.1 -> 0.5: 0.5 -> 0.9)", fontsize=9)
+    ax.set_title(f"HDP-VFL test accuracy on {name}, ε = 1, mean of {n_label(runs, 'runs/cell')} (cf. the "
+                 "paper's Fig. 2:\ne 5 -> 15: 0.9 -> 0.6; k 0.1 -> 0.5: 0.5 -> 0.9)", fontsize=9)
     fig.colorbar(image, ax=ax, label="test accuracy")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
-def plot_runtime(rows: Sequence[Dict[str, Any]], epochs_n: int, path: Path) -> None:
-    """Wall time and bytes against epochs (at ``epochs_n``) and against n
-    (one epoch); panels with a single point are left out."""
+def plot_runtime(rows: Sequence[Dict[str, Any]], epochs_n: int, path: Path) -> bool:
+    """Wall time and bytes sent against epochs (at ``epochs_n``) and against n
+    (one epoch): one column of two panels per axis with at least one series of
+    2 or more points (:func:`.report.runtime_series`); False, and no file, when
+    neither has one."""
+    series = runtime_series(rows, epochs_n)
+    if not series:
+        return False
     plt = pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    for m_i, method in enumerate(methods):
-        color = f"C{m_i}"
-        by_epoch = sorted((r["epochs"], r["seconds"], r["bytes"], r["extrapolated"]) for r in rows
-                          if r["method"] == method and r["n"] == epochs_n)
-        by_n = sorted((r["n"], r["seconds"], r["bytes"], r["extrapolated"]) for r in rows
-                      if r["method"] == method and r["epochs"] == 1)
-        for col, pts in ((0, by_epoch), (1, by_n)):
-            if len(pts) < 2:
-                continue
-            for row, index in ((0, 1), (1, 2)):
+    axes_x = list(series)
+    fig, axes = plt.subplots(2, len(axes_x), figsize=(5.5 * len(axes_x) + 1, 8), squeeze=False)
+    colors = {m: f"C{i}" for i, m in enumerate(dict.fromkeys(r["method"] for r in rows))}
+    xlabels = {"epochs": f"epochs (n = {epochs_n})", "n": "n samples (1 epoch)"}
+    for col, axis in enumerate(axes_x):
+        for method, pts in series[axis].items():
+            for row, (index, ylabel) in enumerate(((1, "wall time (s)"), (2, "bytes sent"))):
                 ax = axes[row][col]
-                ax.plot([p[0] for p in pts], [p[index] for p in pts], marker="o", color=color, label=method)
+                ax.plot([p[0] for p in pts], [p[index] for p in pts], marker="o", color=colors[method],
+                        label=f"{method} ({n_label(1, 'run/point')})")
                 ext = [p for p in pts if p[3]]
                 if ext:
-                    ax.plot([p[0] for p in ext], [p[index] for p in ext], "x", color=color, ms=10)
-    labels = ((f"epochs (n = {epochs_n})", "wall time (s)"), ("n samples (1 epoch)", "wall time (s)"),
-              (f"epochs (n = {epochs_n})", "bytes sent"), ("n samples (1 epoch)", "bytes sent"))
-    for ax, (xlabel, ylabel) in zip([axes[0][0], axes[0][1], axes[1][0], axes[1][1]], labels):
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(f"{ylabel}, log scale")
-        ax.set_yscale("log")
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "fewer than 2 points in this run", ha="center", va="center", transform=ax.transAxes)
+                    ax.plot([p[0] for p in ext], [p[index] for p in ext], "x", color=colors[method], ms=10)
+                ax.set_xlabel(xlabels[axis])
+                ax.set_ylabel(f"{ylabel}, log scale")
+        for row in range(2):
+            axes[row][col].set_yscale("log")
+            axes[row][col].grid(alpha=0.3)
+            axes[row][col].legend(fontsize=8)
     fig.suptitle("Runtime and bytes (cf. HDP-VFL Fig. 3); x = extrapolated from measured batches")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
+    return True
 
 
 def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, Any]], epochs_n: int,
@@ -139,8 +134,16 @@ def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str
     cost = {r["method"]: (r["seconds"], r["bytes"]) for r in runtime if r["n"] == epochs_n and r["epochs"] == 1}
     if "plain" not in cost or not summary:
         return False
+
+    def points(ds: Dict[str, Any]) -> int:
+        n = sum(1 for m in ("plain", "paillier", "ckks") if m in cost and
+                (m in ds["reference"] or (m != "plain" and "taylor" in ds["reference"])))
+        return n + (len(ds["dp"].get(("headline", "analytic"), {})) if "hdp" in cost else 0)
+
+    names = [name for name in summary if points(summary[name]) >= 2]  # a one-point panel shows no trade-off
+    if not names:
+        return False
     plt = pyplot()
-    names = list(summary)
     fig, axes = plt.subplots(len(names), 2, figsize=(11, 3.6 * len(names)), squeeze=False)
     for row, name in enumerate(names):
         ds = summary[name]
@@ -182,6 +185,5 @@ def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str
             ax.legend(fontsize=7, loc="best")
     fig.suptitle("DP vs HE trade-off: accuracy (each dataset) against the cost of one epoch (runtime grid)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
     return True

@@ -32,6 +32,24 @@ REFERENCE_NOTES = {
 DP_FAMILIES = ("headline", "tuned_paper_grid", "tuned_wide_grid", "private_selection")
 
 
+def runtime_series(rows: Sequence[Dict[str, Any]], epochs_n: int) -> Dict[str, Dict[str, List[Tuple[Any, ...]]]]:
+    """The runtime plot's series: ``{"epochs": {method: points}, "n": {method: points}}``,
+    each point ``(x, seconds, bytes, extrapolated)``: against epochs at n = ``epochs_n``
+    and against n for one epoch. A series of fewer than 2 points is left out, and so
+    is an axis with no series left (a one-point panel shows no trend)."""
+    out: Dict[str, Dict[str, List[Tuple[Any, ...]]]] = {}
+    for axis, key, fixed, value in (("epochs", "epochs", "n", epochs_n), ("n", "n", "epochs", 1)):
+        series = {}
+        for method in dict.fromkeys(r["method"] for r in rows):
+            pts = sorted((r[key], r["seconds"], r["bytes"], r["extrapolated"]) for r in rows
+                         if r["method"] == method and r[fixed] == value)
+            if len(pts) >= 2:
+                series[method] = pts
+        if series:
+            out[axis] = series
+    return out
+
+
 def _stats(values: Sequence[float]) -> Tuple[float, float, int]:
     arr = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
     if arr.size == 0:
@@ -395,7 +413,8 @@ def render_report(result: Dict[str, Any]) -> str:
             [[r["method"], r["n"], r["epochs"], r["seconds"], r["extrapolated"], r["measured_batches"],
               r["bytes"] / 1e6] for r in rt]))
         lines.append("")
-        lines.append("![runtime and bytes](runtime.png)\n")
+        if runtime_series(rt, result["config"].get("runtime_epochs_n")):
+            lines.append("![runtime and bytes](runtime.png)\n")
         lines.append("The DP-vs-HE trade-off (`tradeoff.png`): each dataset's test accuracy against the time and "
                      "the bytes of one epoch at n = " + str(result["config"].get("runtime_epochs_n")) + " (the "
                      "runtime grid above, synthetic data of Adult's shape), one point per method and, for "

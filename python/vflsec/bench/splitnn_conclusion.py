@@ -1,0 +1,193 @@
+"""The "Conclusion" of ``vflsec bench splitnn``'s report: what the run shows, in
+plain words, computed from its rows (``results.json`` content), one paragraph
+per section that ran:
+
+* Table 2: what VFL-AFE costs in accuracy against unprotected split learning
+  at its epsilon (per release and composed), which component costs most, and
+  the paper's number beside it;
+* Table 3: the kernels' speed-up over the baseline implementation in training
+  and alone, and the defense's share of a training step;
+* DP-VFL: what DP-SGD costs against non-private VFL at the smallest and the
+  largest epsilon (accuracy points, or the MSE ratio);
+* FedPass: the range of accuracy the passport settings cost;
+* rescale: what dropping the shrink of the rescale rule changes.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+__all__ = ["conclusion"]
+
+_COMPONENTS = (("vanilla", "the noise alone (vanilla)"), ("R", "noise + rescale (+R)"),
+               ("D", "noise + gradient adjustment (+D)"), ("full", "the full defense"))
+
+
+def _section(result: Dict[str, Any], name: str) -> List[Dict[str, Any]]:
+    return [r for r in result.get("accuracy", []) if r.get("section", "table2") == name]
+
+
+def _points(cost: float) -> str:
+    """``"costs 2.1 points"`` / ``"gains 0.4 points"`` for an accuracy loss in points."""
+    return f"costs {cost:.1f} points" if cost >= 0 else f"gains {-cost:.1f} points"
+
+
+def _mean(values: List[float]) -> Optional[float]:
+    return float(np.mean(values)) if values else None
+
+
+def _table2(result: Dict[str, Any]) -> List[str]:
+    from .splitnn import PAPER_TABLE2
+
+    rows = _section(result, "table2")
+    out = []
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        sub = [r for r in rows if r["dataset"] == name]
+        cell = {key: _mean([r["value"] for r in sub if (r["defense"] if r["defense"] in ("centralized", "none")
+                                                        else r["variant"]) == key])
+                for key in ("centralized", "none", "vanilla", "R", "D", "full")}
+        base = cell["none"]
+        if base is None:
+            continue
+        text = f"On {name}, unprotected split learning reaches {100 * base:.1f}%"
+        if cell["centralized"] is not None:
+            text += f" (one model on all features: {100 * cell['centralized']:.1f}%)"
+        measured = {k: v for k, v in cell.items() if v is not None}
+        costs = {k: 100 * (base - measured[k]) for k, _ in _COMPONENTS if k in measured}
+        dp = next((r for r in sub if r.get("epsilon_composed")), None)
+        if "full" in costs and dp is not None:
+            text += (f". At epsilon = {dp['epsilon']:g} per release ({dp['epsilon_composed']:.3g} composed over the "
+                     f"run, delta = {dp['delta']:g}), VFL-AFE {_points(costs['full'])} of accuracy")
+            paper = PAPER_TABLE2.get(name, {}).get("full")
+            if paper is not None:
+                text += f" (it reaches {100 * measured['full']:.1f}%; the paper reports {paper:.1f}%)"
+        if "vanilla" in costs:
+            text += f"; the noise alone (vanilla) {_points(costs['vanilla'])}"
+            for key, label in (("R", "the rescale (+R)"), ("D", "the gradient adjustment (+D)")):
+                if key in costs:
+                    extra = costs[key] - costs["vanilla"]
+                    text += (f", adding {label} costs {extra:.1f} more" if extra >= 0
+                             else f", adding {label} wins back {-extra:.1f}")
+        out.append(text + ".")
+    return out
+
+
+def _table3(result: Dict[str, Any]) -> List[str]:
+    timing = result.get("timing") or []
+    out = []
+    if timing:
+        by = {(r["impl"], r["step"]): r for r in timing}
+        speed = []
+        for step, label in (("rescale", "the pairwise-distance statistics"), ("adjust", "fuzzy c-means")):
+            v, b = by.get(("vflsec", step)), by.get(("baseline", step))
+            if v and b and v.get("kernel_seconds_per_step") and b.get("kernel_seconds_per_step"):
+                speed.append(f"{label} {b['kernel_seconds_per_step'] / v['kernel_seconds_per_step']:.3g}x")
+        total = sum(r["seconds_per_step"] for r in timing if r["impl"] == "vflsec")
+        base = by.get(("vflsec", "base"))
+        text = "In training, vflsec's kernels run " + (", ".join(speed) if speed else "no faster")
+        text += " as fast as the baseline implementation's (their own timers)"
+        if base and total > 0:
+            text += (f"; with them the defense adds {100 * (1 - base['seconds_per_step'] / total):.0f}% to the "
+                     "base split model's time per step")
+        out.append(text + ".")
+    isolated = result.get("timing_isolated") or []
+    if isolated:
+        alone = {(r["impl"], r["step"]): r["seconds_per_call"] for r in isolated}
+        parts = [f"{label} {alone[('baseline', step)] / alone[('vflsec', step)]:.3g}x"
+                 for step, label in (("noise", "the noise release"), ("rescale", "the distance statistics"),
+                                     ("adjust", "fuzzy c-means"))
+                 if alone.get(("vflsec", step)) and alone.get(("baseline", step))]
+        if parts:
+            out.append("Timed alone on one batch, vflsec against the baseline: " + ", ".join(parts)
+                       + " (above 1x: vflsec is faster).")
+    return out
+
+
+def _dp_vfl(result: Dict[str, Any]) -> List[str]:
+    rows = _section(result, "dp_vfl")
+    out = []
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        sub = [r for r in rows if r["dataset"] == name]
+        metric = sub[0]["metric"]
+        eps = sorted({r["epsilon"] for r in sub if r["defense"] == "dp_sgd"})
+        if not eps:
+            continue
+        pieces = []
+        mean_cost = []
+        for e in sorted({eps[0], eps[-1]}):
+            gaps = []
+            for m in sorted({r["parties"] for r in sub if r["defense"] == "dp_sgd"}):
+                dp = _mean([r["value"] for r in sub if r["defense"] == "dp_sgd" and r["parties"] == m
+                            and r["epsilon"] == e])
+                ref = _mean([r["value"] for r in sub if r.get("variant") == "vfl" and r["parties"] == m])
+                if dp is not None and ref is not None:
+                    gaps.append((m, dp, ref))
+            if not gaps:
+                continue
+            if metric == "accuracy":
+                cost = [100 * (ref - dp) for _, dp, ref in gaps]
+                mean_cost.append(float(np.mean(cost)))
+                pieces.append(f"at epsilon = {e:g}, DP-SGD {_points(mean_cost[-1])} of accuracy against "
+                              f"non-private VFL (mean over {len(gaps)} owner counts; "
+                              + ", ".join(f"{m} owners {c:+.1f}" for (m, _, _), c in zip(gaps, cost)) + ")")
+            else:
+                ratio = [dp / ref for _, dp, ref in gaps if ref > 0]
+                if ratio:
+                    pieces.append(f"at epsilon = {e:g}, DP-SGD's {metric} is {np.mean(ratio):.2f}x non-private "
+                                  f"VFL's (mean over {len(ratio)} owner counts)")
+        if pieces:
+            text = f"DP-VFL on {name}: " + "; ".join(pieces)
+            if len(mean_cost) == 2 and abs(mean_cost[0] - mean_cost[1]) < 0.5:
+                text += (f". The cost hardly changes from epsilon = {eps[0]:g} to {eps[-1]:g}: the noise is not what "
+                         "costs accuracy here, the rest of DP-SGD (per-sample clipping, sampled batches) is")
+            out.append(text + ".")
+    return out
+
+
+def _fedpass(result: Dict[str, Any]) -> List[str]:
+    rows = _section(result, "fedpass")
+    out = []
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        sub = [r for r in rows if r["dataset"] == name]
+        base = _mean([r["value"] for r in sub if r["defense"] == "none"])
+        passports = [(r["variant"], r["value"]) for r in sub if r["defense"] == "fedpass"]
+        if base is None or not passports:
+            continue
+        worst = min(passports, key=lambda p: p[1])
+        best = max(passports, key=lambda p: p[1])
+        out.append(f"FedPass on {name}: against {100 * base:.1f}% unprotected, the passport settings reach "
+                   f"{100 * worst[1]:.1f}% ({worst[0]}: {_points(100 * (base - worst[1]))}) to "
+                   f"{100 * best[1]:.1f}% ({best[0]}: {_points(100 * (base - best[1]))}).")
+    return out
+
+
+def _rescale(result: Dict[str, Any]) -> List[str]:
+    rows = _section(result, "rescale")
+    out = []
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        sub = [r for r in rows if r["dataset"] == name]
+        diffs = []
+        for variant in ("R", "full"):
+            rule = _mean([r["value"] for r in sub if r["variant"] == variant and r["rescale_shrink"]])
+            free = _mean([r["value"] for r in sub if r["variant"] == variant and not r["rescale_shrink"]])
+            if rule is not None and free is not None:
+                diffs.append(f"{variant} {100 * (free - rule):+.1f}")
+        if diffs:
+            seeds = len({r["seed"] for r in sub})
+            out.append(f"Rescale rule on {name}: never shrinking (factor floored at 1) changes the accuracy by "
+                       + ", ".join(diffs) + f" points against the paper's rule (mean of {seeds} seed(s)).")
+    return out
+
+
+def conclusion(result: Dict[str, Any]) -> List[str]:
+    """Markdown lines of the report's ``## Conclusion`` section."""
+    paragraphs = [p for part in (_table2, _table3, _dp_vfl, _fedpass, _rescale) for p in part(result)]
+    if result.get("partial"):
+        paragraphs.append("This is a partial run: only the sections that finished are concluded on.")
+    if not paragraphs:
+        paragraphs = ["The run has no finished section to conclude on."]
+    lines = ["## Conclusion", ""]
+    for p in paragraphs:
+        lines += [p, ""]
+    return lines
