@@ -4,9 +4,11 @@
 fixed-point encoding at one exponent, vector operations parallelized over
 processes, and a byte format for the wire.
 
-``vflsec.he.ckks``: CKKS with TenSEAL: a key holder's secret context, public
-contexts for the other parties, batched encrypted vectors with a packed
-vector-matrix product, masking and noise flooding of returned decryptions.
+``vflsec.he.ckks``: CKKS (SEAL through TenSEAL): a key holder's secret
+context, public contexts for the other parties (public key and the
+power-of-two Galois keys only), batched encrypted vectors with a
+diagonal-layout vector-matrix product, masking and noise flooding of returned
+decryptions.
 """
 from ._pool import get_num_processes, set_num_processes, shutdown_pool
 from .ckks import (
