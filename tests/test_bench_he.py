@@ -47,8 +47,13 @@ def test_tiny_run_writes_strict_json_with_finite_positive_rates(tmp_path):
     assert ("encrypt", "vflsec (DJN fixed base), 2 workers") in methods
     enc = next(r for r in rows if r["op"] == "encrypt" and r["method"] == "vflsec (DJN fixed base)")
     assert enc["vs_phe_cpu"] > 1  # the fixed base is faster than r^n even at this size
-    table = next(s for s in saved["setup"] if s["what"].startswith("DJN fixed-base table"))
+    table = next(s for s in saved["setup"] if s["what"].startswith("DJN fixed-base table, gmpy2"))
     assert table["entries"] == 128 * 256 and table["bytes"] == 128 * 256 * 512
+    from vflsec.he import _paillier_math as pm
+    if pm.native_available():  # the native table (79 digits of 52 bits per entry) and the gmpy2 baseline rows
+        table = next(s for s in saved["setup"] if s["what"].startswith("DJN fixed-base table, native"))
+        assert table["entries"] == 128 * 256 and table["bytes"] == 128 * 256 * 79 * 8
+        assert {(op, "vflsec DJN fixed base, gmpy2") for op in ("encrypt", "re-randomize")} <= methods
 
     assert all(r["verified"] and _positive(r["items_per_s"]) for r in saved["ckks"])
     ckks_methods = {(r["op"], r["method"]) for r in saved["ckks"]}

@@ -49,14 +49,41 @@ def bench_paillier(bits: int, cfg: HEGrid, seed: int, heu, rows: List[Dict[str, 
     setup.append({"key_bits": bits, "what": "vflsec generate_keypair (admissible modulus + DJN base)",
                   "seconds": time.perf_counter() - t0})
     n = pk.n
-    # The fixed-base table: an offline cost, once per key and process.
+    # The fixed-base tables: an offline cost, once per key and process. The
+    # native one (AVX-512 IFMA) serves the "vflsec (DJN fixed base)" rows where
+    # it runs; the gmpy2 one the fallback and its named baseline rows.
+    native = _pm.native_available()
+    if native:
+        c0 = time.process_time()
+        table = _pm.native_fixed_base_table.__wrapped__(n, pk.hs)
+        build = time.process_time() - c0
+        setup.append({"key_bits": bits, "what": "DJN fixed-base table, native (per key and process)",
+                      "entries": table.entries, "bytes": table.table_bytes, "seconds": build})
+        del table
     c0 = time.process_time()
     table = _pm.fixed_base_table.__wrapped__(n, pk.hs)
     build = time.process_time() - c0
     entries = sum(len(row) for row in table)
-    setup.append({"key_bits": bits, "what": "DJN fixed-base table (per key and process)", "entries": entries,
+    setup.append({"key_bits": bits, "what": "DJN fixed-base table, gmpy2 (per key and process)", "entries": entries,
                   "bytes": entries * pk.ciphertext_bytes, "seconds": build})
     del table
+    djn_note = ("native C++ kernel (AVX-512 IFMA)" if native
+                else "gmpy2: this CPU lacks AVX-512 IFMA, so the native kernel does not run")
+
+    def gmpy2_rows(label: str, make, check) -> List[_Method]:
+        """The gmpy2 fixed-base path as a named baseline next to the native rows (in-process)."""
+        if not native:
+            return []
+
+        def make_gmpy2(k):
+            thunk = make(k)
+
+            def run():
+                with _pm.gmpy2_only():
+                    return thunk()
+            return run
+        return [_Method(label, "vflsec-old", make_gmpy2, check, warm_full=True,
+                        note="gmpy2 fixed-base path: the fallback without AVX-512 IFMA, timed as a baseline")]
     pk_classic = PaillierPublicKey(n)
     ppk = phe.PaillierPublicKey(n)
     psk = phe.PaillierPrivateKey(ppk, sk.p, sk.q)
@@ -109,7 +136,9 @@ def bench_paillier(bits: int, cfg: HEGrid, seed: int, heu, rows: List[Dict[str, 
     # -- encrypt ---------------------------------------------------------------
     enc = [
         _Method("vflsec (DJN fixed base)", "vflsec", lambda k: lambda: pk.encrypt(x[:k], processes=1),
-                lambda r, k: vf_ok(r.ciphertexts, ints, k), warm_full=True),
+                lambda r, k: vf_ok(r.ciphertexts, ints, k), warm_full=True, note=djn_note),
+        *gmpy2_rows("vflsec DJN fixed base, gmpy2", lambda k: lambda: pk.encrypt(x[:k], processes=1),
+                    lambda r, k: vf_ok(r.ciphertexts, ints, k)),
         _Method("vflsec (DJN fixed base), 2 workers", "vflsec", lambda k: lambda: pk.encrypt(x[:k], processes=2),
                 lambda r, k: vf_ok(r.ciphertexts, ints, k), workers=2, warm_full=True),
         # Offline/online split: the randomizers computed ahead of time (their own
@@ -267,7 +296,10 @@ def bench_paillier(bits: int, cfg: HEGrid, seed: int, heu, rows: List[Dict[str, 
     rer = [
         _Method("vflsec (DJN fixed base)", "vflsec",
                 lambda k: (lambda v: lambda: v.obfuscate(processes=1))(EncryptedVector(pk, base_cts[:k])),
-                lambda r, k: changed_ok(r.ciphertexts, k), warm_full=True),
+                lambda r, k: changed_ok(r.ciphertexts, k), warm_full=True, note=djn_note),
+        *gmpy2_rows("vflsec DJN fixed base, gmpy2",
+                    lambda k: (lambda v: lambda: v.obfuscate(processes=1))(EncryptedVector(pk, base_cts[:k])),
+                    lambda r, k: changed_ok(r.ciphertexts, k)),
         _Method("vflsec (DJN fixed base), 2 workers", "vflsec",
                 lambda k: (lambda v: lambda: v.obfuscate(processes=2))(EncryptedVector(pk, base_cts[:k])),
                 lambda r, k: changed_ok(r.ciphertexts, k), workers=2, warm_full=True),
