@@ -286,3 +286,16 @@ def test_key_holder_decrypts_only_the_product_layout_of_the_width(contexts):
     assert abs(holder.decrypt_loss(scheme.dumps(loss)) - (r.sum() + 2.0)) < 1e-3
     with pytest.raises(ValueError, match="one-column product"):
         holder.decrypt_loss(payload)
+
+
+def test_serialization_without_memfd(contexts, monkeypatch):
+    """Where there is no memfd (not Linux), SEAL objects go through a private temporary file."""
+    secret, public = contexts
+    monkeypatch.setattr(C, "_use_memfd", lambda: False)
+    r, X = _problem(300, 5)
+    data = public.encrypt(r).dot(X).to_bytes()
+    assert np.abs(secret.decrypt(secret.vector_from_bytes(data)) - r @ X).max() < TOL
+    other = C.CKKSPublicContext.from_bytes(secret.public_context_bytes())
+    assert other.galois_keys.size() == 12
+    with pytest.raises(ValueError, match="malformed CKKS ciphertext"):
+        secret.vector_from_bytes(_vector_bytes(3, [(3, 4, 100)], [b"\x5e" * 100]))
