@@ -173,7 +173,7 @@ def plot_rescale(result: Dict[str, Any], path: Path) -> None:
         ax.set_xlabel("epoch")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_title(f"{name}: rescale factor per epoch")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)  # below: the lines stay clear
         ax.grid(alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path)
