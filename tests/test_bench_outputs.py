@@ -387,3 +387,18 @@ def test_rerender_writes_report_and_plots_without_touching_the_results(tmp_path,
         _check_figure(fig, path, kwargs)
     linked = set(re.findall(r"\]\(([^)]+\.png)\)", report.read_text()))
     assert linked <= {p.name for p in target.glob("*.png")}
+
+
+def test_cuda_kernels_report_has_a_conclusion(saved, tmp_path):
+    from vflsec.bench.kernels_report import render_cuda, summarize
+
+    rows = [{"kernel": "pairwise_distances", "case": "float32 n=4000", "method": m, "seconds": t}
+            for m, t in (("vflsec cuda", 0.002), ("torch.cdist cuda", 0.005))]
+    rows += [{"kernel": "fuzzy_cmeans", "case": "n=100000", "method": m, "seconds": t}
+             for m, t in (("vflsec cuda", 0.02), ("torch cuda", 0.01))]
+    result = {"machine": {"gpu": "test GPU"}, "results": rows, "summary": summarize(rows), "config": {"repeats": 5}}
+    render_cuda(result, tmp_path)
+    text = _conclusion_text((tmp_path / "kernels-cuda.md").read_text())
+    assert "pairwise_distances: 2.5x as fast as the fastest alternative (torch.cdist cuda)" in text
+    assert "fuzzy_cmeans: 0.5x" in text and "slower in 1 (n=100000)" in text
+    _check_all(saved, ["kernels-cuda.png"])

@@ -217,7 +217,8 @@ def render_cuda(result: Dict[str, Any], out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     text = report_tables(result["results"], result["summary"])
     (out / "kernels-cuda.md").write_text(f"# vflsec CUDA kernel benchmark\n\nGPU: {result['machine']['gpu']}; every "
-                                         f"timing ends with torch.cuda.synchronize().\n\n{text}\n")
+                                         f"timing ends with torch.cuda.synchronize().\n\n{text}\n\n"
+                                         f"{conclusion(result['results'], result['summary'])}")
     plot_speedups(result["summary"], out / "kernels-cuda.png", result.get("config", {}).get("repeats"))
     return text
 
