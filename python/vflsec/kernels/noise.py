@@ -373,6 +373,8 @@ def lattice_sigma(sigma: float) -> float:
     :func:`vflsec.dp.gaussian_sigma` returns values that are already on the grid."""
     sigma = check_real(sigma, "sigma", low=0.0, low_inclusive=False)
     e, s = _lattice_parameters(sigma)
+    if e + LATTICE_BITS >= 1024:  # s 2^e >= 2^1024: sigma within 0.39% of the float64 maximum rounds past it
+        raise ValueError(f"sigma={sigma!r} rounded up to the lattice grid exceeds the float64 range")
     return math.ldexp(s, e)
 
 
