@@ -241,6 +241,12 @@ class PingProbe:
             self._stop.wait(0.05)
 
     def __exit__(self, *exc) -> None:
+        # A refusal can end the attack within a few pings (the native Paillier
+        # kernel makes the forwarded-ciphertext job fail in ~0.1 s): keep
+        # probing the victim right after it until three pings are in.
+        deadline = time.monotonic() + 2.0
+        while len(self.latencies) < 3 and not self.errors and time.monotonic() < deadline:
+            time.sleep(0.01)
         self._stop.set()
         self._thread.join(PING_TIMEOUT + 1)
 
