@@ -68,3 +68,18 @@ def test_invalid_epsilon_or_rate_raise():
         composed_subsampled_gaussian(1.0, 0.0, 10, 1e-3)
     with pytest.raises(ValueError):
         composed_subsampled_gaussian(1.0, 1.5, 10, 1e-3)
+
+
+def test_per_release_epsilon_is_the_calibrated_one_whatever_composes():
+    # A release calibrated to epsilon = 5 must report 5 per release (RDP's
+    # conversion says about 5.8, which reads as a bug to a DP user); the
+    # composition keeps the chosen accountant.
+    from vflsec.dp import gaussian_sigma
+
+    sigma = gaussian_sigma(5.0, 1e-2, method="analytic")
+    for accountant in ("rdp", "pld"):
+        spent = composed_gaussian(sigma * 1.0001, 5, 1e-2, accountant=accountant)
+        assert 4.9 < spent.epsilon_per_release <= 5.0, spent
+        assert spent.accountant == accountant and spent.epsilon > spent.epsilon_per_release
+    rdp_once = composed_gaussian(sigma * 1.0001, 1, 1e-2, accountant="rdp")
+    assert rdp_once.epsilon == rdp_once.epsilon_per_release <= 5.0

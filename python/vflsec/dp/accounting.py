@@ -135,7 +135,14 @@ def composed_gaussian(noise_multiplier: float, count: int, delta: float, *, acco
 
     ``noise_multiplier`` is the lattice release's effective one
     (:func:`vflsec.dp.lattice.lattice_noise_multiplier`); ``coordinates`` is the
-    number of noise draws per release, for the sampler's error bound."""
+    number of noise draws per release, for the sampler's error bound.
+
+    ``epsilon_per_release`` (and ``epsilon`` when ``count == 1``) comes from the
+    PLD accountant whenever ``delta >= PLD_MIN_DELTA``, whatever ``accountant``
+    composes: for one Gaussian release it is exact up to its (pessimistic)
+    discretization, so a release calibrated to epsilon = 5 reports 5.00 where
+    RDP's conversion would report about 5.8. ``accountant`` composes the
+    ``count`` releases."""
     z = _check_multiplier(noise_multiplier)
     count = check_positive_int(count, "count")
     delta = _check_delta(delta)
@@ -143,7 +150,8 @@ def composed_gaussian(noise_multiplier: float, count: int, delta: float, *, acco
     _check_accountant_delta(accountant, delta)
     coordinates = check_positive_int(coordinates, "coordinates")
     dp = _dp_accounting()
-    once = _epsilon(dp.GaussianDpEvent(z), delta, accountant, coordinates, 1, z)
+    single = "pld" if delta >= PLD_MIN_DELTA else accountant
+    once = _epsilon(dp.GaussianDpEvent(z), delta, single, coordinates, 1, z)
     total = once if count == 1 else _epsilon(dp.SelfComposedDpEvent(dp.GaussianDpEvent(z), count), delta, accountant,
                                              count * coordinates, count, z)
     return PrivacySpent(total, delta, count, once, accountant)
