@@ -13,6 +13,8 @@ ts = pytest.importorskip("tenseal")
 
 from tenseal import sealapi  # noqa: E402
 
+from vflsec.he import _ckks_per_column as P  # noqa: E402
+from vflsec.he import _seal_io as seal_io  # noqa: E402
 from vflsec.he import ckks as C  # noqa: E402
 
 PARAMS = C.CKKSParameters()
@@ -83,8 +85,8 @@ def test_diagonal_equals_the_old_per_column_path(contexts):
     secret, public = contexts
     r, X = _problem(3200, 10)
     new = secret.decrypt(public.encrypt(r).dot(X))
-    legacy = C._per_column_context(PARAMS)
-    old_chunks = C._per_column_dot(C._per_column_encrypt(legacy, r, S), X, S)
+    legacy = P.per_column_context(PARAMS)
+    old_chunks = P.per_column_dot(P.per_column_encrypt(legacy, r, S), X, S)
     old = np.asarray(old_chunks[0].decrypt())
     assert old.shape == (10,)
     # The old path spends two levels (its error is about 2^-16.3), the new one one.
@@ -142,7 +144,7 @@ def test_only_the_power_of_two_galois_keys(contexts):
     np.testing.assert_allclose(_all_slots(secret, rotated)[:4], [4, 5, 6, 7], atol=1e-5)
     # About a quarter of TenSEAL's default public context (every signed power of two, expanded).
     new_size = len(secret.public_context_bytes())
-    legacy = C._per_column_context(PARAMS).serialize(save_public_key=True, save_secret_key=False,
+    legacy = P.per_column_context(PARAMS).serialize(save_public_key=True, save_secret_key=False,
                                                      save_galois_keys=True, save_relin_keys=False)
     assert new_size < 9.5e6 and len(legacy) > 3e7
 
@@ -172,7 +174,7 @@ def test_public_context_with_other_galois_keys_is_refused(contexts):
     with pytest.raises(TypeError, match="bytes"):
         C.CKKSPublicContext.from_bytes("text")
     # TenSEAL's own keys inside the context part are refused: only the needed keys are sent.
-    with_keys = C._per_column_context(PARAMS).serialize(save_public_key=True, save_secret_key=False,
+    with_keys = P.per_column_context(PARAMS).serialize(save_public_key=True, save_secret_key=False,
                                                         save_galois_keys=True, save_relin_keys=False)
     with pytest.raises(ValueError, match="its own Galois keys"):
         C.CKKSPublicContext.from_bytes(_reframed(data, context=with_keys))
@@ -291,7 +293,7 @@ def test_key_holder_decrypts_only_the_product_layout_of_the_width(contexts):
 def test_serialization_without_memfd(contexts, monkeypatch):
     """Where there is no memfd (not Linux), SEAL objects go through a private temporary file."""
     secret, public = contexts
-    monkeypatch.setattr(C, "_use_memfd", lambda: False)
+    monkeypatch.setattr(seal_io, "use_memfd", lambda: False)
     r, X = _problem(300, 5)
     data = public.encrypt(r).dot(X).to_bytes()
     assert np.abs(secret.decrypt(secret.vector_from_bytes(data)) - r @ X).max() < TOL

@@ -83,19 +83,20 @@ cannot subtract one it sent and read off the plaintext that was added.
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import struct
-import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tenseal as ts
 from tenseal import sealapi
 
 from .._arrays import as_float_array, check_positive_int
+from ._ckks_diagonal import diagonal_product as _diagonal_product
+from ._ckks_diagonal import next_power_of_two as _next_power_of_two
+from ._seal_io import seal_load as _seal_load
+from ._seal_io import seal_to_bytes as _seal_to_bytes
 
 # Largest total coefficient modulus for 128-bit classical security with a
 # ternary secret, Homomorphic Encryption Standard (2018), Table 1.
@@ -186,10 +187,6 @@ def product_layout(width: int, slots: int) -> Layout:
                  for start in range(0, width, slots))
 
 
-def _next_power_of_two(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def flooding_sigma(params: CKKSParameters, flooding_bits: int) -> float:
     """Standard deviation of the flooding noise: ``flooding_bits`` above the error bound."""
     flooding_bits = check_positive_int(flooding_bits, "flooding_bits", minimum=0)
@@ -202,67 +199,6 @@ def secure_uniform(size: int, bound: float) -> np.ndarray:
     raw = np.frombuffer(os.urandom(8 * size), dtype=np.uint64) if size else np.empty(0, np.uint64)
     unit = (raw >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
     return (2.0 * unit - 1.0) * float(bound)
-
-
-# -- SEAL objects <-> bytes ------------------------------------------------------
-# TenSEAL's sealapi saves and loads SEAL objects through file paths only. They
-# go through an anonymous in-memory file (memfd, Linux) or, elsewhere, a file
-# in a private temporary directory; one per call, so threads never share one.
-
-def _use_memfd() -> bool:
-    return hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
-
-
-@contextlib.contextmanager
-def _scratch_file(data: bytes = b"") -> Iterator[Tuple[str, Callable[[], bytes]]]:
-    """A path holding ``data`` and a function reading the file's current bytes."""
-    if _use_memfd():
-        fd = os.memfd_create("vflsec-ckks", os.MFD_CLOEXEC)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-
-            def read() -> bytes:
-                size = os.fstat(fd).st_size
-                parts, offset = [], 0
-                while offset < size:
-                    part = os.pread(fd, size - offset, offset)
-                    if not part:
-                        break
-                    parts.append(part)
-                    offset += len(part)
-                return b"".join(parts)
-
-            yield f"/proc/self/fd/{fd}", read
-        finally:
-            os.close(fd)
-    else:
-        folder = tempfile.mkdtemp(prefix="vflsec-ckks-")
-        try:
-            path = os.path.join(folder, "object")
-            with open(path, "wb") as f:
-                f.write(data)
-
-            def read() -> bytes:
-                with open(path, "rb") as f:
-                    return f.read()
-
-            yield path, read
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _seal_to_bytes(obj: Any) -> bytes:
-    with _scratch_file() as (path, read):
-        obj.save(path)
-        return read()
-
-
-def _seal_load(obj: Any, seal_context: Any, data: bytes) -> None:
-    """``obj.load`` from bytes; SEAL checks the object is valid for the context."""
-    with _scratch_file(data) as (path, _read):
-        obj.load(seal_context, path)
 
 
 # -- contexts ---------------------------------------------------------------------
@@ -493,16 +429,6 @@ class CKKSSecretContext(_ContextBase):
         return add_gaussian_noise(values, flooding_sigma(self.params, flooding_bits), generator=generator)
 
 
-def _baby_steps(m: int, chunks: int) -> int:
-    """Baby steps g (a power of two dividing m) of the product, minimizing
-    chunks (g - 1) rotations of the inputs (one level above the last: two
-    primes) plus m / g - 1 giant rotations at the last level (one prime, about
-    half the cost, but each giant block also needs a rescale: about the same
-    in all); ties go to the larger g (fewer rescales)."""
-    candidates = [1 << e for e in range(m.bit_length())]
-    return min(candidates, key=lambda g: (chunks * (g - 1) + m // g - 1, -g))
-
-
 class CKKSEncryptedVector:
     """An encrypted real vector of any length: ``length`` values in one or more
     SEAL ciphertexts of ``slot_count`` slots, in ``layout`` (per ciphertext:
@@ -639,105 +565,3 @@ class CKKSEncryptedVector:
                                  f"2^{context.params.scale_bits}")
             chunks.append(ciphertext)
         return cls(context, chunks, length, tuple((size, period) for size, period, _ in entries))
-
-
-def _diagonal_product(ctx: _ContextBase, inputs: List[Any], blocks: List[np.ndarray]) -> Any:
-    """One ciphertext of the product sum_k blocks[k]^T inputs[k] for a block of
-    at most ``slot_count`` columns (module docstring). ``inputs`` are at level 1."""
-    slots = ctx.params.slot_count
-    width = blocks[0].shape[1]
-    m = _next_power_of_two(width)
-    g = _baby_steps(m, len(inputs))
-    giants = m // g
-    evaluator, galois, mid = ctx._evaluator, ctx.galois_keys, ctx._levels[1]
-    slot = np.arange(slots)
-    inner: List[Any] = [None] * giants
-    column = slot % m
-    for ciphertext, rows in zip(inputs, blocks):
-        if not rows.any():
-            continue
-        n_rows = rows.shape[0]
-        babies = [ciphertext]
-        for _ in range(1, g):
-            rotated = sealapi.Ciphertext()
-            evaluator.rotate_vector(babies[-1], 1, galois, rotated)
-            babies.append(rotated)
-        for a in range(giants):
-            # diag_k[i] = W[i mod m, (i + k) mod S] with W = rows^T zero-padded to m x S, for the g
-            # diagonals k of this giant step, each rotated right by g a (the giant rotation by g a
-            # comes after the sum).
-            row = (slot[None, :] + (g * a + np.arange(g))[:, None]) % slots
-            inside = (row < n_rows) & (column < width)
-            diagonals = np.where(inside, rows[np.minimum(row, n_rows - 1), np.minimum(column, width - 1)], 0.0)
-            diagonals = np.roll(diagonals, g * a, axis=1)
-            for b in range(g):
-                if not diagonals[b].any():
-                    continue  # SEAL refuses a product with a zero plaintext (a transparent ciphertext)
-                plain = sealapi.Plaintext()
-                # Scale = the prime the rescale divides by: the result is at scale 2^scale_bits exactly.
-                ctx._encoder.encode(diagonals[b].tolist(), mid, ctx._rescale_prime, plain)
-                term = sealapi.Ciphertext()
-                evaluator.multiply_plain(babies[b], plain, term)
-                if inner[a] is None:
-                    inner[a] = term
-                else:
-                    evaluator.add_inplace(inner[a], term)
-    acc = None
-    for a in range(giants - 1, -1, -1):  # Horner: acc = inner[a] + rot(acc, g)
-        if acc is not None:
-            evaluator.rotate_vector_inplace(acc, g, galois)
-        if inner[a] is not None:
-            evaluator.rescale_to_next_inplace(inner[a])
-            if acc is None:
-                acc = inner[a]
-            else:
-                evaluator.add_inplace(acc, inner[a])
-    if acc is None:  # X is zero: a fresh encryption of zeros at the last level
-        return ctx._encrypt_layout(np.zeros(width), ((width, m),), [ctx._levels[0]]).chunks[0]
-    step = m
-    while step < slots:
-        rotated = sealapi.Ciphertext()
-        evaluator.rotate_vector(acc, step, galois, rotated)
-        evaluator.add_inplace(acc, rotated)
-        step *= 2
-    return acc
-
-
-# -- the old path, kept as the baseline of `vflsec bench he` ---------------------------
-
-def _per_column_context(params: CKKSParameters) -> ts.Context:
-    """A TenSEAL context with TenSEAL's default Galois keys (every signed power
-    of two), as the key holder made and sent before the diagonal product."""
-    context = _new_tenseal_context(params)
-    context.generate_galois_keys()
-    return context
-
-
-def _per_column_encrypt(context: ts.Context, values: Any, slots: int) -> List[ts.CKKSVector]:
-    """TenSEAL vectors of ``slots`` values each (zero-padded), the old path's input."""
-    arr, _ = as_float_array(values, "values", ndim=1, dtype=np.float64)
-    chunks = []
-    for start in range(0, arr.shape[0], slots):
-        piece = np.zeros(slots)
-        part = arr[start:start + slots]
-        piece[:part.shape[0]] = part
-        chunks.append(ts.ckks_vector(context, piece.tolist()))
-    return chunks
-
-
-def _per_column_dot(chunks: List[ts.CKKSVector], matrix: Any, slots: int) -> List[ts.CKKSVector]:
-    """``CKKSEncryptedVector.dot`` before the diagonal layout: one TenSEAL
-    ``dot`` (a rotate-and-sum over all slots) per column, then ``pack_vectors``;
-    about d (log2 S + 1) rotations. The baseline row of ``vflsec bench he``."""
-    X, _ = as_float_array(matrix, "matrix", ndim=2, dtype=np.float64)
-    columns: List[ts.CKKSVector] = []
-    for j in range(X.shape[1]):
-        total = None
-        for k, chunk in enumerate(chunks):
-            block = np.zeros(slots)
-            rows = X[k * slots:(k + 1) * slots, j]
-            block[:rows.shape[0]] = rows
-            term = chunk.dot(block.tolist())
-            total = term if total is None else total + term
-        columns.append(total)
-    return [ts.CKKSVector.pack_vectors(columns[s:s + slots]) for s in range(0, X.shape[1], slots)]

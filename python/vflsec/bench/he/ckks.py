@@ -20,7 +20,8 @@ CKKS_DOT_OLD = "vflsec CKKS per-column (old path)"
 def bench_ckks(cfg: HEGrid, seed: int, rows: List[Dict[str, Any]], sizes: Dict[str, Any]) -> None:
     import tenseal as ts
 
-    from ...he.ckks import CKKSSecretContext, _per_column_context, _per_column_dot, _per_column_encrypt, galois_steps
+    from ...he._ckks_per_column import per_column_context, per_column_dot, per_column_encrypt
+    from ...he.ckks import CKKSSecretContext, galois_steps
 
     t0 = time.perf_counter()
     ctx = CKKSSecretContext()
@@ -31,7 +32,7 @@ def bench_ckks(cfg: HEGrid, seed: int, rows: List[Dict[str, Any]], sizes: Dict[s
     public = ctx.public_context()
     # The old path's context: TenSEAL's default Galois keys (both signs of every power of two).
     t0 = time.perf_counter()
-    legacy = _per_column_context(ctx.params)
+    legacy = per_column_context(ctx.params)
     legacy_bytes = legacy.serialize(save_public_key=True, save_secret_key=False, save_galois_keys=True,
                                     save_relin_keys=False)
     sizes["per_column_context_seconds"] = time.perf_counter() - t0
@@ -70,9 +71,9 @@ def bench_ckks(cfg: HEGrid, seed: int, rows: List[Dict[str, Any]], sizes: Dict[s
     prod = t.result
     err = float(np.max(np.abs(ctx.decrypt(prod) - expected)))
     add("X^T [[r]]", CKKS_DOT, n_rows * cols, t, err <= 1e-3, case=f"X {n_rows} x {cols}", max_abs_error=err)
-    old_input = _per_column_encrypt(legacy, v, slots)
-    _per_column_dot(old_input, X, slots)
-    t = _measure(lambda: _per_column_dot(old_input, X, slots), **timing)
+    old_input = per_column_encrypt(legacy, v, slots)
+    per_column_dot(old_input, X, slots)
+    t = _measure(lambda: per_column_dot(old_input, X, slots), **timing)
     err = float(np.max(np.abs(np.asarray(t.result[0].decrypt()) - expected)))
     add("X^T [[r]]", CKKS_DOT_OLD, n_rows * cols, t, err <= 1e-3, case=f"X {n_rows} x {cols}",
         max_abs_error=err)
