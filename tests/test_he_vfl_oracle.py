@@ -70,6 +70,15 @@ def _malicious_active(protocol, mode, leaked):
     return program
 
 
+def _causes(exc):
+    """The exception and its chain of causes (a party's error wraps the refusal)."""
+    chain = []
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__
+    return chain
+
+
 def _protocols():
     out = ["paillier"]
     try:
@@ -101,10 +110,7 @@ def test_forwarded_passive_ciphertext_is_refused(protocol, mode):
         with pytest.raises(Exception) as info:
             run_programs(job, roles, {"active": PartyData(Xa, y), "passive": PartyData(Xb)}, timeout=300)
     assert not leaked, "the key holder decrypted the passive party's [[u_B]] for the active party"
-    chain, exc = [], info.value
-    while exc is not None:
-        chain.append(exc)
-        exc = exc.__cause__
+    chain = _causes(info.value)
     refusals = [e for e in chain if isinstance(e, he_vfl.DecryptionRefused)]
     assert refusals, f"expected a DecryptionRefused, got {info.value!r}"
     message = str(refusals[0])
@@ -159,10 +165,7 @@ def test_key_holder_refuses_a_passive_as_wide_as_a_batch():
         warnings.simplefilter("ignore", WeakKeyWarning)
         with pytest.raises(Exception) as info:
             run_programs(job, roles, {"active": PartyData(Xa, y), "passive": PartyData(Xb)}, timeout=300)
-    chain, exc = [], info.value
-    while exc is not None:
-        chain.append(exc)
-        exc = exc.__cause__
+    chain = _causes(info.value)
     refusals = [e for e in chain if isinstance(e, he_vfl.DecryptionRefused)]
     assert refusals, f"expected a DecryptionRefused, got {info.value!r}"
     assert "'passive'" in str(refusals[0]) and "reveal the residuals" in str(refusals[0])
@@ -177,8 +180,5 @@ def test_honest_passive_refuses_before_any_crypto():
         with pytest.raises(Exception) as info:
             run_programs(job, get_protocol("paillier").roles,
                          {"active": PartyData(Xa, y), "passive": PartyData(Xb)}, timeout=300)
-    chain, exc = [], info.value
-    while exc is not None:
-        chain.append(exc)
-        exc = exc.__cause__
+    chain = _causes(info.value)
     assert any("reveal the residuals" in str(e) for e in chain), chain
