@@ -59,11 +59,9 @@ from .config import with_overrides
 from .splitnn_afe import DELTA, VARIANTS, SplitData, _fit, make_afe
 from .splitnn_afe_baseline import IMPLS
 from .splitnn_conclusion import conclusion, lattice_run
-from .splitnn_config import VFL_AFE, load_grid
+from .splitnn_config import PAPER_TABLE2, VFL_AFE, load_grid
 from .splitnn_rescale import plot_rescale, report_rescale, section_rescale
 
-# VFL-AFE Table 2 (test accuracy, %): UCI Adult and MNIST rows of the paper (configs/papers/vfl_afe.toml).
-PAPER_TABLE2 = {name: dict(cells) for name, cells in VFL_AFE.table2.items()}
 # VFL-AFE Table 3 (5000 CIFAR-10 samples): ms and share of training time.
 PAPER_TABLE3 = {step: (t.ms, t.percent) for step, t in VFL_AFE.table3.items()}
 TIMING_STEPS = ("base", "noise", "rescale", "adjust")

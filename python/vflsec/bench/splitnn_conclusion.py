@@ -18,6 +18,8 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
+from .splitnn_config import PAPER_TABLE2
+
 __all__ = ["conclusion", "lattice_run"]
 
 _COMPONENTS = (("vanilla", "the noise alone (vanilla)"), ("R", "noise + rescale (+R)"),
@@ -45,7 +47,6 @@ def _mean(values: List[float]) -> Optional[float]:
 
 
 def _table2(result: Dict[str, Any]) -> List[str]:
-    from .splitnn import PAPER_TABLE2
 
     rows = _section(result, "table2")
     out = []

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from .config import BenchConfigError, load_paper, load_variant, optional_field, spec
 
-__all__ = ["DP_VFL", "FEDPASS", "VFL_AFE", "SplitnnGrid", "load_grid"]
+__all__ = ["DP_VFL", "FEDPASS", "PAPER_TABLE2", "VFL_AFE", "SplitnnGrid", "load_grid"]
 
 DATA_KINDS = ("tabular", "image")
 
@@ -174,3 +174,6 @@ class FedPassPaper:
 VFL_AFE = load_paper(VFLAFEPaper, "vfl_afe")
 DP_VFL = load_paper(DPVFLPaper, "dp_vfl")
 FEDPASS = load_paper(FedPassPaper, "fedpass")
+
+# VFL-AFE Table 2 (test accuracy, %): UCI Adult and MNIST rows of the paper (configs/papers/vfl_afe.toml).
+PAPER_TABLE2 = {name: dict(cells) for name, cells in VFL_AFE.table2.items()}

@@ -2,13 +2,10 @@
 for a wide matrix, baby-step giant-step), on SEAL objects through TenSEAL's sealapi."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List
+from typing import Any, List
 
 import numpy as np
 from tenseal import sealapi
-
-if TYPE_CHECKING:  # the context type only: ckks imports this module
-    from .ckks import _ContextBase
 
 
 def next_power_of_two(n: int) -> int:
@@ -25,9 +22,11 @@ def baby_steps(m: int, chunks: int) -> int:
     return min(candidates, key=lambda g: (chunks * (g - 1) + m // g - 1, -g))
 
 
-def diagonal_product(ctx: "_ContextBase", inputs: List[Any], blocks: List[np.ndarray]) -> Any:
+def diagonal_product(ctx: Any, inputs: List[Any], blocks: List[np.ndarray]) -> Any:
     """One ciphertext of the product sum_k blocks[k]^T inputs[k] for a block of
-    at most ``slot_count`` columns (:mod:`vflsec.he.ckks`'s docstring). ``inputs`` are at level 1."""
+    at most ``slot_count`` columns (:mod:`vflsec.he.ckks`'s docstring). ``ctx`` is
+    a CKKS context of that module (typed loosely: it imports this one);
+    ``inputs`` are at level 1."""
     slots = ctx.params.slot_count
     width = blocks[0].shape[1]
     m = next_power_of_two(width)
