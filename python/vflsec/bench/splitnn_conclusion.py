@@ -14,7 +14,7 @@ per section that ran:
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -46,12 +46,16 @@ def _mean(values: List[float]) -> Optional[float]:
     return float(np.mean(values)) if values else None
 
 
+def _by_dataset(rows: List[Dict[str, Any]]) -> List[Tuple[str, List[Dict[str, Any]]]]:
+    """``(dataset, its rows)`` in order of first appearance."""
+    return [(name, [r for r in rows if r["dataset"] == name]) for name in dict.fromkeys(r["dataset"] for r in rows)]
+
+
 def _table2(result: Dict[str, Any]) -> List[str]:
 
     rows = _section(result, "table2")
     out = []
-    for name in dict.fromkeys(r["dataset"] for r in rows):
-        sub = [r for r in rows if r["dataset"] == name]
+    for name, sub in _by_dataset(rows):
         cell = {key: _mean([r["value"] for r in sub if (r["defense"] if r["defense"] in ("centralized", "none")
                                                         else r["variant"]) == key])
                 for key in ("centralized", "none", "vanilla", "R", "D", "full")}
@@ -116,8 +120,7 @@ def _table3(result: Dict[str, Any]) -> List[str]:
 def _dp_vfl(result: Dict[str, Any]) -> List[str]:
     rows = _section(result, "dp_vfl")
     out = []
-    for name in dict.fromkeys(r["dataset"] for r in rows):
-        sub = [r for r in rows if r["dataset"] == name]
+    for name, sub in _by_dataset(rows):
         metric = sub[0]["metric"]
         eps = sorted({r["epsilon"] for r in sub if r["defense"] == "dp_sgd"})
         if not eps:
@@ -157,8 +160,7 @@ def _dp_vfl(result: Dict[str, Any]) -> List[str]:
 def _fedpass(result: Dict[str, Any]) -> List[str]:
     rows = _section(result, "fedpass")
     out = []
-    for name in dict.fromkeys(r["dataset"] for r in rows):
-        sub = [r for r in rows if r["dataset"] == name]
+    for name, sub in _by_dataset(rows):
         base = _mean([r["value"] for r in sub if r["defense"] == "none"])
         passports = [(r["variant"], r["value"]) for r in sub if r["defense"] == "fedpass"]
         if base is None or not passports:
@@ -174,8 +176,7 @@ def _fedpass(result: Dict[str, Any]) -> List[str]:
 def _rescale(result: Dict[str, Any]) -> List[str]:
     rows = _section(result, "rescale")
     out = []
-    for name in dict.fromkeys(r["dataset"] for r in rows):
-        sub = [r for r in rows if r["dataset"] == name]
+    for name, sub in _by_dataset(rows):
         diffs = []
         for variant in ("R", "full"):
             rule = _mean([r["value"] for r in sub if r["variant"] == variant and r["rescale_shrink"]])

@@ -29,9 +29,7 @@ party's history has no ``"loss"`` entry and the coordinator's is empty.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 
@@ -159,21 +157,6 @@ def _check_job(job) -> None:
     he_vfl.residual_model(job)
 
 
-def _with_defaults(job):
-    """The job with this protocol's default ``encrypted_loss=False`` filled in."""
-    if "encrypted_loss" in job.options:
-        return job
-    return dataclasses.replace(job, options={**job.options, "encrypted_loss": False})
-
-
-def _defaults_filled(program: Callable) -> Callable:
-    @functools.wraps(program)
-    def run(endpoint, job, *args, **kwargs):
-        return program(endpoint, _with_defaults(job), *args, **kwargs)
-
-    return run
-
-
-PROTOCOL = {role: _defaults_filled(program)
-            for role, program in he_vfl.protocol_roles(CKKSScheme, CKKSKeyHolder, _check_job).items()}
+# Unlike "paillier", no per-batch scalar ciphertext unless the user asks for the loss.
+PROTOCOL = he_vfl.protocol_roles(CKKSScheme, CKKSKeyHolder, _check_job, option_defaults={"encrypted_loss": False})
 register_protocol("ckks", PROTOCOL, replace=True, tags=he_vfl.TAGS)

@@ -73,6 +73,7 @@ own gradient.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import math
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union, cast
 
@@ -472,21 +473,29 @@ def coordinator_program(endpoint: Channel, job: GLMJob, data: Optional[PartyData
 
 
 def protocol_roles(make_scheme: SchemeFactory, make_key_holder: KeyHolderFactory,
-                   check_job: Callable[[GLMJob], Any] = residual_model) -> Dict[str, Callable]:
+                   check_job: Callable[[GLMJob], Any] = residual_model, *,
+                   option_defaults: Optional[Dict[str, Any]] = None) -> Dict[str, Callable]:
     """The three role programs of an HE-VFL protocol for one scheme, each
     validating the job with ``check_job`` before it starts (the dict
-    ``register_protocol`` takes)."""
+    ``register_protocol`` takes). ``option_defaults``: this scheme's defaults
+    for ``job.options`` keys the job leaves out (e.g. CKKS's
+    ``encrypted_loss=False``), filled in before anything else."""
+    defaults = dict(option_defaults or {})
+
+    def prepared(job: GLMJob) -> GLMJob:
+        missing = {key: value for key, value in defaults.items() if key not in job.options}
+        if missing:
+            job = dataclasses.replace(job, options={**job.options, **missing})
+        check_job(job)
+        return job
 
     def active(endpoint: Channel, job: GLMJob, data: PartyData) -> PartyResult:
-        check_job(job)
-        return active_program(endpoint, job, data, make_scheme)
+        return active_program(endpoint, prepared(job), data, make_scheme)
 
     def passive(endpoint: Channel, job: GLMJob, data: PartyData) -> PartyResult:
-        check_job(job)
-        return passive_program(endpoint, job, data, make_scheme)
+        return passive_program(endpoint, prepared(job), data, make_scheme)
 
     def coordinator(endpoint: Channel, job: GLMJob, data: Optional[PartyData] = None) -> PartyResult:
-        check_job(job)
-        return coordinator_program(endpoint, job, data, make_key_holder)
+        return coordinator_program(endpoint, prepared(job), data, make_key_holder)
 
     return {"active": active, "passive": passive, "coordinator": coordinator}
