@@ -117,12 +117,14 @@ def package_versions(names: Iterable[str]) -> Dict[str, Optional[str]]:
 
 
 def git_revision() -> Optional[str]:
+    """The checkout's short commit; ``$VFLSEC_GIT_REVISION`` where the tree is a
+    copy without ``.git`` (a run on a borrowed GPU machine, .ci/gpu-check)."""
     try:
         return subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5, check=True
         ).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
-        return None
+        return os.environ.get("VFLSEC_GIT_REVISION") or None
 
 
 def write_json(path: Path, payload: Dict[str, Any]) -> None:
