@@ -402,3 +402,28 @@ def test_cuda_kernels_report_has_a_conclusion(saved, tmp_path):
     assert "pairwise_distances: 2.5x as fast as the fastest alternative (torch.cdist cuda)" in text
     assert "fuzzy_cmeans: 0.5x" in text and "slower in 1 (n=100000)" in text
     _check_all(saved, ["kernels-cuda.png"])
+
+
+def test_kernels_conclusion_names_the_fastest_alternative_as_accurate(tmp_path):
+    from vflsec.bench.kernels_report import conclusion, summarize
+
+    rows = [{"kernel": "pairwise_distances", "case": f"d={d}", "method": m, "seconds": t * d, "max_rel_error": e}
+            for d in (16, 64)
+            for m, t, e in (("vflsec cuda", 0.002, 2e-7), ("torch.cdist cuda", 0.001, 1e-2),
+                            ("torch.cdist cuda (donot_use_mm)", 0.08, 1.3e-7))]
+    text = conclusion(rows, summarize(rows))
+    assert "in 2 of them torch.cdist cuda has a max relative error of 0.01 against vflsec's 2e-07" in text
+    assert "vflsec is 40x as fast as the fastest alternative as accurate (torch.cdist cuda (donot_use_mm))" in text
+    # An alternative as accurate as vflsec is the fastest: nothing to add.
+    close = [dict(r, max_rel_error=3e-7) if r["method"] == "torch.cdist cuda" else r for r in rows]
+    assert "max relative error" not in conclusion(close, summarize(close))
+
+
+def test_kernels_rerender_writes_the_cuda_report_beside_the_cpu_one(tmp_path):
+    from vflsec.cli import main
+
+    committed = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "kernels"
+    shutil.copy(committed / "kernels-cuda.json", tmp_path / "kernels-cuda.json")
+    assert main(["bench", "kernels", "--rerender", str(tmp_path)]) == 0  # a folder with the GPU run alone
+    text = (tmp_path / "kernels-cuda.md").read_text()
+    assert "## Conclusion" in text and (tmp_path / "kernels-cuda.png").is_file()

@@ -42,7 +42,7 @@ from .kernels_cuda import CudaKernelsGrid
 from .kernels_report import NUMPY_RELEASE as _NUMPY
 from .kernels_report import PURE_PYTHON_SAMPLER as _PURE_PYTHON
 from .kernels_report import SECURE_RELEASE as _SECURE
-from .kernels_report import release_criteria, render, summarize
+from .kernels_report import release_criteria, render, render_cuda, summarize
 
 _PROG = "vflsec bench kernels"
 
@@ -438,8 +438,13 @@ def run(quick: bool = False, out: Optional[Path] = None, device: str = "cpu", se
     ``seed`` overrides its seed), write ``kernels.json`` and render it.
     ``rerender``: no run; write the report and plot of ``rerender/kernels.json`` again."""
     if rerender is not None:
-        saved = read_results(Path(rerender), "kernels.json")
-        render(saved, Path(rerender))
+        folder = Path(rerender)
+        if (folder / "kernels-cuda.json").is_file():  # a --device cuda run beside (or instead of) the CPU one
+            render_cuda(read_results(folder, "kernels-cuda.json"), folder)
+            if not (folder / "kernels.json").is_file():
+                return read_results(folder, "kernels-cuda.json")
+        saved = read_results(folder, "kernels.json")
+        render(saved, folder)
         return saved
     out = Path(out) if out is not None else Path("bench-out") / "kernels"
     if device == "cuda":

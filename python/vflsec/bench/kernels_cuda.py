@@ -5,6 +5,7 @@ Writes ``DIR/kernels-cuda.json``, ``.md`` and ``.png``.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -174,6 +175,7 @@ def run(grid: CudaKernelsGrid, out: Path, recorder: Any) -> Dict[str, Any]:
     ``kernels-cuda.json`` and render it."""
     torch = require_gpu()
     torch.backends.cuda.matmul.allow_tf32 = False  # the baselines in full float32
+    load_before = os.getloadavg()
     rec = recorder()
     steps = [
         lambda: bench_pairwise(rec, torch, grid.pairwise_n, list(grid.pairwise_d), grid.repeats,
@@ -190,6 +192,8 @@ def run(grid: CudaKernelsGrid, out: Path, recorder: Any) -> Dict[str, Any]:
         "machine": machine,
         "versions": package_versions(["vflsec", "numpy", "scipy", "torch"]) | {"torch_cuda": torch.version.cuda},
         "git": git_revision(),
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
         "config": grid.as_dict(),
         "results": rec.rows,
         "summary": summarize(rec.rows),

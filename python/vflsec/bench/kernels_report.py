@@ -148,6 +148,7 @@ def conclusion(rows: List[Dict[str, Any]], summary: List[Dict[str, Any]]) -> str
                 f"({', '.join(sorted({s['fastest_alternative'] for s in ks}))})")
         if slower:
             text += (f"; slower in {len(slower)} ({', '.join(s['case'] for s in slower)})")
+        text += _as_accurate_text(rows, ks)
         parts.append(text + ".")
     criteria = release_criteria(rows)
     met = [(name, c) for name, c in criteria.items() if "met" in c]
@@ -156,6 +157,53 @@ def conclusion(rows: List[Dict[str, Any]], summary: List[Dict[str, Any]]) -> str
             f"{name.replace('_', ' ')} {c['ratio']:.3g}x (target {c['target']:g}x: {'met' if c['met'] else 'NOT met'})"
             for name, c in met) + ".")
     return "## Conclusion\n\n" + " ".join(parts) + "\n"
+
+
+ACCURACY_FACTOR = 10.0
+"""An alternative counts as "as accurate" as vflsec when its ``max_rel_error`` is
+within this factor of vflsec's (or 1e-12, for exact kernels)."""
+
+
+def _span(values: List[float], fmt: str = ".2g") -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}}-{hi:{fmt}}"
+
+
+def _as_accurate_text(rows: List[Dict[str, Any]], ks: List[Dict[str, Any]]) -> str:
+    """Where the fastest alternative is much less accurate than vflsec (torch.cdist's
+    matrix-product path, say): its error beside vflsec's, and vflsec's speed-up
+    over the fastest alternative that is as accurate, so the conclusion does not
+    trade exactness for time unsaid."""
+    fast_errs: List[float] = []
+    our_errs: List[float] = []
+    fast_names, accurate_names = set(), set()
+    speedups: List[float] = []
+    for s in ks:
+        by_method = {r["method"]: r for r in rows if r["kernel"] == s["kernel"] and r["case"] == s["case"]}
+        ours_err = by_method[s["vflsec_method"]].get("max_rel_error")
+        fastest_err = by_method[s["fastest_alternative"]].get("max_rel_error")
+        if ours_err is None or fastest_err is None:
+            continue
+        limit = ACCURACY_FACTOR * max(ours_err, 1e-12)
+        if fastest_err <= limit:
+            continue
+        fast_errs.append(fastest_err)
+        our_errs.append(ours_err)
+        fast_names.add(s["fastest_alternative"])
+        accurate = [r for m, r in by_method.items() if not m.startswith("vflsec")
+                    and r.get("max_rel_error") is not None and r["max_rel_error"] <= limit]
+        if accurate:
+            best = min(accurate, key=lambda r: r["seconds"])
+            accurate_names.add(best["method"])
+            speedups.append(best["seconds"] / s["vflsec_seconds"])
+    if not fast_errs:
+        return ""
+    text = (f"; in {len(fast_errs)} of them {', '.join(sorted(fast_names))} has a max relative error of "
+            f"{_span(fast_errs)} against vflsec's {_span(our_errs)}")
+    if speedups:
+        text += (f", and vflsec is {_span(speedups, '.3g')}x as fast as the fastest alternative as accurate "
+                 f"({', '.join(sorted(accurate_names))})")
+    return text
 
 
 def plot_speedups(summary: List[Dict[str, Any]], path: Path, repeats: Optional[int] = None) -> None:
@@ -216,8 +264,13 @@ def render_cuda(result: Dict[str, Any], out: Path) -> str:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     text = report_tables(result["results"], result["summary"])
+    if "load_average_before" in result:
+        load = (f"Host load average (1/5/15 min) {_load_text(result['load_average_before'])} before, "
+                f"{_load_text(result['load_average_after'])} after.")
+    else:
+        load = "Host load average: not recorded by this run."
     (out / "kernels-cuda.md").write_text(f"# vflsec CUDA kernel benchmark\n\nGPU: {result['machine']['gpu']}; every "
-                                         f"timing ends with torch.cuda.synchronize().\n\n{text}\n\n"
+                                         f"timing ends with torch.cuda.synchronize(). {load}\n\n{text}\n\n"
                                          f"{conclusion(result['results'], result['summary'])}")
     plot_speedups(result["summary"], out / "kernels-cuda.png", result.get("config", {}).get("repeats"))
     return text
