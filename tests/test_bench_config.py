@@ -166,7 +166,7 @@ def test_glm_defaults_equal_the_removed_literals():
 
 def test_splitnn_defaults_equal_the_removed_literals():
     def old_config(quick, device, seeds):
-        common = dict(t=10.0, epsilon={"tabular": 5.0, "image": 20.0}, calibration="classic", kl_weight=0.01,
+        common = dict(t=10.0, epsilon={"tabular": 5.0, "image": 20.0}, calibration="analytic", kl_weight=0.01,
                       contrastive_weight=0.1,
                       confidence_threshold={"tabular": 0.8, "image": 0.5}, lr={"tabular": 1e-3, "image": 1e-3},
                       device=device, quick=quick)

@@ -41,7 +41,7 @@ def test_subsampling_amplifies_privacy():
 
 
 def test_noise_multiplier_round_trip():
-    z = noise_multiplier_for_epsilon(2.0, 1e-3, count=200, sampling_rate=0.02)
+    z = noise_multiplier_for_epsilon(2.0, 1e-3, count=200, sampling_rate=0.02, per_record=True)
     assert composed_subsampled_gaussian(z, 0.02, 200, 1e-3).epsilon <= 2.0
     assert composed_subsampled_gaussian(z * 0.98, 0.02, 200, 1e-3).epsilon > 2.0
     z1 = noise_multiplier_for_epsilon(1.0, 1e-2, count=10)

@@ -256,6 +256,83 @@ def test_hdp_sigma_uses_lemma_sensitivities(calibration, loss):
         gaussian_sigma(0.5, 1e-3, sens.active, method=calibration, coordinates=d), rel=1e-12)
 
 
+# Sigmas of hdp_noise_scales computed with the code before the mechanism layer
+# (gaussian_sigma per party, issue 24): the mechanisms must give the same noise.
+OLD_HDP_SIGMAS = [
+    (dict(), 4.89591666595746, 6.971116663047411, 18.3125, 26.0625, 1200),
+    (dict(calibration="classic", epsilon=0.5, delta=1e-3), 4.89591666595746, 6.971116663047411, 37.0, 52.75, 1200),
+    (dict(loss="svm", lr=0.05, epochs=2, passives=("p1", "p2")), 11.462076600686283, 2.8747958626108407,
+     42.875, 10.75, 800),
+]
+
+
+@pytest.mark.parametrize("fields, sens_active, sens_passive, sigma_active, sigma_passive, coordinates",
+                         OLD_HDP_SIGMAS)
+def test_hdp_mechanisms_give_the_old_calibration(fields, sens_active, sens_passive, sigma_active, sigma_passive,
+                                                 coordinates):
+    from vflsec.dp import GaussianMechanism, gaussian_sigma
+    from vflsec.glm.hdp import hdp_mechanisms, hdp_noise_scales, hdp_sensitivities_for
+
+    job = GLMJob(**{**dict(protocol="hdp", n_samples=400, batch_size=50, epochs=3, lr=1.0, k=1.0, epsilon=1.0,
+                           delta=1e-5), **fields})
+    mechanisms = hdp_mechanisms(job)
+    assert set(mechanisms) == {"active", "passive"}
+    sens = hdp_sensitivities_for(job)
+    for role, sensitivity, sigma in (("active", sens_active, sigma_active), ("passive", sens_passive, sigma_passive)):
+        m = mechanisms[role]
+        assert isinstance(m, GaussianMechanism) and m.name == f"hdp_{role}_ir" and m.neighbours == "replace_one"
+        assert m.target == (job.epsilon, job.delta) and m.coordinates == coordinates == job.epochs * job.n_samples
+        assert m.sensitivity == sensitivity == getattr(sens, role)
+        # Exactly the sigma gaussian_sigma gives for the same inputs, and the one the old code used.
+        assert m.sigma == sigma == gaussian_sigma(job.epsilon, job.delta, sensitivity, method=job.calibration,
+                                                  coordinates=coordinates)
+    assert hdp_noise_scales(job) == {"sensitivity_active": sens_active, "sensitivity_passive": sens_passive,
+                                     "sigma_active": sigma_active, "sigma_passive": sigma_passive,
+                                     "coordinates": coordinates}
+
+
+@pytest.mark.parametrize("calibration, epsilon", [("analytic", 1.0), ("analytic", 4.0), ("classic", 0.5)])
+def test_hdp_estimator_reports_the_mechanisms_guarantee(calibration, epsilon):
+    from vflsec.dp import GaussianMechanism
+    from vflsec.dp.accounting import composed_gaussian
+
+    parts, y = _separable(n=150, widths=(3, 2))
+    model = VerticalLogisticRegression("hdp", epsilon=epsilon, delta=1e-4, calibration=calibration, epochs=2,
+                                       noise_seed=3).fit(parts, y)
+    h = model.history_
+    assert set(model.privacy_spent_) == {"active", "passive_0"}
+    for party, role in (("active", "active"), ("passive_0", "passive")):
+        spent = model.privacy_spent_[party]
+        # The mechanism's own report of the calibration (rebuilt here from the public noise parameters).
+        mechanism = GaussianMechanism.calibrated(f"hdp_{role}_ir", epsilon=epsilon, delta=1e-4,
+                                                 sensitivity=h[f"sensitivity_{role}"], coordinates=h["coordinates"],
+                                                 method=calibration)
+        assert mechanism.sigma == h[f"sigma_{role}"]
+        assert spent == mechanism.privacy_spent()
+        assert spent.epsilon == composed_gaussian(mechanism.noise_multiplier, 1, 1e-4,
+                                                  coordinates=h["coordinates"]).epsilon
+        assert (spent.delta, spent.releases, spent.neighbours, spent.accountant) == (1e-4, 1, "replace_one", "pld")
+        # Never above the target; the analytic calibration is tight (sigma on a 0.39% grid).
+        assert spent.epsilon <= epsilon
+        if calibration == "analytic":
+            assert spent.epsilon > 0.98 * epsilon
+    # The active party program's own ledger says the same: one release, that epsilon.
+    assert h["releases"] == 1 and h["epsilon_spent"] == model.privacy_spent_["active"].epsilon
+
+
+def test_hdp_privacy_spent_bad_inputs_and_no_noise():
+    from vflsec.glm.hdp import hdp_privacy_spent
+
+    job = _job("hdp", 100, 1, k=1.0)
+    with pytest.raises(ValueError, match="role"):
+        hdp_privacy_spent(job, "coordinator")
+    with pytest.raises(ValueError, match="releases"):
+        hdp_privacy_spent(job, "active", releases=0)
+    assert hdp_privacy_spent(_job("hdp", 100, 1, k=1.0, noise=False), "active") is None
+    one, two = hdp_privacy_spent(job, "passive"), hdp_privacy_spent(job, "passive", releases=2)
+    assert two.releases == 2 and two.epsilon > one.epsilon and "resumed" in two.caveat
+
+
 def _problem(loss, seed=3):
     rng = np.random.default_rng(seed)
     n = 300
@@ -410,9 +487,20 @@ def test_hdp_refuses_settings_its_sensitivity_does_not_cover():
         run_job(job, _data(job, ls_parts, 10.0 * targets))
 
 
-def test_classic_calibration_warns_outside_its_validity(breast):
+def test_classic_calibration_beyond_its_proof_is_verified_exactly(breast):
+    # The classic formula is proved for epsilon < 1 only. Beyond, the HDP mechanisms keep its sigma
+    # only where the exact accounting of that sigma meets the target (no warning is then due: the
+    # reported epsilon is proved), and refuse the job where it does not.
+    import warnings
+
     from vflsec.dp import PrivacyWarning
 
     parts, y = breast
-    with pytest.warns(PrivacyWarning, match="epsilon < 1"):
-        VerticalLogisticRegression("hdp", calibration="classic", epsilon=2.0, epochs=1, noise_seed=0).fit(parts, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)
+        model = VerticalLogisticRegression("hdp", calibration="classic", epsilon=2.0, epochs=1,
+                                           noise_seed=0).fit(parts, y)
+    assert all(spent.epsilon <= 2.0 for spent in model.privacy_spent_.values())
+    with pytest.raises(ValueError, match="classic Gaussian calibration does not give epsilon=20"):
+        VerticalLogisticRegression("hdp", calibration="classic", epsilon=20.0, delta=0.1, epochs=1,
+                                   noise_seed=0).fit(parts, y)

@@ -21,6 +21,7 @@ from vflsec.he import WeakKeyWarning  # noqa: E402
 from vflsec.vfl.runner import run_programs  # noqa: E402
 
 N, D_A, D_B, BATCH = 40, 3, 2, 20
+WIDTHS = {"active": D_A, "passive": D_B}  # the block widths every party agreed on
 
 
 def _data():
@@ -52,8 +53,8 @@ def _malicious_active(protocol, mode, leaked):
 
     def program(endpoint, job, data):
         module = __import__(f"vflsec.glm.{protocol}", fromlist=[make_scheme])
-        scheme = getattr(module, make_scheme)(endpoint.recv(job.coordinator, he_vfl.TAG_PUBLIC_KEY), job)
         endpoint.send(job.coordinator, he_vfl.TAG_REGISTER, {"n_features": D_A})
+        scheme = getattr(module, make_scheme)(endpoint.recv(job.coordinator, he_vfl.TAG_PUBLIC_KEY), job)
         u_bytes = endpoint.recv(job.passives[0], he_vfl.TAG_U_PASSIVE)
         if mode in ("whole", "truncate"):
             request = he_vfl._request(0, he_vfl.PURPOSE_GRADIENT, _relabel(protocol, scheme, u_bytes, mode))
@@ -101,7 +102,7 @@ CASES = [(p, m) for p in _protocols() for m in ("whole", "truncate", "as_loss", 
 def test_forwarded_passive_ciphertext_is_refused(protocol, mode):
     Xa, Xb, y = _data()
     job = GLMJob(protocol=protocol, n_samples=N, batch_size=BATCH, epochs=1, lr=0.5, passives=("passive",),
-                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False})
+                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False}, widths=WIDTHS)
     roles = dict(get_protocol(protocol).roles)
     leaked: list = []
     roles["active"] = _malicious_active(protocol, mode, leaked)
@@ -125,8 +126,8 @@ def test_passive_wider_than_a_batch_is_refused(n, batch, width):
                  coordinator="coordinator", key_bits=2048)
     assert he_vfl.smallest_batch(job) <= width
     with pytest.raises(ValueError, match=r"party 'passive' has \d+ features but .* reveal the residuals"):
-        he_vfl.check_passive_width(job, "passive", width)
-    he_vfl.check_passive_width(job, "passive", he_vfl.smallest_batch(job) - 1)  # narrower: accepted
+        he_vfl.check_block_width(job, "passive", width)
+    he_vfl.check_block_width(job, "passive", he_vfl.smallest_batch(job) - 1)  # narrower: accepted
 
 
 # The partial last chunk of an epoch joins the batch before it, so no batch is
@@ -148,17 +149,19 @@ def test_he_batches_have_at_least_min_b_n_rows(n, batch):
 def _lying_passive(width):
     """A passive party that skips its own width check and registers ``width``."""
     def program(endpoint, job, data):
-        endpoint.recv(job.coordinator, he_vfl.TAG_PUBLIC_KEY)
         endpoint.send(job.coordinator, he_vfl.TAG_REGISTER, {"n_features": width})
+        endpoint.recv(job.coordinator, he_vfl.TAG_PUBLIC_KEY)
         endpoint.recv(job.coordinator, he_vfl.TAG_GRADIENT)
         raise AssertionError("the key holder accepted a passive block as wide as a batch")
     return program
 
 
 def test_key_holder_refuses_a_passive_as_wide_as_a_batch():
+    # The job agrees a passive block as wide as a batch; the passive party skips its own check.
     Xa, Xb, y = _data()
     job = GLMJob(protocol="paillier", n_samples=N, batch_size=BATCH, epochs=1, lr=0.5, passives=("passive",),
-                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False})
+                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False},
+                 widths={"active": D_A, "passive": BATCH})
     roles = dict(get_protocol("paillier").roles)
     roles["passive"] = _lying_passive(BATCH)
     with warnings.catch_warnings():
@@ -174,7 +177,7 @@ def test_key_holder_refuses_a_passive_as_wide_as_a_batch():
 def test_honest_passive_refuses_before_any_crypto():
     Xa, Xb, y = _data()
     job = GLMJob(protocol="paillier", n_samples=N, batch_size=2, epochs=1, lr=0.5, passives=("passive",),
-                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False})
+                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False}, widths=WIDTHS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", WeakKeyWarning)
         with pytest.raises(Exception) as info:

@@ -493,7 +493,9 @@ def test_silent_leader_fails_the_follower_at_the_deadline_naming_it(certs):
     with _channels(certs, ["a", "b"], {}) as ch:
         leader, follower = ch["a"], ch["b"]
         follower.set_recv_timeout(deadline, deadlines.PHASE_HANDSHAKE)
-        spec = SimpleNamespace(digest="0" * 64)
+        from vflsec.runtime.kinds import get_job_kind
+
+        spec = SimpleNamespace(digest="0" * 64, kind=get_job_kind("glm"))
         with PeakRSS() as rss, PingProbe(leader, "b") as pings:
             started = time.monotonic()
             with pytest.raises(StepTimeout) as info:
@@ -515,7 +517,7 @@ def test_key_holder_refuses_a_forwarded_ciphertext_over_loopback(certs):
     # transport, the key holder (the victim) refuses and fails the job at once,
     # the active party learns nothing, and the key holder stays responsive.
     pytest.importorskip("phe")
-    from test_he_vfl_oracle import BATCH, N, _data, _malicious_active
+    from test_he_vfl_oracle import BATCH, WIDTHS, N, _data, _malicious_active
     from vflsec.glm import GLMJob, PartyData, he_vfl
     from vflsec.glm.registry import get_protocol
     from vflsec.he import WeakKeyWarning
@@ -523,7 +525,7 @@ def test_key_holder_refuses_a_forwarded_ciphertext_over_loopback(certs):
 
     Xa, Xb, y = _data()
     job = GLMJob(protocol="paillier", n_samples=N, batch_size=BATCH, epochs=1, lr=0.5, passives=("passive",),
-                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False})
+                 coordinator="coordinator", key_bits=2048, options={"encrypted_loss": False}, widths=WIDTHS)
     roles = dict(get_protocol("paillier").roles)
     leaked: list = []
     roles["active"] = _malicious_active("paillier", "whole", leaked)

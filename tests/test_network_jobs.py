@@ -144,6 +144,52 @@ def test_killed_passive_stops_others_and_resume_reproduces_model(tmp_path):
     assert outputs["active"]["history"]["loss"] == reference.results["active"].history["loss"]
 
 
+def test_killed_hdp_job_resumes_with_the_repeated_releases_counted(tmp_path):
+    # Issue 24: --resume of an HDP job is no longer refused; every data party's privacy ledger
+    # (checkpoint_dir/<party>-accountant.json) counts the interrupted run's releases, and each
+    # party reports the composition of both runs' releases, above the calibrated epsilon.
+    from vflsec.dp.accounting import composed_gaussian
+    from vflsec.glm.hdp import hdp_mechanisms
+
+    frames = _frames(n=200)
+    job = _job("hdp", epochs=40, batch_size=20, lr=0.2, epsilon=2.0, delta=1e-5)
+    local = write_local_job(tmp_path, job, frames, network=FAST_NETWORK)
+    procs = start_parties(local, env=_env())
+    try:
+        ckpt = tmp_path / "checkpoints" / "passive2"
+        deadline = time.monotonic() + 60
+        while not (ckpt.is_dir() and len(list(ckpt.glob("*.npz"))) >= 3):
+            assert time.monotonic() < deadline, "passive2 never checkpointed"
+            assert procs["passive2"].process.poll() is None, procs["passive2"].stderr_path.read_text()
+            time.sleep(0.005)
+        procs["passive2"].process.kill()
+        wait_parties({n: procs[n] for n in ("active", "passive1")}, FAST_NETWORK["peer_timeout"] + 10)
+    finally:
+        kill_parties(procs)
+    for name in NAMES:
+        ledger = json.loads((tmp_path / "checkpoints" / name / f"{name}-accountant.json").read_text())
+        assert [entry[3] for entry in ledger["accountant"]["history"]] == [1], name
+
+    procs = start_parties(local, resume=True, env=_env())
+    try:
+        status = wait_parties(procs, 90)
+    finally:
+        kill_parties(procs)
+    for name, (rc, err) in status.items():
+        assert rc == 0, f"{name} failed on resume:\n{err}"
+    outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
+    assert outputs["active"]["start_epoch"] >= 2
+    glm_job = GLMJob(n_samples=outputs["active"]["n_samples"],
+                     **{k: tuple(v) if isinstance(v, list) else v for k, v in job.items()})
+    for name in NAMES:
+        mechanism = hdp_mechanisms(glm_job)[glm_job.role_of(name)]
+        composed = composed_gaussian(mechanism.noise_multiplier, 2, 1e-5, coordinates=mechanism.coordinates).epsilon
+        info = outputs[name]["info"]
+        assert info["releases"] == 2 and info["epsilon_spent"] == composed > 2.0
+        assert "over 2 releases" in outputs[name]["privacy_spent"] and f"{composed:.4g}" in outputs[name][
+            "privacy_spent"], outputs[name]["privacy_spent"]
+
+
 def test_mismatched_job_description_is_refused(tmp_path):
     frames = _frames(n=80)
     local = write_local_job(tmp_path, _job("plain"), frames, network=FAST_NETWORK)

@@ -46,7 +46,12 @@ def test_glm_hdp_output_has_privacy_spent():
     from vflsec.runtime.glm_kind import _privacy_spent
 
     base = dict(n_samples=100, active="a", passives=("b",), epsilon=2.0, delta=1e-5)
-    assert "epsilon=2.0" in _privacy_spent(GLMJob(protocol="hdp", **base))
+    job = GLMJob(protocol="hdp", **base)
+    # The mechanism's report: at most the calibrated 2.0, close to it.
+    text = _privacy_spent(job)
+    assert re.fullmatch(r"epsilon 1\.9[0-9]* \(delta 1e-05, replace-one\)", text), text
+    resumed = _privacy_spent(job, "passive", releases=2)
+    assert "over 2 releases" in resumed and "resumed" in resumed, resumed
     assert _privacy_spent(GLMJob(protocol="plain", **base)) is None
 
 
@@ -88,7 +93,7 @@ def test_split_party_progress_summary_and_privacy_spent(tmp_path):
         assert rc == 0, f"party {name} exited with {rc}:\n{err}"
     outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
     for name in NAMES:
-        assert outputs[name]["privacy_spent"] and "epsilon=" in outputs[name]["privacy_spent"], name
+        assert outputs[name]["privacy_spent"] and outputs[name]["privacy_spent"].startswith("epsilon "), name
         # outputs hold model weights: owner-only files (issue 18 item 7)
         out = local.outputs[name]
         assert out.stat().st_mode & 0o777 == 0o600, name
@@ -105,5 +110,5 @@ def test_split_party_progress_summary_and_privacy_spent(tmp_path):
     assert re.search(r"training accuracy [0-9.]+, training loss [0-9.]+ \(training rows only: .*\); sent [0-9.]+ MB, "
                      r"received [0-9.]+ MB; wall time [0-9.]+ s \(connect\+agree [0-9.]+ s, PSI [0-9.]+ s, train "
                      r"[0-9.]+ s: compute [0-9.]+ s, crypto [0-9.]+ s, messaging [0-9.]+ s\); "
-                     r"epsilon [0-9.]+ \(delta 0\.01\)", done[0])
+                     r"epsilon [0-9.]+ \(delta 0\.01, replace-one\)", done[0])
     assert "done:" not in results["passive1"][1]

@@ -113,13 +113,15 @@ def test_hdp_party_programs_send_lattice_releases():
 @pytest.mark.parametrize("role", ["active", "passive"])
 def test_hdp_release_hides_the_float_grid(role):
     # The release function the party programs call, on neighbouring IR values.
-    from vflsec.glm.hdp import _release, hdp_noise_scales
+    from vflsec.glm.hdp import _release, hdp_mechanisms, hdp_noise_scales
     from vflsec.vfl import PhaseClock
 
     job = _hdp_job()
     party = job.active if role == "active" else "p1"
+    mechanism = hdp_mechanisms(job)[role]
     sigma = hdp_noise_scales(job)[f"sigma_{role}"]
-    release = _release(job, party, sigma, PhaseClock())
+    assert (mechanism.name, mechanism.sigma) == (f"hdp_{role}_ir", sigma)
+    release = _release(job, party, mechanism, PhaseClock())
     zero, one = release(np.zeros(40_000)), release(np.ones(40_000))
     assert_on_lattice(zero, sigma)
     assert_on_lattice(one, sigma)
@@ -130,6 +132,7 @@ def test_hdp_release_hides_the_float_grid(role):
 def test_fast_grid_releases_match_the_protocol_and_lie_on_the_lattice():
     from vflsec.glm.fast import _release, _Settings
     from vflsec.glm.hdp import _release as protocol_release
+    from vflsec.glm.hdp import hdp_mechanisms
     from vflsec.vfl import PhaseClock
 
     parts, y = _glm_data()
@@ -143,7 +146,9 @@ def test_fast_grid_releases_match_the_protocol_and_lie_on_the_lattice():
         values = np.random.default_rng(party).uniform(-1, 1, size=(len(jobs), 64))
         out = _release(settings, party, values)
         # Seeded row: exactly what the protocol program releases with the same generator.
-        expected = protocol_release(seeded, name, settings.info[0][key], PhaseClock())(values[0])
+        mechanism = hdp_mechanisms(seeded)["active" if party == 0 else "passive"]
+        assert settings.mechanisms[0][party] == mechanism and mechanism.sigma == settings.info[0][key]
+        expected = protocol_release(seeded, name, mechanism, PhaseClock())(values[0])
         np.testing.assert_array_equal(out[0], expected)
         for g in range(3):
             assert_on_lattice(out[g], settings.info[g][key])
@@ -209,16 +214,30 @@ def _afe(impl="vflsec", **kw):
 
 @pytest.mark.parametrize("impl", ["vflsec", "baseline"])
 def test_vfl_afe_forward_releases_on_the_lattice(torch, impl):
-    d = _afe(t=1.5, epsilon=2.0, impl=impl)  # full: clip, rescale, noise
+    d = _afe(t=1.5, epsilon=2.0, impl=impl)  # full: clip, +R "dp", noise
     bottom = torch.nn.Linear(5, 8)
     h = bottom(torch.randn(32, 5))
     out = d.transform_embedding("p", h, _batch())
     assert out.dtype == torch.float32 and out.shape == (32, 8)
-    sigma = d.release_sigma(8)
-    assert_on_lattice(out, sigma)
+    # Every part of the +R release is a lattice release with its part's sigma; the output
+    # is the released deviations plus the released centre (post-processing).
+    mechanism = d.mechanism_for(8, 32)
+    assert mechanism.name == "vfl_afe_rescale"
+    parts = d.last_release_["p"]
+    for label in ("centre", "stats", "embedding"):
+        assert_on_lattice(parts[label], mechanism.part(label).sigma)
+    assert d.release_sigma(8, 32) == mechanism.part("embedding").sigma
+    assert torch.equal(out.detach(), parts["embedding"] + parts["centre"].to(torch.float32))
     # The bottom model still trains through the release (identity for autograd).
     (out * torch.ones_like(out)).sum().backward()
     assert bottom.weight.grad is not None and torch.isfinite(bottom.weight.grad).all()
+
+
+@pytest.mark.parametrize("impl", ["vflsec", "baseline"])
+def test_vfl_afe_paper_rescale_releases_on_the_lattice(torch, impl):
+    d = _afe(t=1.5, epsilon=2.0, impl=impl, rescale_estimate="batch")  # the paper's rule: one-part release
+    out = d.transform_embedding("p", torch.nn.Linear(5, 8)(torch.randn(32, 5)), _batch())
+    assert_on_lattice(out, d.release_sigma(8))
 
 
 def test_vfl_afe_release_hides_the_float_grid(torch):
@@ -233,12 +252,21 @@ def test_vfl_afe_release_hides_the_float_grid(torch):
 
 
 def test_gaussian_release_is_the_identity_for_autograd(torch):
+    from vflsec.dp import GaussianMechanism
     from vflsec.splitnn.defenses.base import gaussian_release
 
     x = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
     y = gaussian_release(x, 0.5, NoiseGenerator(seed=1))
     assert_on_lattice(y, 0.5)
     w = torch.randn(6, 3, dtype=torch.float64)
+    (y * w).sum().backward()
+    assert torch.equal(x.grad, w)
+    # A mechanism's part: its sigma, the same draws as the bare release with that sigma.
+    mechanism = GaussianMechanism.calibrated("vfl_afe_rescale", epsilon=1.0, delta=1e-5,
+                                             parts=[("a", 1.0, 3, 0.5), ("b", 2.0, 3, 0.5)])
+    x.grad = None
+    y = gaussian_release(x, mechanism, NoiseGenerator(seed=2), part="b")
+    assert torch.equal(y, gaussian_release(x.detach(), mechanism.part("b").sigma, NoiseGenerator(seed=2)))
     (y * w).sum().backward()
     assert torch.equal(x.grad, w)
 
@@ -284,7 +312,8 @@ def test_dp_sgd_step_releases_on_the_lattice_and_hides_the_float_grid(torch):
     one, d = _dp_sgd_world(torch, torch.eye(64), steps=20)  # bias sum = 1.0 in every coordinate
     zero, _ = _dp_sgd_world(torch, torch.zeros(64, 64), steps=20)  # the neighbour: all sums 0.0
     assert d.coordinates_ == {"p1": 128}
-    sigma = sigma_for_multiplier(d.noise_multipliers_["p1"], 1.0)
+    sigma = d.mechanisms_["p1"].sigma(1.0)
+    assert sigma == sigma_for_multiplier(d.noise_multipliers_["p1"], 1.0)
     # on the release's sigma grid: at most 0.39% above the multiplier
     assert sigma >= d.noise_multiplier_ and sigma == pytest.approx(d.noise_multiplier_, rel=2.0**-7)
     assert_on_lattice(one, sigma)

@@ -164,13 +164,15 @@ def test_percentile_calibration_picks_the_percentile():
 
 def test_composed_epsilon_within_target_and_budget_enforced():
     Xs, y = _data(n=60)
-    d = DPSGD(epsilon=3.0, delta=1e-3, calibration_steps=2, seed=5)
+    d = DPSGD(epsilon=3.0, delta=1e-3, clip_norm=0.5, seed=5)
     _train(d, Xs, y, epochs=2, batch_size=20, lr=0.05)
     assert d.planned_steps_ == 6 and d.steps_ == {"p1": 6, "p2": 6}
     assert d.sampling_rate_ == pytest.approx(20 / 60)
     spent = d.privacy_spent()
     assert spent.releases == 6 and spent.epsilon_per_release is None and spent.delta == 1e-3
+    assert spent.neighbours == "replace_one" and spent.accountant == "pld"
     assert 0.9 * 3.0 < spent.epsilon <= 3.0
+    assert spent == d.planned_privacy()  # every planned step taken
     m = torch.nn.Linear(3, 4)
     with pytest.raises(RuntimeError, match="budget"):
         d.bottom_backward("p1", m, torch.optim.SGD(m.parameters(), lr=0.1), torch.randn(5, 3), m,
@@ -192,6 +194,7 @@ def test_invalid_settings_raise():
                           ({"epsilon": 1, "clip_norm": 0.0}, "clip_norm"),
                           ({"epsilon": 1, "calibration_steps": 0}, "calibration_steps"),
                           ({"epsilon": 1, "accountant": "moments"}, "accountant"),
+                          ({"epsilon": 1, "neighbours": "add"}, "neighbours"),
                           ({"epsilon": 1, "loss_reduction": "none"}, "loss_reduction")]:
         with pytest.raises(ValueError, match=match):
             DPSGD(**kwargs).check_params()  # validated when attached (setup), not in __init__
@@ -235,7 +238,7 @@ def test_estimator_end_to_end_reports_composed_epsilon():
 
     parts, score = _parts()
     y = (score > 0).astype(int)
-    clf = SplitNNClassifier(defense=DPSGD(epsilon=4.0, calibration_steps=5, seed=0), epochs=3, batch_size=50,
+    clf = SplitNNClassifier(defense=DPSGD(epsilon=4.0, clip_norm=1.0, seed=0), epochs=3, batch_size=50,
                             lr=0.1, optimizer="sgd").fit(parts, y)
     assert set(clf.privacy_spent_) == {"passive_0", "passive_1"}
     for spent in clf.privacy_spent_.values():
@@ -277,4 +280,91 @@ def test_benchmark_rows_schema():
         ("centralized", None, 1), ("none", "vfl", 3), ("dp_sgd", "clip=p80", 3)]
     for r in rows:
         assert set(r) == keys and r["metric"] == "mse" and np.isfinite(r["value"]) and r["value"] > 0
-    assert rows[2]["epsilon"] == 2.0 and rows[2]["epsilon_composed"] <= 2.0 and rows[2]["delta"] == 1e-3
+    # The paper's percentile clip reads the data it protects: no guarantee (None), never a number.
+    assert rows[2]["epsilon"] == 2.0 and rows[2]["epsilon_composed"] is None and rows[2]["delta"] == 1e-3
+
+
+# -- the VFL neighbour relation (replace-one) and one accountant path ---------------------------
+
+def _one_step(**kw):
+    """One DP-SGD step at sampling rate 1 (the batch is every row) on a small linear bottom."""
+    d = DPSGD(clip_norm=kw.pop("clip_norm", 0.5), seed=0, **kw)
+    d.setup(DefenseContext(n_classes=2, passive_parties=("p1",), n_samples=8, batch_size=8, epochs=1))
+    m = torch.nn.Linear(3, 2)
+    d.bottom_backward("p1", m, torch.optim.SGD(m.parameters(), lr=0.0), torch.randn(8, 3), m, torch.randn(8, 2),
+                      _batch())
+    return d
+
+
+def _analytic_ratio(epsilon, delta):
+    """Delta / sigma of the exact (analytic) Gaussian mechanism at (epsilon, delta)."""
+    from scipy.optimize import brentq
+
+    from vflsec.dp import gaussian_delta
+
+    return brentq(lambda r: gaussian_delta(epsilon, 1.0 / r, 1.0) - delta, 1e-3, 100.0, xtol=1e-12)
+
+
+def test_replace_one_noise_covers_distance_2c_and_reports_within_target():
+    from vflsec.dp.accounting import composed_subsampled_gaussian
+
+    clip, epsilon, delta = 0.5, 2.0, 1e-5
+    d = _one_step(epsilon=epsilon, delta=delta, clip_norm=clip)
+    mechanism = d.mechanisms_["p1"]
+    assert mechanism.name == "dp_sgd" and mechanism.neighbours == "replace_one" and mechanism.sampling_rate == 1.0
+    # A replaced record moves the sum from one side of the C-ball to the other: distance 2C.
+    ratio = _analytic_ratio(epsilon, delta)
+    assert mechanism.sigma(clip) >= 2 * clip / ratio
+    assert d.noise_multiplier_ == mechanism.noise_multiplier and d.noise_multiplier_ >= 2 / ratio
+    assert d.noise_multiplier_ == pytest.approx(2 / ratio, rel=0.01)  # and not much more
+    # Calibration and report: the same accountant path, never above the target.
+    planned = d.planned_privacy()
+    calibrated = composed_subsampled_gaussian(mechanism.noise_multiplier, 1.0, 1, delta, accountant="pld",
+                                              coordinates=mechanism.coordinates, neighbours="replace_one")
+    assert planned.epsilon == calibrated.epsilon and 0.99 * epsilon <= planned.epsilon <= epsilon
+    assert d.privacy_spent() == planned
+
+
+def test_add_remove_is_the_opt_in_with_less_noise():
+    replace = _one_step(epsilon=2.0, delta=1e-5)
+    add_remove = _one_step(epsilon=2.0, delta=1e-5, neighbours="add_remove")
+    ratio = _analytic_ratio(2.0, 1e-5)
+    assert add_remove.noise_multiplier_ >= 1 / ratio
+    assert add_remove.noise_multiplier_ == pytest.approx(replace.noise_multiplier_ / 2, rel=0.01)
+    assert add_remove.privacy_spent().neighbours == "add_remove" and add_remove.privacy_spent().epsilon <= 2.0
+
+
+def test_subsampled_planned_privacy_agrees_with_calibration():
+    d = DPSGD(epsilon=2.0, delta=1e-3, clip_norm=1.0, seed=0)
+    _setup(d, n=100, batch_size=20, epochs=5)
+    m = torch.nn.Linear(3, 2)
+    d.bottom_backward("p1", m, torch.optim.SGD(m.parameters(), lr=0.0), torch.randn(20, 3), m, torch.randn(20, 2),
+                      _batch())
+    planned = d.planned_privacy()
+    assert planned.releases == 25 and 0.97 * 2.0 <= planned.epsilon <= 2.0
+    assert planned == d.mechanisms_["p1"].privacy_spent()
+    assert d.privacy_spent().releases == 1 and d.privacy_spent().epsilon < planned.epsilon
+
+
+def test_percentile_clip_reports_no_guarantee():
+    from vflsec.splitnn.defenses.dp_sgd import NON_PRIVATE_CLIP
+
+    d = DPSGD(epsilon=2.0, calibration_steps=2, seed=0)
+    _setup(d)
+    assert d.privacy_spent().epsilon is None  # before any step too: the rule itself has no guarantee
+    m = torch.nn.Linear(3, 2)
+    d.bottom_backward("p1", m, torch.optim.SGD(m.parameters(), lr=0.0), torch.randn(20, 3), m, torch.randn(20, 2),
+                      _batch())
+    for spent in (d.privacy_spent(), d.planned_privacy()):
+        assert spent.epsilon is None and not spent.has_guarantee and spent.caveat == NON_PRIVATE_CLIP
+        assert "non-private percentile" in str(spent)
+    assert d.privacy_spent().releases == 1 and d.planned_privacy().releases == 25
+
+
+def test_rdp_is_refused_for_subsampling_under_replace_one():
+    d = DPSGD(epsilon=2.0, clip_norm=1.0, accountant="rdp")
+    with pytest.raises(ValueError, match="RDP accountant has no bound for Poisson subsampling under replace-one"):
+        _setup(d)
+    _setup(DPSGD(epsilon=2.0, clip_norm=1.0, accountant="rdp", neighbours="add_remove"))
+    one_step = _one_step(epsilon=2.0, delta=1e-5, accountant="rdp")  # rate 1: no subsampling, RDP has a bound
+    assert one_step.privacy_spent().epsilon <= 2.0

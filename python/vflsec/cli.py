@@ -1,6 +1,6 @@
 """The ``vflsec`` command line: ``vflsec bench <name> [options]``, ``vflsec
-party --config party.toml``, ``vflsec certs init``, ``vflsec party-data`` and ``vflsec
-link-relay``.
+party --config party.toml``, ``vflsec audit``, ``vflsec certs init``, ``vflsec
+party-data`` and ``vflsec link-relay``.
 
 Errors follow one convention in every command: an argument error or an
 ordinary mistake (unknown dataset, wrong attribute counts, existing
@@ -102,6 +102,11 @@ def _add_network_commands(sub: Any) -> None:
     from .federation.link_relay import add_arguments as add_link_relay_arguments
 
     add_link_relay_arguments(relay)
+    audit = sub.add_parser("audit", help="audit every DP mechanism: empirical epsilon lower bounds against "
+                                         "the claimed epsilons")
+    from .audit.runner import add_arguments as add_audit_arguments
+
+    add_audit_arguments(audit)
     data = sub.add_parser("party-data", help="write per-party CSVs (ID column, shuffled, partly "
                                              "overlapping rows) from a dataset")
     from .runtime.party_data import add_arguments as add_party_data_arguments
@@ -116,9 +121,6 @@ def _run_network_command(args: argparse.Namespace) -> int:
         require_extra("grpc", "google.protobuf")
         if not args.insecure:
             require_extra("cryptography")
-        if args.insecure:
-            print("vflsec party: WARNING: --insecure: plaintext transport, peers are NOT authenticated",
-                  file=sys.stderr)
         return party_main(args.config, resume=args.resume, insecure=args.insecure, quiet=args.quiet)
     if args.command == "certs":
         from .federation.tls import init_certificates
@@ -165,6 +167,11 @@ def _dispatch(parser: CommandParser, args: argparse.Namespace) -> int:
         return link_relay_run(args)
     if args.command in ("party", "certs", "party-data"):
         return _run_network_command(args)
+    if args.command == "audit":
+        from .audit.runner import main as audit_main
+
+        require_extra("torch", "dp_accounting")
+        return audit_main(args)
     if args.command != "bench":
         parser.print_help()
         return 2

@@ -10,7 +10,7 @@ import subprocess
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 
 class PartialRunError(RuntimeError):
@@ -201,6 +201,43 @@ def markdown_table(headers: List[str], rows: List[List[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+NO_GUARANTEE = "no guarantee"
+
+
+def epsilon_cell(epsilon: Optional[float], *, claims_dp: bool, mechanisms: Sequence[str] = ()) -> Any:
+    """A reported epsilon for a table: the number; for a DP defense that reports
+    none (``PrivacySpent.epsilon`` None: its release reads data it protects)
+    ``"no guarantee"``, never a blank; None (n/a) where no DP is claimed.
+    With ``mechanisms`` (names of :data:`vflsec.dp.MECHANISMS`), a claimed
+    epsilon also shows the last ``vflsec audit``'s verdict on them
+    (``"4.99 (audit 0.62x)"``: empirical lower bound / claim; see :func:`audit_legend`)."""
+    if epsilon is None and claims_dp:
+        return NO_GUARANTEE
+    if epsilon is None or not mechanisms:
+        return epsilon
+    return f"{epsilon:.4g} ({audit_cell(mechanisms)})"
+
+
+def audit_cell(mechanisms: Sequence[str]) -> str:
+    """``"audit 0.62x"`` (the last ``vflsec audit``'s largest lower bound / claim over
+    ``mechanisms``) or ``"not audited"``."""
+    from ..audit.summary import audit_summary
+
+    summary = audit_summary()
+    return "not audited" if summary is None else summary.cell(mechanisms)
+
+
+def audit_legend() -> str:
+    """One line for a report that prints audit ratios beside its epsilons."""
+    from ..audit.summary import audit_summary
+
+    summary = audit_summary()
+    if summary is None:
+        return ("No `vflsec audit` result was found (bench-out/audit or $VFLSEC_AUDIT): run `vflsec audit` to "
+                "check each claimed epsilon against its mechanism's worst case.")
+    return summary.describe() + "."
 
 
 def pyplot():

@@ -153,7 +153,8 @@ DEFENSE_SETTINGS: Dict[str, Tuple[Optional[str], Dict[str, Any], bool]] = {
     "noise_embedding": ("scale", {}, True),
     "noise_gradient": ("scale", {}, True),
     "sparsify": ("keep_fraction", {}, False),
-    "vfl_afe": ("epsilon", {"t": 1.0, "delta": 1e-2}, True),
+    # analytic: the paper's classic formula does not give epsilon >= ~6 and is refused there
+    "vfl_afe": ("epsilon", {"t": 1.0, "delta": 1e-2, "calibration": "analytic"}, True),
     "dp_sgd": ("epsilon", {"delta": 1e-3, "calibration_steps": 10}, True),
     "fedpass": ("sigma2", {"n_range": 100.0}, True),
 }
@@ -263,7 +264,7 @@ def train_split(kind: str, strength: Optional[float], Xp, Xa, y, *, epochs: int,
     passive, active = results["passive"], results["active"]
     spent = passive.defense.privacy_spent()
     return TrainedSplit(job, hub.transcript, passive.bottom, passive.defense, active.bottom, active.head,
-                        None if spent is None else float(spent.epsilon))
+                        None if spent is None or spent.epsilon is None else float(spent.epsilon))
 
 
 # -- attacks on one trained split model ------------------------------------------------------

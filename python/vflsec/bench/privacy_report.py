@@ -6,12 +6,16 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .common import dp_noise_label, markdown_table, n_label, pyplot, save_figure
+from .common import audit_legend, dp_noise_label, epsilon_cell, markdown_table, n_label, pyplot, save_figure
 
 __all__ = ["FEATURE_ATTACKS", "LABEL_ATTACKS", "STRENGTH_NAMES", "plot_tradeoffs", "recovery_error", "render",
            "render_file", "write_report"]
 
 FEATURE_ATTACKS = ("model_inversion_blackbox", "model_inversion_whitebox")
+DP_DEFENSES = ("vfl_afe", "dp_sgd", "hdp")  # their epsilon column says "no guarantee" where they report none
+# The mechanisms (vflsec.dp.MECHANISMS) behind each DP defense's epsilon, for the audit column.
+AUDITED = {"vfl_afe": ("vfl_afe_embedding", "vfl_afe_rescale"), "dp_sgd": ("dp_sgd",),
+           "hdp": ("hdp_passive_ir", "hdp_active_ir")}
 LABEL_ATTACKS = ("direct_label", "norm_scoring", "direction_scoring", "model_completion")
 STRENGTH_NAMES = {"none": "-", "noise_embedding": "noise std", "noise_gradient": "noise std",
                   "sparsify": "kept fraction", "vfl_afe": "epsilon per release", "dp_sgd": "epsilon (run)",
@@ -147,12 +151,14 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
             acc = next(r["main_accuracy"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell
                        and r["attack"] != "direct_label")
             eps = next(r["epsilon_composed"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell)
-            table.append([dataset, defense, strength, eps, acc]
+            table.append([dataset, defense, strength, epsilon_cell(eps, claims_dp=defense in DP_DEFENSES,
+                                                                   mechanisms=AUDITED.get(defense, ())), acc]
                          + [_value(rows, dataset, defense, strength, a, m) for a, m in cols])
         lines += [markdown_table(["dataset", "defense", "strength", "epsilon (composed)", "main acc"]
                                  + [f"{a} {m}".replace("model_inversion_", "MI ").replace("_", " ") for a, m in cols],
                                  table), ""]
-        lines += ["Strength: " + "; ".join(f"{k}: {STRENGTH_NAMES[k]}" for k in payload["settings"]["grid"]), ""]
+        lines += ["Strength: " + "; ".join(f"{k}: {STRENGTH_NAMES[k]}" for k in payload["settings"]["grid"]), "",
+                  audit_legend(), ""]
     if caps:
         lines += ["## Calibrated averaged performance (FedPass Table 3)", "",
                   "CAP = mean over the defense's strengths of main accuracy x recovery error (feature MSE for the "

@@ -150,7 +150,9 @@ def _metric(estimator: Any, parts: List[np.ndarray], split: Dict[str, Any]) -> T
 
 def _composed(estimator: Any) -> Optional[float]:
     spent = [s for s in getattr(estimator, "privacy_spent_", {}).values() if s is not None]
-    return max(s.epsilon for s in spent) if spent else None
+    if not spent or any(s.epsilon is None for s in spent):
+        return None  # no DP, or no guarantee (e.g. the percentile clip): the report labels which
+    return max(s.epsilon for s in spent)
 
 
 def _row(dataset: str, defense: str, variant: Optional[str], parties: int, epsilon: Optional[float],

@@ -5,11 +5,29 @@
 * :mod:`.sensitivity` -- HDP-VFL Lemma 3 / Lemma 4 sensitivities and the
   row-norm bound they assume (``clip_row_norms``, ``check_row_norms``).
 * :mod:`.losses` -- GLM losses, their theta-derivatives and constants.
+* :mod:`.mechanisms` -- the one home of every DP release: the catalogue of
+  mechanisms (``MECHANISMS``), :class:`GaussianMechanism` and
+  :class:`SubsampledGaussianMechanism` (sensitivity, neighbour relation,
+  calibration, lattice release, reported guarantee).
+* :mod:`.accountant` -- PLD and RDP accountants with an explicit neighbour
+  relation (``replace_one``, the VFL default, or ``add_remove``), history,
+  ``state_dict`` for checkpoints.
 * :mod:`.accounting` -- composed (epsilon, delta) over a run with the
-  ``dp-accounting`` library (imported on use: ``vflsec.dp.accounting``).
+  ``dp-accounting`` library (imported on use).
 """
+from . import selection as selection  # private selection's accountant (Papernot & Steinke)
+from .accountant import (
+    DEFAULT_NEIGHBOURS,
+    NEIGHBOUR_RELATIONS,
+    PLDAccountant,
+    PrivacyAccountant,
+    PrivacySpent,
+    RDPAccountant,
+    make_accountant,
+)
 from .gaussian import GAUSSIAN_METHODS, PrivacyWarning, gaussian_delta, gaussian_sigma
 from .losses import LOSSES, LossConstants, loss_constants, loss_gradient, loss_value
+from .mechanisms import MECHANISMS, GaussianMechanism, GaussianPart, SubsampledGaussianMechanism
 from .sensitivity import (
     ROW_NORM_TOLERANCE,
     HDPSensitivities,
@@ -20,6 +38,17 @@ from .sensitivity import (
 )
 
 __all__ = [
+    "DEFAULT_NEIGHBOURS",
+    "MECHANISMS",
+    "NEIGHBOUR_RELATIONS",
+    "GaussianMechanism",
+    "GaussianPart",
+    "PLDAccountant",
+    "PrivacyAccountant",
+    "PrivacySpent",
+    "RDPAccountant",
+    "SubsampledGaussianMechanism",
+    "make_accountant",
     "GAUSSIAN_METHODS",
     "HDPSensitivities",
     "LOSSES",

@@ -12,13 +12,21 @@ read with ``allow_pickle=False``.
 
 Every epoch is kept because parties stop at slightly different points: on
 resume the parties agree on the last epoch *all* of them completed.
+
+Beside the epochs, a party's privacy ledger (``<party>-accountant.json``: a
+DP accountant's ``state_dict`` with the fingerprint, 0600, atomic) records
+what its DP releases have spent over every run of the job
+(:meth:`EpochCheckpoint.save_accountant`, written before a run's first
+release, so a run interrupted before its first epoch checkpoint is counted
+too); a resumed run adds its releases to it.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -113,3 +121,40 @@ class EpochCheckpoint:
                                     f"{self.directory}")
         _, state, history = record
         return state, history
+
+    def discard_from(self, epoch: int) -> None:
+        """Remove this party's epoch files of ``epoch`` and later: when a run
+        starts (or resumes) at ``epoch``, later files are an earlier run's,
+        which a later resume must not mix with this run's (the parties would
+        continue from the states of different runs)."""
+        if not self.directory.is_dir():
+            return
+        for entry in self.directory.iterdir():
+            match = self._pattern.match(entry.name)
+            if match is not None and int(match.group(1)) >= epoch and not entry.is_symlink() and entry.is_file():
+                entry.unlink()
+
+    # -- the privacy ledger ---------------------------------------------------------
+    def accountant_path(self) -> Path:
+        return self.directory / f"{self.party}-accountant.json"
+
+    def save_accountant(self, state: Mapping[str, Any]) -> None:
+        """Keep a DP accountant's JSON-able ``state`` (its ``state_dict()``) for this job and data."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"fingerprint": self.fingerprint, "accountant": dict(state)}, allow_nan=False)
+        with private_open(self.accountant_path()) as fh:
+            fh.write(text.encode("utf-8"))
+
+    def load_accountant(self) -> Optional[Dict[str, Any]]:
+        """The accountant state saved for this job and data; None if there is
+        none, or the file is unreadable or of another job or data."""
+        path = self.accountant_path()
+        try:
+            with open(path, "rb") as fh:
+                record = json.loads(fh.read().decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or record.get("fingerprint") != self.fingerprint:
+            return None
+        state = record.get("accountant")
+        return state if isinstance(state, dict) else None

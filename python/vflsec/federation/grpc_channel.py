@@ -44,6 +44,7 @@ from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple, cast
 
+from .address import parse_address
 from .channel import Channel, ChannelClosed, ChannelTimeout, MessageRecord, check_payload, payload_nbytes
 from .envelope import (
     FRAME_HEADER_BYTES,
@@ -231,11 +232,12 @@ class GrpcChannel(Channel):
     ):
         super().__init__()
         self._name = check_party_name(name)
-        if not isinstance(listen, str) or ":" not in listen:
-            raise ValueError(f"listen must be 'host:port', got {listen!r}")
+        parse_address(listen, "listen", allow_port_zero=True)  # 0: any free port (see .port)
         if not isinstance(peers, Mapping) or not peers:
             raise ValueError("peers must be a non-empty mapping name -> 'host:port'")
         self._peers = {check_party_name(p): str(a) for p, a in peers.items()}
+        for peer, address in self._peers.items():
+            parse_address(address, f"the address of peer {peer!r}")
         if self._name in self._peers:
             raise ValueError(f"party {name!r} lists itself among its peers")
         if tls is None and not insecure:

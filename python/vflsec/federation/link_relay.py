@@ -37,6 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
+from .address import parse_address as _parse_address
 from .link_profiles import LinkProfile, parse_bandwidth, parse_rtt
 
 __all__ = ["LinkRelay", "RelayStats", "add_arguments", "parse_address", "run"]
@@ -48,15 +49,9 @@ _SPIN_S = 2e-4  # the last stretch of a wait is spun: sleep() may overshoot by ~
 
 
 def parse_address(text: str) -> Tuple[str, int]:
-    """``"HOST:PORT"`` -> ``(host, port)``; ``[::1]:80`` for IPv6."""
-    text = str(text).strip()
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"address {text!r} not understood: write HOST:PORT, e.g. 127.0.0.1:50051")
-    value = int(port)
-    if not 0 <= value <= 65535:
-        raise ValueError(f"port {value} out of range 0-65535 in {text!r}")
-    return host.strip("[]"), value
+    """``"HOST:PORT"`` -> ``(host, port)``; ``[::1]:80`` for IPv6 (the rule of
+    :func:`vflsec.federation.address.parse_address`; port 0 allowed)."""
+    return _parse_address(text, "address", allow_port_zero=True)
 
 
 def _wait_until(deadline: float) -> None:

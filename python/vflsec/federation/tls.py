@@ -28,7 +28,8 @@ from .private_files import write_file
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 
-__all__ = ["PARTY_NAME_RE", "TLSFiles", "certificate_common_name", "check_party_name", "init_certificates", "load_tls"]
+__all__ = ["PARTY_NAME_RE", "TLSFiles", "certificate_common_name", "check_party_name", "check_party_tls",
+           "init_certificates", "load_tls"]
 
 # Party names double as DNS names in certificates.
 PARTY_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,62})$")
@@ -62,6 +63,8 @@ def load_tls(ca: os.PathLike, cert: os.PathLike, key: os.PathLike) -> TLSFiles:
             data = path.read_bytes()
         except FileNotFoundError:
             raise FileNotFoundError(f"TLS {what} file not found: {path}") from None
+        except OSError as exc:  # a folder, no permission, ...
+            raise ValueError(f"TLS {what} file {path} cannot be read: {exc.strerror or exc}") from None
         if b"-----BEGIN" not in data:
             raise ValueError(f"TLS {what} file {path} is not PEM")
         out[what] = data
@@ -192,3 +195,38 @@ def certificate_common_name(pem: bytes) -> Optional[str]:
     names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     return str(names[0].value) if names else None
 
+
+
+def check_party_tls(files: TLSFiles, party: str) -> None:
+    """ValueError unless ``files`` can authenticate ``party`` to its peers:
+    each PEM parses, the certificate is issued to ``party`` (its common name,
+    which the peers check), its issuer is the CA and the CA's signature on it
+    verifies, it is valid now, and the private key is the certificate's own.
+    Without these the mistake would show only once the peers connect."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    def parse(what: str, load):
+        try:
+            return load()
+        except Exception as exc:  # cryptography raises ValueError or its own errors on bad PEM
+            raise ValueError(f"TLS {what} file does not hold a PEM {what}: {' '.join(str(exc).split())}") from None
+
+    ca = parse("ca", lambda: x509.load_pem_x509_certificate(files.ca))
+    cert = parse("cert", lambda: x509.load_pem_x509_certificate(files.cert))
+    key = parse("key", lambda: serialization.load_pem_private_key(files.key, password=None))
+    name = certificate_common_name(files.cert)
+    if name != party:
+        raise ValueError(f"the TLS certificate is issued to {name!r}, not to this party {party!r}")
+    try:
+        cert.verify_directly_issued_by(ca)
+    except Exception:  # ValueError (issuer name) or InvalidSignature
+        raise ValueError(f"the TLS certificate of {party!r} is not issued by the CA in the ca file") from None
+    now = datetime.datetime.now(datetime.timezone.utc)
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        raise ValueError(f"the TLS certificate of {party!r} is valid from {cert.not_valid_before_utc:%Y-%m-%d} "
+                         f"to {cert.not_valid_after_utc:%Y-%m-%d}, not now")
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    if (key.public_key().public_bytes(serialization.Encoding.PEM, spki)
+            != cert.public_key().public_bytes(serialization.Encoding.PEM, spki)):
+        raise ValueError(f"the TLS key file does not match the certificate of {party!r} (another party's key?)")

@@ -11,10 +11,11 @@ the gradient. A party adds a fresh encryption of a mask uniform on
 [-2^18, 2^18] before sending for decryption; the coordinator adds flooding
 noise of ``vflsec.he.ckks.flooding_sigma`` (``flooding_bits`` above the CKKS
 error bound) to everything it returns, and decrypts a masked gradient only in
-the layout of a product with the requesting party's block width (see
-:mod:`.he_vfl`, threat model). ``job.key_bits`` is not used. Every party's
-rows must have L2 norm <= 1 (the estimator's default ``row_norm="clip"``
-does this), which keeps the encrypted values inside CKKS's range.
+the layout of a product with the requesting party's agreed block width
+(``job.widths``; see :mod:`.he_vfl`, threat model). ``job.key_bits`` is not
+used. Every party's rows must have L2 norm <= 1 (the estimator's default
+``row_norm="clip"`` does this), which keeps the encrypted values inside
+CKKS's range.
 
 ``job.options`` (all public): ``ckks_poly_modulus_degree`` (8192),
 ``ckks_coeff_mod_bit_sizes`` ((60, 40, 40, 60)), ``ckks_scale_bits`` (40),
@@ -159,4 +160,4 @@ def _check_job(job) -> None:
 
 # Unlike "paillier", no per-batch scalar ciphertext unless the user asks for the loss.
 PROTOCOL = he_vfl.protocol_roles(CKKSScheme, CKKSKeyHolder, _check_job, option_defaults={"encrypted_loss": False})
-register_protocol("ckks", PROTOCOL, replace=True, tags=he_vfl.TAGS)
+register_protocol("ckks", PROTOCOL, replace=True, tags=he_vfl.TAGS, check=_check_job)

@@ -202,11 +202,16 @@ class VerticalLogisticRegression(BaseEstimator):
         ``compute``/``crypto``/``messaging`` seconds summed over parties),
         ``party_time`` (that split per party), ``bytes_by_tag``,
         ``total_bytes``, ``n_messages``, and for "hdp" ``sigma_active``,
-        ``sigma_passive`` and the sensitivities.
+        ``sigma_passive``, the sensitivities and, with noise, the active
+        party's ``releases`` (1) and ``epsilon_spent``.
     privacy_spent_ : {party name: vflsec.dp.PrivacySpent or None}. For "hdp"
         with noise, each data party's released IR sequence is one Gaussian
         mechanism calibrated to ``(epsilon, delta)`` for the whole run
-        (``releases=1``; ``accountant`` names the calibration; "classic" is an
+        (:func:`vflsec.glm.hdp.hdp_mechanisms`: "hdp_active_ir" for the active
+        party, "hdp_passive_ir" for each passive one); this is the mechanism's
+        own report, :meth:`~vflsec.dp.GaussianMechanism.privacy_spent`
+        (``releases=1``, PLD accountant, replace-one neighbours): at most
+        ``epsilon`` ("classic" calibrates more noise than needed, and is an
         (epsilon, delta) guarantee only for epsilon < 1). None for every party
         of a protection without DP noise (plain, HE, references, noise=False).
 
@@ -338,8 +343,14 @@ class VerticalLogisticRegression(BaseEstimator):
             return max(1, min(n, math.ceil(fraction * n)))
         return min(check_positive_int(b, "batch_size"), n)
 
-    def _job(self, protocol_name: str, n: int, n_parties: int, needs_coordinator: bool) -> GLMJob:
+    def _job(self, protocol_name: str, parts: Sequence[np.ndarray], needs_coordinator: bool) -> GLMJob:
+        """The public job of a fit on the blocks ``parts`` (active first): its
+        ``widths`` are the blocks' column counts, the intercept column included."""
+        n, n_parties = parts[0].shape[0], len(parts)
         batch_size = self._batch_size(n)
+        passives = tuple(f"passive_{i}" for i in range(n_parties - 1))
+        widths = {"active": parts[0].shape[1] + (1 if self.fit_intercept else 0),
+                  **{name: X.shape[1] for name, X in zip(passives, parts[1:])}}
         return GLMJob(
             protocol=protocol_name,
             n_samples=n,
@@ -353,7 +364,7 @@ class VerticalLogisticRegression(BaseEstimator):
             k=self.k,
             seed=self.seed,
             active="active",
-            passives=tuple(f"passive_{i}" for i in range(n_parties - 1)),
+            passives=passives,
             coordinator="coordinator" if needs_coordinator else None,
             epsilon=self.epsilon,
             delta=self.delta,
@@ -363,6 +374,7 @@ class VerticalLogisticRegression(BaseEstimator):
             y_max=self.y_max,
             key_bits=self.key_bits,
             options=dict(self.he_options or {}),
+            widths=widths,
         )
 
     # -- fitting -------------------------------------------------------------
@@ -383,11 +395,11 @@ class VerticalLogisticRegression(BaseEstimator):
         y_signed = self._targets(y, n)
         if self.protection in REFERENCE_PROTECTIONS:
             # Validate the shared hyper-parameters the same way for every method.
-            job = self._job("plain", n, len(parts), False)
+            job = self._job("plain", parts, False)
             self._fit_reference(parts, y_signed)
         else:
             protocol = get_protocol(self.protection)
-            job = self._job(self.protection, n, len(parts), protocol.needs_coordinator)
+            job = self._job(self.protection, parts, protocol.needs_coordinator)
             self._fit_vfl(job, parts, y_signed)
         self.batch_size_ = job.batch_size
         self.n_parties_ = len(parts)
@@ -396,15 +408,13 @@ class VerticalLogisticRegression(BaseEstimator):
         return self
 
     def _privacy_spent(self, job: GLMJob) -> Dict[str, Any]:
-        from ..dp.accounting import PrivacySpent
-
         names = (job.active, *job.passives)
         if self.protection != "hdp" or not self.noise:
             return {name: None for name in names}
-        spent = PrivacySpent(epsilon=float(self.epsilon), delta=float(self.delta), releases=1,
-                             epsilon_per_release=float(self.epsilon),
-                             accountant=f"{self.calibration} Gaussian calibration of the whole IR sequence")
-        return {name: spent for name in names}
+        from .hdp import hdp_privacy_spent
+
+        active, passive = hdp_privacy_spent(job, "active"), hdp_privacy_spent(job, "passive")
+        return {name: active if name == job.active else passive for name in names}
 
     def _progress(self, job: GLMJob) -> Optional[EpochProgress]:
         """The active party's per-epoch line printer for ``verbose`` >= 1 (else None)."""

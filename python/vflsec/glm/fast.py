@@ -26,11 +26,13 @@ loss_gradient(theta, y)`` (clipped to ``[-L, L]`` under "hdp"), released
 ``IR_A`` (with noise; each passive clips what it receives to ``[-L, L]`` under
 "hdp"), gradients over the nominal
 batch size ``b``, :func:`~.penalties.penalized_step`, the per-party norm clip.
-Noise of an "hdp" job with an int ``noise_seed`` comes from the protocol's
-own per-party generator with the same draws in the same order, so it gives
-the protocol's weights; with ``noise_seed=None`` every job gets independent
-noise from the OS-entropy CSPRNG (one fresh generator per party and call,
-drawn for all such jobs at once), as the protocol's does.
+Noise of an "hdp" job is released by the job's own DP mechanisms
+(:func:`vflsec.glm.hdp.hdp_mechanisms`, as the protocol's). With an int
+``noise_seed`` it comes from the protocol's own per-party generator with the
+same draws in the same order, so it gives the protocol's weights; with
+``noise_seed=None`` every job gets independent noise from the OS-entropy
+CSPRNG (one fresh generator per party and call, drawn for all such jobs at
+once), as the protocol's does.
 
 Rounding. By default products are matrix-matrix (BLAS gemm) and row norms
 an einsum, whose summation orders differ from the matrix-vector products
@@ -154,7 +156,9 @@ class _Settings:
         self.epochs = np.array([j.epochs for j in jobs])
         self.theta_bound = np.full(G, math.inf)
         self.ir_bound = np.full(G, math.inf)
-        self.sigma = np.zeros((G, len(parties)))
+        self.sigma = np.zeros((G, len(parties)))  # the mechanisms' sigmas (0: no noise), to group fresh rows
+        # Per job, per party: the mechanism that releases that party's IRs (None: no noise).
+        self.mechanisms: List[List[Any]] = [[None] * len(parties) for _ in jobs]
         self.seeded = np.zeros(G, dtype=bool)  # int noise_seed: the job's own per-party generators
         self.fresh = np.zeros(G, dtype=bool)  # noise_seed None: one OS-entropy generator per party
         self.info: List[Dict[str, float]] = [{} for _ in jobs]
@@ -170,13 +174,14 @@ class _Settings:
                 checked_rows = True
             constants = hdp.hdp_sensitivities_for(job).constants
             hdp.check_labels(job, y, constants)
+            mechanisms = hdp.hdp_mechanisms(job)
             self.info[g] = hdp.hdp_noise_scales(job)
             if constants.theta_bound is not None:
                 self.theta_bound[g] = constants.theta_bound
             self.ir_bound[g] = constants.L
             if job.noise:
-                self.sigma[g, 0] = self.info[g]["sigma_active"]
-                self.sigma[g, 1:] = self.info[g]["sigma_passive"]
+                self.mechanisms[g] = [mechanisms["active"]] + [mechanisms["passive"]] * (len(parties) - 1)
+                self.sigma[g] = [m.sigma for m in self.mechanisms[g]]
                 if job.noise_seed is None:
                     self.fresh[g] = True
                 else:
@@ -195,30 +200,30 @@ class _Settings:
         for name in ("lr", "lam", "mu", "k", "epochs", "theta_bound", "ir_bound", "sigma", "seeded", "fresh"):
             setattr(self, name, getattr(self, name)[rows])
         self.generators = [self.generators[g] for g in rows]
+        self.mechanisms = [self.mechanisms[g] for g in rows]
 
 
 def _release(settings: _Settings, party: int, values: np.ndarray) -> np.ndarray:
     """What ``party`` sends for one step: row g of the ``(G, m)`` ``values``
-    released through :func:`vflsec.kernels.add_gaussian_noise` with job g's
-    sigma (rows of noise-free jobs unchanged). A seeded job takes one ``(m,)``
-    release from its own generator, as its protocol program does (hence the
-    same values); the unseeded ones are released together, one call per
-    distinct sigma from the party's OS-entropy generator (independent rows:
-    the same distribution, and there is no stream to match)."""
+    released by job g's mechanism for that party (its lattice release; rows
+    of noise-free jobs unchanged). A seeded job takes one ``(m,)`` release
+    from its own generator, as its protocol program does (hence the same
+    values); the unseeded ones are released together, one call per distinct
+    sigma from the party's OS-entropy generator (independent rows: the same
+    distribution, and there is no stream to match)."""
     if not (settings.seeded.any() or settings.fresh.any()):
         return values
-    from ..kernels import add_gaussian_noise
-
     out = values.copy()
     for g in np.flatnonzero(settings.seeded):
-        out[g] = add_gaussian_noise(values[g], settings.sigma[g, party], generator=settings.generators[g][party])
+        out[g] = settings.mechanisms[g][party].release(values[g], generator=settings.generators[g][party])
     fresh = np.flatnonzero(settings.fresh)
     sigmas = settings.sigma[fresh, party]
     for sigma in np.unique(sigmas):
         rows = fresh[sigmas == sigma]
         # cast: the generators exist whenever some job has fresh noise, the only case this loop runs.
         generator = cast(List[Any], settings.fresh_generators)[party]
-        out[rows] = add_gaussian_noise(values[rows], float(sigma), generator=generator)
+        # Rows with one sigma: any of their mechanisms releases them alike (the release depends on sigma only).
+        out[rows] = settings.mechanisms[rows[0]][party].release(values[rows], generator=generator)
     return out
 
 

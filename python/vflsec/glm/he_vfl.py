@@ -9,7 +9,9 @@ d = alpha (theta + s(y)) -- the Taylor expansion of the logistic loss at 0
 residual (alpha = 2, s = -y) -- each step on batch rows S (b <= |S| < 2b, see
 :func:`he_batches`) is:
 
-1. C sends its public key to every party once.
+1. Every data party P confirms to C the block width d_P the job agreed on
+   (``job.widths``); C checks every width, then makes the keys and sends
+   its public key to every party once.
 2. B_k sends [[u_k]], u_k = X_k[S] w_k, to A.
 3. A forms [[d / alpha]] = sum_k [[u_k]] + (u_A + s(y)), re-randomized, and
    sends it to every B_k.
@@ -29,6 +31,14 @@ learn (A adds its own plaintext part; FATE's arbiter likewise sees the loss).
 The logistic loss recorded is the Taylor approximation ln 2 - y theta/2 +
 theta^2/8. No per-sample accuracy is recorded: it would need sign(theta_i).
 
+Every data party checks what it receives before use: a ciphertext must
+decode (the scheme's format, sizes and ranges) to a vector of the batch's
+rows (one value for the loss term), a value returned in the clear
+(CKKS's decrypted gradient, the loss) must be a finite float64 array of the
+expected shape (:func:`vflsec.vfl.check_received_array`); anything else is
+:class:`vflsec.vfl.PeerMessageRefused`, which fails the job naming the
+sender, the tag and the step.
+
 Timings: ``crypto`` covers encryption, decryption, homomorphic operations and
 (de)serialization of ciphertexts; ``messaging`` the channel; ``compute`` the
 rest. Bytes per tag come from the channel.
@@ -44,19 +54,26 @@ authenticates who sent each message and under which tag.
 A *malicious* data party is not defended against in general: the active
 party A forms [[d]] and can put into it anything it received. An honest run
 reveals d^T X_P[S] to P, d_P linear combinations of the batch's residuals
-(inherent in the protocol); with d_P >= |S| they determine d. So an HE job
+(inherent in the protocol); with d_P >= |S| they determine d (for a passive
+party the labels, for A the sum of the passive parties' u_k). So an HE job
 joins a partial last chunk of an epoch to the batch before it
-(:func:`he_batches`: every batch has at least b rows) and the passive
-parties and C refuse a passive block of d_P >= b columns
-(:func:`check_passive_width`). What C enforces, so that C is not a free decryption oracle
-(a malicious A forwarding the passive party's [[u_B]] as a "gradient" and
-reading u_B back, item 5 of issue 18):
+(:func:`he_batches`: every batch has at least b rows), every data party
+refuses a block of its own of d_P >= b columns and C refuses a job that
+gives any data party, the active one included, d_P >= b
+(:func:`check_block_width`). What C enforces, so that C is not a free
+decryption oracle (a malicious A forwarding the passive party's [[u_B]] as a
+"gradient" and reading u_B back, item 5 of issue 18; or claiming a wider
+block than it has, issue 24):
 
-* each data party announces its block width d_P once, right after the key
-  (``he_register``); every decryption request of P must be for exactly d_P
-  values (Paillier: at the product fixed-point level; CKKS: in the packed
-  layout of a vector-matrix product of d_P columns, so a fresh batch-vector
-  ciphertext such as [[u_B]] is refused whatever length its header claims);
+* every width d_P comes from the job every party agreed on (``job.widths``;
+  ``vflsec party`` agrees them in its handshake, :mod:`vflsec.runtime.handshake`),
+  never from the party itself. Each data party checks its own block against
+  it and confirms it to C (``he_register``) before any key is made; a
+  confirmation of another width fails the job. Every decryption request of P
+  must be for exactly d_P values (Paillier: at the product fixed-point level;
+  CKKS: in the packed layout of a vector-matrix product of d_P columns, so a
+  fresh batch-vector ciphertext such as [[u_B]] is refused whatever length
+  its header claims);
 * a request names its purpose ("gradient" or "loss") and the global step
   index, and must match C's schedule: exactly one gradient request per data
   party per step (a second one is read as the next step's and refused for
@@ -67,8 +84,11 @@ reading u_B back, item 5 of issue 18):
 Anything else is refused with :class:`DecryptionRefused`, which fails the
 job naming the party, the step and the purpose. What remains possible for a
 malicious A is what the honest protocol's outputs allow: one vector of d_A
-linear combinations of values it holds encrypted per step, in place of its
-own gradient.
+(the agreed width, < b) linear combinations of values it holds encrypted per
+step, in place of its own gradient. The agreed widths themselves are only as
+true as each party's word where no party can check them: ``vflsec party``
+takes every data party's announcement unless the job file pins ``widths``
+(see :mod:`vflsec.runtime.handshake`).
 """
 from __future__ import annotations
 
@@ -81,6 +101,7 @@ import numpy as np
 
 from ..dp.sensitivity import check_row_norms
 from ..federation.channel import Channel
+from ..vfl.received import PeerMessageRefused, check_received_array
 from ..vfl.schedule import batch_indices
 from .job import GLMJob, PartyData, PartyResult, PhaseClock
 from .penalties import clip_norm, penalized_step
@@ -92,6 +113,8 @@ __all__ = [
     "PartyScheme",
     "TAGS",
     "active_program",
+    "agreed_width",
+    "check_block_width",
     "coordinator_program",
     "passive_program",
     "residual_model",
@@ -111,16 +134,22 @@ TAGS = (TAG_PUBLIC_KEY, TAG_REGISTER, TAG_U_PASSIVE, TAG_U_SQUARED, TAG_RESIDUAL
 
 PURPOSE_GRADIENT = "gradient"
 PURPOSE_LOSS = "loss"
+# What the key holder refuses before any key is made (step -1).
+PURPOSE_REGISTRATION = "registration"
+PURPOSE_WIDTH = "agreed block width"
 
 
 class DecryptionRefused(ValueError):
     """The key holder refused a decryption request (wrong sender, step,
-    purpose, length or level): a protocol violation that fails the job."""
+    purpose, length or level), a party's registration (another width than
+    the job agreed on) or the job's width of a party (step -1: before any
+    key is made): a protocol violation that fails the job."""
 
     def __init__(self, party: str, step: int, purpose: str, reason: str):
         self.party, self.step, self.purpose = party, step, purpose
-        super().__init__(f"the key holder refused the {purpose} decryption request of {party!r} at step {step}: "
-                         f"{reason}")
+        what = f"{purpose} decryption request" if purpose in (PURPOSE_GRADIENT, PURPOSE_LOSS) else purpose
+        when = f"at step {step}" if step >= 0 else "before any key is made"
+        super().__init__(f"the key holder refused the {what} of {party!r} {when}: {reason}")
 
 
 class ResidualModel:
@@ -252,7 +281,7 @@ def he_batches(job: GLMJob) -> Iterator[Tuple[int, int, np.ndarray]]:
     (:func:`vflsec.vfl.batch_indices`) with a partial last chunk joined to the
     batch before it, so that every batch has at least ``b`` rows (a
     small last batch would let a passive party solve its gradient for the
-    residuals of those rows; see :func:`check_passive_width`)."""
+    residuals of those rows; see :func:`check_block_width`)."""
     for epoch in range(job.start_epoch, job.epochs):
         chunks = batch_indices(job.n_samples, job.batch_size, job.seed, epoch)
         if len(chunks) > 1 and len(chunks[-1]) < job.batch_size:
@@ -267,22 +296,41 @@ def smallest_batch(job: GLMJob) -> int:
     return job.batch_size
 
 
-def check_passive_width(job: GLMJob, party: str, width: int) -> None:
-    """Refuse a passive block of at least as many columns as a batch has rows.
+def check_block_width(job: GLMJob, party: str, width: int) -> None:
+    """Refuse a data party's block of at least as many columns as a batch has rows.
 
-    A passive party P learns its gradient, d_P linear combinations X_P[S]^T d
+    A data party P learns its gradient, d_P linear combinations X_P[S]^T d
     of the batch's residuals; with d_P >= |S| (and rows of X_P in general
-    position) they determine d, and with it the active party's labels.
+    position) they determine d: for a passive party the active party's
+    labels, for the active party the sum of the passive parties' partial
+    scores u_k.
     """
     rows = smallest_batch(job)
     if width < rows:
         return
     fix = f"use batch_size={width + 1} or larger" if width < job.n_samples else "use more samples than features"
+    learns = "the labels" if party != job.active else "the passive parties' partial scores"
     raise ValueError(
         f"party {party!r} has {width} features but a batch has only {rows} rows: its gradient "
-        f"X_P^T d would reveal the residuals d (and the labels) of those rows; {fix}, "
+        f"X_P^T d would reveal the residuals d (and {learns}) of those rows; {fix}, "
         f"or give the party fewer than {rows} features"
     )
+
+
+def agreed_width(job: GLMJob, party: str) -> int:
+    """Data party ``party``'s block width as the job agreed it (``job.widths``).
+
+    Never a party's own claim: the key holder answers each party for exactly
+    this many values, so an HE job without agreed widths is refused.
+    """
+    if job.widths is None:
+        raise ValueError(
+            f"protocol {job.protocol!r} needs every data party's block width in the job (job.widths: party -> "
+            f"number of feature columns, agreed by every party); the key holder decrypts exactly that many "
+            f"values per party and step. vflsec.glm.run_job and the estimator fill it in from the data, "
+            f"`vflsec party` from the handshake"
+        )
+    return job.widths[party]
 
 
 def _key_holder(job: GLMJob) -> str:
@@ -294,7 +342,27 @@ def _key_holder(job: GLMJob) -> str:
 def _receive_scheme(endpoint: Channel, job: GLMJob, make_scheme: SchemeFactory, clock: PhaseClock) -> PartyScheme:
     payload = endpoint.recv(_key_holder(job), TAG_PUBLIC_KEY)
     with clock.crypto():
-        return make_scheme(payload, job)
+        try:
+            return make_scheme(payload, job)
+        except (ValueError, TypeError) as exc:
+            raise PeerMessageRefused(endpoint.name, _key_holder(job), TAG_PUBLIC_KEY, "the key exchange",
+                                     f"public key: {exc}") from None
+
+
+def _load_ciphertext(endpoint: Channel, scheme: PartyScheme, clock: PhaseClock, payload: Any, sender: str,
+                     tag: str, step: int, length: int) -> Any:
+    """``payload`` decoded as an encrypted vector of ``length`` values, or
+    :class:`PeerMessageRefused` naming ``sender`` (the scheme's decoder checks
+    the format, sizes and ranges)."""
+    with clock.crypto():
+        try:
+            enc = scheme.loads(payload)
+        except (ValueError, TypeError) as exc:
+            raise PeerMessageRefused(endpoint.name, sender, tag, step, f"ciphertext: {exc}") from None
+    if len(enc) != length:
+        raise PeerMessageRefused(endpoint.name, sender, tag, step,
+                                 f"ciphertext: an encrypted vector of {len(enc)} values, expected {length}")
+    return enc
 
 
 def _global_step(job: GLMJob, epoch: int, step: int) -> int:
@@ -306,18 +374,36 @@ def _request(step: int, purpose: str, ciphertext: Any) -> Dict[str, Any]:
     return {"step": int(step), "purpose": purpose, "ciphertext": ciphertext}
 
 
-def _register(endpoint: Channel, job: GLMJob, n_features: int) -> None:
-    endpoint.send(_key_holder(job), TAG_REGISTER, {"n_features": int(n_features)})
+def _register(endpoint: Channel, job: GLMJob, X: np.ndarray) -> None:
+    """Check this party's block against the agreed width (before any key is
+    made) and confirm the width to the key holder."""
+    width = agreed_width(job, endpoint.name)
+    if X.shape[1] != width:  # PartyData.checked refuses this already; the key holder relies on it
+        raise ValueError(f"party {endpoint.name!r} holds {X.shape[1]} feature columns, the job agreed on {width}")
+    check_block_width(job, endpoint.name, width)
+    endpoint.send(_key_holder(job), TAG_REGISTER, {"n_features": int(width)})
 
 
 def _masked_gradient(endpoint: Channel, job: GLMJob, scheme: PartyScheme, enc_residual: Any,
                      Xs: np.ndarray, factor: float, clock: PhaseClock, step: int) -> np.ndarray:
     with clock.crypto():
         payload, state = scheme.masked_dot(enc_residual, Xs, factor)
-    endpoint.send(_key_holder(job), TAG_MASKED_GRADIENT, _request(step, PURPOSE_GRADIENT, payload))
-    reply = endpoint.recv(_key_holder(job), TAG_GRADIENT)
+    holder, width = _key_holder(job), Xs.shape[1]
+    endpoint.send(holder, TAG_MASKED_GRADIENT, _request(step, PURPOSE_GRADIENT, payload))
+    reply = endpoint.recv(holder, TAG_GRADIENT)
+
+    def checked(values: Any, what: str) -> np.ndarray:
+        return check_received_array(values, receiver=endpoint.name, sender=holder, tag=TAG_GRADIENT, step=step,
+                                    dtype=np.float64, shape=(width,), what=what)
+
+    if isinstance(reply, np.ndarray):  # values in the clear (CKKS: decrypted, flooded)
+        checked(reply, "masked gradient")
     with clock.crypto():
-        return scheme.unmask(reply, state, Xs.shape[1])
+        try:
+            gradient = scheme.unmask(reply, state, width)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise PeerMessageRefused(endpoint.name, holder, TAG_GRADIENT, step, f"masked gradient: {exc}") from None
+    return checked(gradient, "unmasked gradient")
 
 
 def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme: SchemeFactory) -> PartyResult:
@@ -327,8 +413,8 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
     assert y is not None  # needs_labels=True: checked() raises rather than return no labels
     _check_rows(make_scheme, X, endpoint.name)
     with_loss = encrypted_loss_enabled(job)
+    _register(endpoint, job, X)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
-    _register(endpoint, job, X.shape[1])
     factor = model.alpha / job.batch_size
     n = job.n_samples
     history: Dict[str, List[float]] = {"loss": []} if with_loss else {}
@@ -338,10 +424,12 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
     for epoch, step, idx in he_batches(job):
         Xs, ys = X[idx], y[idx]
         u_A = Xs @ w
-        received = [endpoint.recv(p, TAG_U_PASSIVE) for p in job.passives]
-        extra = endpoint.recv(job.passives[0], TAG_U_SQUARED) if with_loss else None
+        t = _global_step(job, epoch, step)
+        encs = [_load_ciphertext(endpoint, scheme, clock, endpoint.recv(p, TAG_U_PASSIVE), p, TAG_U_PASSIVE, t,
+                                 len(idx)) for p in job.passives]
+        extra = _load_ciphertext(endpoint, scheme, clock, endpoint.recv(job.passives[0], TAG_U_SQUARED),
+                                 job.passives[0], TAG_U_SQUARED, t, 1) if with_loss else None
         with clock.crypto():
-            encs = [scheme.loads(r) for r in received]
             enc_u = encs[0]
             for enc in encs[1:]:
                 enc_u = scheme.add(enc_u, enc)
@@ -349,24 +437,22 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
             residual_bytes = scheme.dumps(enc_residual)
         for passive in job.passives:
             endpoint.send(passive, TAG_RESIDUAL, residual_bytes)
-        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock,
-                             _global_step(job, epoch, step))
+        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock, t)
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
         if with_loss:
             # loss = c0 + c1 theta + c2 theta^2 with theta = u_A + u_B; A's part
             # in the clear, the part involving u_B under encryption.
             epoch_plain += float(np.sum(model.c0(ys) + model.c1(ys) * u_A + model.c2 * u_A ** 2)) / n
             with clock.crypto():
-                term = scheme.loss_term(enc_u, (model.c1(ys) + 2.0 * model.c2 * u_A) / n, scheme.loads(extra))
+                term = scheme.loss_term(enc_u, (model.c1(ys) + 2.0 * model.c2 * u_A) / n, extra)
                 epoch_enc = term if epoch_enc is None else scheme.add(epoch_enc, term)
             if step == steps_per_epoch(job) - 1:
                 with clock.crypto():
                     loss_bytes = scheme.dumps(epoch_enc)
-                endpoint.send(_key_holder(job), TAG_LOSS,
-                              _request(_global_step(job, epoch, step), PURPOSE_LOSS, loss_bytes))
-                value = np.asarray(endpoint.recv(_key_holder(job), TAG_LOSS_VALUE), dtype=np.float64)
-                if value.shape != (1,):
-                    raise ValueError(f"coordinator returned a loss of shape {value.shape}, expected (1,)")
+                endpoint.send(_key_holder(job), TAG_LOSS, _request(t, PURPOSE_LOSS, loss_bytes))
+                value = check_received_array(endpoint.recv(_key_holder(job), TAG_LOSS_VALUE), receiver=endpoint.name,
+                                             sender=_key_holder(job), tag=TAG_LOSS_VALUE, step=t, dtype=np.float64,
+                                             shape=(1,), what="loss")
                 history["loss"].append(epoch_plain + float(value[0]))
                 epoch_enc, epoch_plain = None, 0.0
         if step == steps_per_epoch(job) - 1:
@@ -380,10 +466,9 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
     model = residual_model(job)
     X, _ = data.checked(job, endpoint.name, needs_labels=False)
     _check_rows(make_scheme, X, endpoint.name)
-    check_passive_width(job, endpoint.name, X.shape[1])  # before any key is made; C checks it again
     with_loss = encrypted_loss_enabled(job)
+    _register(endpoint, job, X)  # the width checks, before any key is made; C checks them again
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
-    _register(endpoint, job, X.shape[1])
     w = data.initial_coef(job, X.shape[1], {})
     factor = model.alpha / job.batch_size
     for epoch, step, idx in he_batches(job):
@@ -396,11 +481,10 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
         endpoint.send(job.active, TAG_U_PASSIVE, u_bytes)
         if with_loss:
             endpoint.send(job.active, TAG_U_SQUARED, extra)
-        received = endpoint.recv(job.active, TAG_RESIDUAL)
-        with clock.crypto():
-            enc_residual = scheme.loads(received)
-        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock,
-                             _global_step(job, epoch, step))
+        t = _global_step(job, epoch, step)
+        enc_residual = _load_ciphertext(endpoint, scheme, clock, endpoint.recv(job.active, TAG_RESIDUAL), job.active,
+                                        TAG_RESIDUAL, t, len(idx))
+        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock, t)
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
         if step == steps_per_epoch(job) - 1:
             data.end_epoch(epoch, w, {})
@@ -408,11 +492,22 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
     return PartyResult(endpoint.name, "passive", w, timings=clock.timings(endpoint), info=info)
 
 
-def _registered_width(party: str, payload: Any) -> int:
-    width = payload.get("n_features") if isinstance(payload, dict) else None
-    if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-        raise DecryptionRefused(party, -1, "registration", f"expected {{'n_features': int >= 1}}, got {payload!r}")
-    return width
+def _checked_registration(job: GLMJob, party: str, payload: Any) -> None:
+    """Refuse a registration of ``party`` that is not the job's agreed width."""
+    agreed = agreed_width(job, party)
+    width = payload.get("n_features") if isinstance(payload, dict) and set(payload) == {"n_features"} else None
+    if isinstance(width, bool) or not isinstance(width, int):
+        raise DecryptionRefused(party, -1, PURPOSE_REGISTRATION,
+                                f"expected {{'n_features': {agreed}}}, got {_short(payload)}")
+    if width != agreed:
+        raise DecryptionRefused(party, -1, PURPOSE_REGISTRATION,
+                                f"it registered {width} feature columns, the job agreed on {agreed} "
+                                f"(job.widths); a request is answered for the agreed width only")
+
+
+def _short(payload: Any, limit: int = 120) -> str:
+    text = repr(payload)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _checked_request(party: str, payload: Any, step: int, purpose: str) -> Any:
@@ -435,18 +530,22 @@ def coordinator_program(endpoint: Channel, job: GLMJob, data: Optional[PartyData
         raise ValueError("the coordinator holds no data")
     model = residual_model(job)
     with_loss = encrypted_loss_enabled(job)
+    data_parties = job.data_parties
+    # Every width from the agreed job, none from the party it describes; the
+    # width rule for every data party, the active one included.
+    widths = {party: agreed_width(job, party) for party in data_parties}
+    for party in data_parties:
+        try:
+            check_block_width(job, party, widths[party])
+        except ValueError as exc:
+            raise DecryptionRefused(party, -1, PURPOSE_WIDTH, str(exc)) from None
+    for party in data_parties:
+        _checked_registration(job, party, endpoint.recv(party, TAG_REGISTER))
     with clock.crypto():
         holder = make_key_holder(job)
         public = holder.public_payload()
-    data_parties = (job.active, *job.passives)
     for party in data_parties:
         endpoint.send(party, TAG_PUBLIC_KEY, public)
-    widths = {party: _registered_width(party, endpoint.recv(party, TAG_REGISTER)) for party in data_parties}
-    for party in job.passives:
-        try:
-            check_passive_width(job, party, widths[party])
-        except ValueError as exc:
-            raise DecryptionRefused(party, -1, "registration", str(exc)) from None
     history: Dict[str, List[float]] = {"loss_encrypted_part": []} if with_loss else {}
     for epoch, step, _idx in he_batches(job):
         t = _global_step(job, epoch, step)

@@ -15,6 +15,12 @@ HDP-VFL with the noise made pluggable). Per step with batch rows ``s``:
 ``release`` is the identity for "plain" and adds Gaussian noise for "hdp".
 All passive parties receive the same released ``IR_A`` vector (a single
 mechanism output, so colluding passives learn nothing beyond it).
+
+Every received IR is checked before use (:func:`vflsec.vfl.check_received_array`):
+a float64 vector of the batch's rows, all finite, and within ``received_limit``
+where the protocol bounds what an honest peer sends ("hdp":
+:func:`release_limit`); anything else fails the job with
+:class:`vflsec.vfl.PeerMessageRefused` naming the sender, the tag and the step.
 """
 from __future__ import annotations
 
@@ -24,10 +30,11 @@ import numpy as np
 
 from ..federation.channel import Channel
 from ..vfl.clock import PhaseClock
+from ..vfl.received import PeerMessageRefused, check_received_array
 from .job import SIGNED_LABEL_LOSSES, GLMJob, PartyData, PartyResult
 from .penalties import clip_norm, penalized_step
 
-__all__ = ["TAGS", "TAG_IR_ACTIVE", "TAG_IR_PASSIVE", "active_program", "passive_program"]
+__all__ = ["TAGS", "TAG_IR_ACTIVE", "TAG_IR_PASSIVE", "active_program", "passive_program", "release_limit"]
 
 TAG_IR_PASSIVE = "ir_passive"
 TAG_IR_ACTIVE = "ir_active"
@@ -39,6 +46,24 @@ Release = Callable[[np.ndarray], np.ndarray]
 
 def _identity(ir: np.ndarray) -> np.ndarray:
     return ir
+
+
+def release_limit(value_bound: float, sigma: Optional[float]) -> float:
+    """The largest ``|y|`` an honest release ``y = add_gaussian_noise(x, sigma)``
+    of values ``|x| <= value_bound`` can have (``sigma`` None: no noise, ``y = x``).
+
+    The lattice sampler's noise has finite support: ``|y - x| < g (T + 1/2)``
+    with ``T < 130 s + 2^18 <= 130.25 s`` lattice steps
+    (:data:`vflsec.kernels.noise.SUPPORT_SIGMAS`, cpp/lattice_gaussian.cpp), i.e.
+    below ``131 sigma'`` (``sigma' = lattice_sigma(sigma)``). A received value
+    beyond this limit is no honest release: refused, not clipped. The relative
+    slack of 1e-6 on ``value_bound`` covers the float rounding of ``x``."""
+    limit = float(value_bound) * (1.0 + 1e-6)
+    if sigma is None:
+        return limit
+    from ..kernels.noise import SUPPORT_SIGMAS, lattice_sigma
+
+    return limit + (SUPPORT_SIGMAS + 1.0) * lattice_sigma(sigma)
 
 
 def _losses():
@@ -60,6 +85,7 @@ def active_program(
     y: Optional[np.ndarray] = None,
     theta_bound: Optional[float] = None,
     ir_bound: Optional[float] = None,
+    received_limit: Optional[float] = None,
 ) -> PartyResult:
     """Active party: labels + features X_A. ``X``/``y`` may be passed
     already validated (then ``data`` is not re-checked). ``theta_bound``
@@ -69,7 +95,9 @@ def active_program(
     sensitivity lemmas need ``|h| <= L``, which the L2-loss SVM and least
     squares do not guarantee by themselves; a clipped derivative of a convex
     loss is the derivative of a Huberized convex loss, so the step stays
-    non-expansive)."""
+    non-expansive). ``received_limit`` refuses a passive IR with an entry
+    beyond it (the largest value an honest release can have,
+    :func:`release_limit`)."""
     clock = PhaseClock() if clock is None else clock
     if X is None:
         X, y = data.checked(job, endpoint.name, needs_labels=True)
@@ -85,13 +113,16 @@ def active_program(
     for epoch, step, idx in job.batches():
         Xs, ys = X[idx], y[idx]
         theta = Xs @ w
+        t = epoch * job.steps_per_epoch + step
         for passive in job.passives:
-            received = endpoint.recv(passive, TAG_IR_PASSIVE)
-            if received.shape != (len(idx),):
-                raise ValueError(
-                    f"passive party {passive!r} sent an IR of shape {received.shape}, expected ({len(idx)},)"
-                )
-            theta = theta + received
+            received = check_received_array(
+                endpoint.recv(passive, TAG_IR_PASSIVE), receiver=endpoint.name, sender=passive,
+                tag=TAG_IR_PASSIVE, step=t, dtype=np.float64, shape=(len(idx),), bound=received_limit, what="IR")
+            with np.errstate(over="ignore"):  # an overflow is refused just below
+                theta = theta + received
+            if not np.all(np.isfinite(theta)):  # finite values whose sum overflows: the last one added is to blame
+                raise PeerMessageRefused(endpoint.name, passive, TAG_IR_PASSIVE, t,
+                                         "IR: adding it to theta overflows the float64 range")
         ir = loss_gradient(job.loss, theta, ys, theta_bound=theta_bound)
         if ir_bound is not None:
             ir = np.clip(ir, -ir_bound, ir_bound)
@@ -127,11 +158,14 @@ def passive_program(
     info: Optional[Dict] = None,
     X: Optional[np.ndarray] = None,
     received_bound: Optional[float] = None,
+    received_limit: Optional[float] = None,
 ) -> PartyResult:
     """Passive party: features X_P only. ``received_bound`` clips every
     received ``IR_A`` entry to ``[-bound, bound]`` before the gradient (the
     "hdp" protocol needs it: the noisy IR is unbounded, see
-    :mod:`vflsec.dp.sensitivity`, step 5)."""
+    :mod:`vflsec.dp.sensitivity`, step 5); the clip is for in-range noise:
+    non-finite entries are refused before it, and so is an entry beyond
+    ``received_limit`` (no honest release has one, :func:`release_limit`)."""
     clock = PhaseClock() if clock is None else clock
     if X is None:
         X, _ = data.checked(job, endpoint.name, needs_labels=False)
@@ -140,11 +174,10 @@ def passive_program(
     for epoch, step, idx in job.batches():
         Xs = X[idx]
         endpoint.send(job.active, TAG_IR_PASSIVE, release(Xs @ w))
-        received = endpoint.recv(job.active, TAG_IR_ACTIVE)
-        if received.shape != (len(idx),):
-            raise ValueError(
-                f"active party {job.active!r} sent an IR of shape {received.shape}, expected ({len(idx)},)"
-            )
+        received = check_received_array(
+            endpoint.recv(job.active, TAG_IR_ACTIVE), receiver=endpoint.name, sender=job.active,
+            tag=TAG_IR_ACTIVE, step=epoch * job.steps_per_epoch + step, dtype=np.float64, shape=(len(idx),),
+            bound=received_limit, what="IR")
         if received_bound is not None:
             received = np.clip(received, -received_bound, received_bound)
         g = (received @ Xs) / b

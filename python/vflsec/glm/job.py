@@ -97,6 +97,15 @@ class GLMJob(VFLJob):
         else still describe the whole run of ``epochs`` epochs.
     options : protocol-specific public options (e.g. CKKS parameters); values
         are int, float, str, bool, None or a list of numbers (kept as a tuple).
+    widths : every data party's block width, party name -> number of feature
+        columns (exactly the active and passive parties, each >= 1), or None.
+        Public and agreed like every other field: each data party checks its
+        own block against it (:meth:`PartyData.checked`), and the HE key
+        holder decrypts for each party exactly that many values per step
+        (:mod:`.he_vfl`, which refuses a job without it). Filled in by whoever
+        builds the job: the estimator, :func:`vflsec.glm.run_job` for an HE
+        job from the data it is given, ``vflsec party`` from the widths every
+        party announces in the handshake (:mod:`vflsec.runtime.handshake`).
     """
 
     protocol: str
@@ -122,6 +131,7 @@ class GLMJob(VFLJob):
     key_bits: int = 3072
     options: Mapping[str, Any] = field(default_factory=dict)
     start_epoch: int = 0
+    widths: Optional[Mapping[str, int]] = None
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -174,6 +184,18 @@ class GLMJob(VFLJob):
                 raise TypeError(f"options keys must be str, got {key!r}")
             options[key] = value
         set_("options", options)
+        if self.widths is not None:
+            set_("widths", self._checked_widths(self.widths))
+
+    def _checked_widths(self, widths: Any) -> Dict[str, int]:
+        if not isinstance(widths, Mapping):
+            raise TypeError(f"widths must be a mapping party -> number of feature columns, got "
+                            f"{type(widths).__name__}")
+        data_parties = self.data_parties
+        if set(widths) != set(data_parties):
+            raise ValueError(f"widths must name exactly the data parties {list(data_parties)}, got "
+                             f"{sorted(str(name) for name in widths)}")
+        return {party: check_positive_int(widths[party], f"widths[{party!r}]") for party in data_parties}
 
 
 @dataclass
@@ -220,13 +242,17 @@ class PartyData:
 
     def checked(self, job: GLMJob, party: str, *, needs_labels: bool) -> Tuple[np.ndarray, Optional[np.ndarray]]:
         """``(X, y)`` as validated float64 arrays; raises ValueError/TypeError
-        naming ``party`` on NaN/inf, wrong shapes or a row count different
-        from ``job.n_samples``."""
+        naming ``party`` on NaN/inf, wrong shapes, a row count different
+        from ``job.n_samples`` or a column count different from the job's
+        agreed ``widths``."""
         X, _ = as_float_array(self.X, f"X of party {party!r}", ndim=2, dtype=np.float64)
         if X.shape[0] != job.n_samples:
             raise ValueError(
                 f"party {party!r} has {X.shape[0]} rows, the job has n_samples={job.n_samples}"
             )
+        if job.widths is not None and X.shape[1] != job.widths[party]:
+            raise ValueError(f"party {party!r} holds {X.shape[1]} feature columns, the job agreed on "
+                             f"widths[{party!r}] = {job.widths[party]}")
         if not needs_labels:
             if self.y is not None:
                 raise ValueError(f"party {party!r} is not the active party but holds labels")

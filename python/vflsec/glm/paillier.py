@@ -9,9 +9,9 @@ Taylor gradients to about 1e-12. Masks are uniform in Z_n, so the
 coordinator learns nothing from what it decrypts; every ciphertext a party
 sends, other than a fresh encryption, is re-randomized first. The key
 holder decrypts a masked gradient only if it has the requesting party's
-block width and the product level (see :mod:`.he_vfl`, threat model). Vector
-operations run in the process pool of :mod:`vflsec.he` (see
-``vflsec.he.set_num_processes``).
+agreed block width (``job.widths``) and the product level (see
+:mod:`.he_vfl`, threat model). Vector operations run in the process pool of
+:mod:`vflsec.he` (see ``vflsec.he.set_num_processes``).
 """
 from __future__ import annotations
 
@@ -112,4 +112,4 @@ def _check_job(job) -> None:
 
 
 PROTOCOL = he_vfl.protocol_roles(PaillierScheme, PaillierKeyHolder, _check_job)
-register_protocol("paillier", PROTOCOL, replace=True, tags=he_vfl.TAGS)
+register_protocol("paillier", PROTOCOL, replace=True, tags=he_vfl.TAGS, check=_check_job)

@@ -5,9 +5,9 @@ A protocol module registers itself at import::
     register_protocol("plain", {"active": active_program, "passive": passive_program})
 
 A protocol whose runs must not continue from a checkpoint says why with
-``resume_refusal`` (e.g. a DP protocol: re-running the interrupted epoch
-would release more noisy values than its budget covers); the party runtime
-(:mod:`vflsec.runtime`) refuses ``--resume`` with that reason.
+``resume_refusal``; the party runtime (:mod:`vflsec.runtime`) refuses
+``--resume`` with that reason. (A DP protocol need not refuse: "hdp" counts
+the repeated releases in each party's privacy accountant instead.)
 
 A protocol declares the message ``tags`` its programs receive: the party
 runtime tells the transport to treat a message under any other tag as a
@@ -18,6 +18,14 @@ Roles are "active", "passive" and optionally "coordinator"; each program
 follows the contract of :mod:`vflsec.glm.job`. A protocol with a
 "coordinator" role needs ``job.coordinator`` set; one without refuses it.
 
+A protocol may register the checks its role programs make before they
+start, so that ``vflsec party`` can make them before any party connects
+(:meth:`Protocol.check_job`): ``check(job)`` on the job's public parameters
+(e.g. "hdp": the learning-rate bound and the sensitivities; "paillier": the
+key size) and ``check_rows(job, party, X, y)`` on one data party's own rows
+(``X`` after the job's row norm, ``y`` the active party's labels as the
+programs take them, else None).
+
 :func:`get_protocol` imports ``vflsec.glm.<name>`` on first use of an
 unregistered name, so a protocol module in this package (e.g. ``paillier``,
 ``ckks``) is found without being imported explicitly.
@@ -27,7 +35,7 @@ from __future__ import annotations
 import importlib
 import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, Mapping, Optional, Tuple
 
 from ..vfl.job import ROLES
 from ..vfl.result import PartyResult
@@ -38,6 +46,8 @@ __all__ = ["ROLES", "Protocol", "available_protocols", "get_protocol", "register
 _BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks")
 
 PartyProgram = Callable[..., PartyResult]
+JobCheck = Callable[[Any], Any]
+RowsCheck = Callable[[Any, str, Any, Any], Any]
 
 
 @dataclass(frozen=True)
@@ -45,12 +55,29 @@ class Protocol:
     """A registered protocol: its role programs and the properties the
     runtime needs. ``resume_refusal``: why a run cannot continue from a
     checkpoint (None: it can). ``tags``: the message tags its programs
-    receive (None: not declared)."""
+    receive (None: not declared). ``check`` / ``check_rows``: the checks
+    its programs make at start (None: none beyond the job's own)."""
 
     name: str
     roles: Mapping[str, PartyProgram]
     resume_refusal: Optional[str] = None
     tags: Optional[FrozenSet[str]] = None
+    check: Optional[JobCheck] = None
+    check_rows: Optional[RowsCheck] = None
+
+    def check_parties(self, job: Any) -> None:
+        """ValueError unless ``job`` has a coordinator exactly when this protocol has that role."""
+        if self.needs_coordinator and job.coordinator is None:
+            raise ValueError(f"protocol {self.name!r} needs a coordinator party (job.coordinator is None)")
+        if not self.needs_coordinator and job.coordinator is not None:
+            raise ValueError(f"protocol {self.name!r} has no coordinator role, but job.coordinator is set")
+
+    def check_job(self, job: Any) -> None:
+        """Every check of ``job``'s public parameters this protocol makes
+        before training (ValueError/TypeError): its parties, then ``check``."""
+        self.check_parties(job)
+        if self.check is not None:
+            self.check(job)
 
     @property
     def resumable(self) -> bool:
@@ -66,11 +93,14 @@ _LOCK = threading.Lock()
 
 
 def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: bool = False,
-                      resume_refusal: Optional[str] = None, tags: Optional[Iterable[str]] = None) -> Protocol:
+                      resume_refusal: Optional[str] = None, tags: Optional[Iterable[str]] = None,
+                      check: Optional[JobCheck] = None, check_rows: Optional[RowsCheck] = None) -> Protocol:
     """Register role programs under ``name``; ``replace=True`` overrides an
     existing registration (otherwise that is a ValueError).
     ``resume_refusal``: why runs of this protocol cannot resume (None: they can).
-    ``tags``: the message tags the role programs receive (None: not declared)."""
+    ``tags``: the message tags the role programs receive (None: not declared).
+    ``check`` / ``check_rows``: the checks the role programs make at start
+    (module docstring)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"protocol name must be a non-empty str, got {name!r}")
     if not isinstance(roles, Mapping):
@@ -92,7 +122,10 @@ def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: 
         tag_set = frozenset(tags)
         if not all(isinstance(t, str) and t for t in tag_set):
             raise TypeError(f"tags must be non-empty strs, got {sorted(map(repr, tag_set))}")
-    protocol = Protocol(name, dict(roles), resume_refusal, tag_set)
+    for what, fn in (("check", check), ("check_rows", check_rows)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{what} of protocol {name!r} must be callable or None")
+    protocol = Protocol(name, dict(roles), resume_refusal, tag_set, check, check_rows)
     with _LOCK:
         if name in _REGISTRY and not replace:
             raise ValueError(f"protocol {name!r} is already registered")

@@ -6,8 +6,12 @@ The GLM checks (protocol roles vs the coordinator, each data party has a
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, Optional
 
+import numpy as np
+
+from .._arrays import as_float_array
 from ..federation.channel import InMemoryHub
 from ..vfl.runner import JobResult, PartyError, run_programs
 from .job import GLMJob, PartyData
@@ -30,14 +34,13 @@ def run_job(
     :class:`PartyData` (the coordinator, if any, gets None). If any party
     raises, the hub is aborted so the others stop, and the first failure is
     re-raised naming its party. ``timeout`` bounds the whole run (seconds).
+    ``job.widths`` (every data party's block width), if set, must match the
+    data; a protocol with a key holder (HE) gets them from the data if unset.
     """
     if not isinstance(job, GLMJob):
         raise TypeError(f"job must be a GLMJob, got {type(job).__name__}")
     protocol = get_protocol(job.protocol)
-    if protocol.needs_coordinator and job.coordinator is None:
-        raise ValueError(f"protocol {job.protocol!r} needs a coordinator party (job.coordinator is None)")
-    if not protocol.needs_coordinator and job.coordinator is not None:
-        raise ValueError(f"protocol {job.protocol!r} has no coordinator role, but job.coordinator is set")
+    protocol.check_parties(job)
     if not isinstance(party_data, Mapping):
         raise TypeError(f"party_data must be a mapping party -> PartyData, got {type(party_data).__name__}")
     unknown = set(party_data) - set(job.parties)
@@ -48,4 +51,28 @@ def run_job(
             raise TypeError(f"party_data[{party!r}] must be a PartyData")
     if job.coordinator is not None and party_data.get(job.coordinator) is not None:
         raise ValueError("the coordinator holds no data; pass None or leave it out")
+    job = _with_widths(job, party_data, protocol.needs_coordinator)
     return run_programs(job, protocol.roles, party_data, hub, timeout=timeout, label="run_job")
+
+
+def _with_widths(job: GLMJob, party_data: Mapping[str, Optional[PartyData]], needs_widths: bool) -> GLMJob:
+    """``job`` with every data party's block width: the job's own, checked
+    against the data before any party starts (so no key is made for a job
+    whose widths do not match), or for a protocol with a key holder (which
+    decrypts for each party exactly its agreed width) the widths of the data
+    this runner hands out, since it holds every party's data."""
+    if job.widths is None and not needs_widths:
+        return job
+    widths = {}
+    for party in job.data_parties:
+        data = party_data[party]
+        assert data is not None  # run_job checked every data party has a PartyData
+        X, _ = as_float_array(data.X, f"X of party {party!r}", ndim=2, dtype=np.float64)
+        widths[party] = X.shape[1]
+    if job.widths is None:
+        return dataclasses.replace(job, widths=widths)
+    for party, width in widths.items():
+        if width != job.widths[party]:
+            raise ValueError(f"party {party!r} holds {width} feature columns, the job agreed on "
+                             f"widths[{party!r}] = {job.widths[party]}")
+    return job

@@ -9,18 +9,23 @@ gives the pieces to report it honestly:
   validation rows in the clear: it is *not* a DP procedure.
 * :func:`search_privacy` -- the composed epsilon of the Gaussian mechanisms
   the search ran on each record (every HDP fit whose training folds hold it,
-  plus the final refit), computed exactly with Gaussian DP
+  plus the final refit), composed by the DP layer's PLD accountant
   (:func:`compose_gaussian_epsilon`). It covers the noisy training runs
   only: the argmax over validation scores read in the clear is not a DP
   step, so no finite epsilon covers the search and this figure is what its
   Gaussian mechanisms alone cost (a lower bound, reported beside results).
 * :func:`private_select` -- private hyperparameter selection (Papernot &
   Steinke, ICLR 2022): a random number K of runs, each on a random
-  candidate, each scored by a noisy validation count; only the best run is
-  released, and the whole procedure has the accounted (epsilon, delta) of
-  Theorem 2 (truncated negative binomial K) or Theorem 6 (Poisson K) --
-  for whoever sees only that result; the parties, who exchanged the IRs of
-  every run, are charged the composition over the K runs (see there).
+  candidate, each scored by a noisy validation count (the
+  ``"selection_score"`` mechanism); only the best run is released, and the
+  whole procedure has the accounted (epsilon, delta) of Theorem 2 (truncated
+  negative binomial K) or Theorem 6 (Poisson K) -- for whoever sees only
+  that result; the parties, who exchanged the IRs of every run, are charged
+  the composition over the K runs (see there). The repetition theorems and
+  their RDP accounting live in the DP layer, :mod:`vflsec.dp.selection`
+  (re-exported here: :class:`PoissonRepetitions`,
+  :class:`TruncatedNegativeBinomialRepetitions`, :func:`selection_epsilon`,
+  :func:`rdp_to_epsilon`, ``RDP_ORDERS``).
 
 Randomness: fold assignment is public (``fold_seed``, data-independent);
 every privacy-relevant draw (K, candidates, score noise, training noise)
@@ -29,23 +34,33 @@ explicitly for an experiment.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
 
 from .._arrays import check_positive_int, check_real
-from ..dp import gaussian_delta, loss_value
+from ..dp import loss_value
+from ..dp.selection import (
+    RDP_ORDERS,
+    PoissonRepetitions,
+    TruncatedNegativeBinomialRepetitions,
+    check_repetitions,
+    rdp_to_epsilon,
+    repetition_theorem,
+    score_mechanism,
+    selection_epsilon,
+)
 from .fast import GRID_SHARED_FIELDS, _check_blocks, _check_jobs, fit_grid
 from .job import SIGNED_LABEL_LOSSES, GLMJob
 
 __all__ = [
+    "RDP_ORDERS",
     "CVResult",
     "PoissonRepetitions",
     "PrivateSelection",
@@ -57,19 +72,15 @@ __all__ = [
     "grid_jobs",
     "private_select",
     "rdp_to_epsilon",
+    "release_scores",
+    "score_mechanism",
     "search_privacy",
     "selection_epsilon",
 ]
 
-# Renyi orders searched when converting RDP to (epsilon, delta); any order is
-# valid, so the grid only affects how tight the reported value is.
-RDP_ORDERS = np.unique(np.concatenate([1.0 + np.logspace(-3, 0, 120), np.linspace(2.0, 100.0, 393),
-                                       np.logspace(2.0, 5.0, 151)]))
 # Candidates of one search may differ in anything else (batch size, seed,
 # penalty, ...): they are trained in groups sharing GRID_SHARED_FIELDS.
 _CANDIDATE_SHARED = ("n_samples", "loss", "active", "passives")
-# Orders lambda-hat over which Theorem 2's free parameter is minimized.
-_HAT_ORDERS = np.concatenate([[1.0], np.logspace(0.0, 7.0, 1401)])
 
 
 # -- grids ---------------------------------------------------------------------
@@ -131,19 +142,23 @@ def _is_private(job: GLMJob) -> bool:
 
 
 def _noise_multipliers(job: GLMJob) -> np.ndarray:
-    """Per data party noise multiplier of an "hdp" run (NaN: not private): the
-    release's ``sigma / sensitivity`` with sigma on the release's grid
-    (:func:`vflsec.dp.lattice.lattice_noise_multiplier`), which is what the
-    composition must use; ``d = hdp_release_coordinates(job)``."""
-    from ..dp.lattice import lattice_noise_multiplier
-    from .hdp import hdp_noise_scales
+    """Per data party noise multiplier of an "hdp" run (NaN: not private): its
+    mechanism's (:func:`vflsec.glm.hdp.hdp_mechanisms`) ``sigma / sensitivity``
+    with sigma on the release's grid, which is what the composition must use."""
+    from .hdp import hdp_mechanisms
 
     if not _is_private(job):
         return np.full(1 + len(job.passives), math.nan)
-    s = hdp_noise_scales(job)
-    z_a = lattice_noise_multiplier(s["sigma_active"], s["sensitivity_active"])
-    z_p = lattice_noise_multiplier(s["sigma_passive"], s["sensitivity_passive"])
-    return np.array([z_a] + [z_p] * len(job.passives))
+    mechanisms = hdp_mechanisms(job)
+    return np.array([mechanisms["active"].noise_multiplier]
+                    + [mechanisms["passive"].noise_multiplier] * len(job.passives))
+
+
+def _release_coordinates(job: GLMJob) -> int:
+    """Noise draws of one party's mechanism in an "hdp" run (0: not private)."""
+    from .hdp import hdp_release_coordinates
+
+    return hdp_release_coordinates(job) if _is_private(job) else 0
 
 
 # -- cross-validation ------------------------------------------------------------
@@ -157,6 +172,7 @@ class CVResult:
     the first argmax. ``fold_noise_multipliers[f, g, p]``: the noise
     multiplier of party p's Gaussian mechanism in that fit (the lattice
     release's effective one, see ``_noise_multipliers``; NaN for a
+    non-private fit); ``fold_coordinates[f, g]``: its noise draws (0 for a
     non-private fit). ``n_private_fits``: HDP fits with noise that ran (each
     is one Gaussian mechanism per data party); ``n_fits``: all fits.
     """
@@ -169,6 +185,7 @@ class CVResult:
     fold_noise_multipliers: np.ndarray
     n_fits: int
     n_private_fits: int
+    fold_coordinates: Optional[np.ndarray] = None
 
     @property
     def best_job(self) -> GLMJob:
@@ -214,6 +231,7 @@ def cv_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], *, n_f
     G = len(jobs)
     scores = np.empty((n_folds, G))
     multipliers = np.full((n_folds, G, len(arrays)), math.nan)
+    coordinates = np.zeros((n_folds, G), dtype=np.int64)
     for f, val in enumerate(folds):
         train = np.sort(np.concatenate([folds[i] for i in range(n_folds) if i != f]))
         try:
@@ -223,12 +241,14 @@ def cv_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], *, n_f
         coefs = _fit_all([X[train] for X in arrays], y_arr[train], fold_jobs, exact, blas_threads)
         scores[f] = _scores(_thetas([X[val] for X in arrays], coefs), y_arr[val], jobs[0].loss)
         multipliers[f] = np.stack([_noise_multipliers(job) for job in fold_jobs])
+        coordinates[f] = [_release_coordinates(job) for job in fold_jobs]
     mean = scores.mean(axis=0)
     n_private = n_folds * sum(_is_private(job) for job in jobs)
     return CVResult(
         candidates=jobs, fold_scores=scores, mean_scores=mean, best_index=int(np.argmax(mean)),
         score_name="accuracy" if jobs[0].loss in SIGNED_LABEL_LOSSES else "neg_mean_loss",
         fold_noise_multipliers=multipliers, n_fits=n_folds * G, n_private_fits=n_private,
+        fold_coordinates=coordinates,
     )
 
 
@@ -237,17 +257,24 @@ def _check_delta(delta: Any) -> float:
     return check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
 
 
-def compose_gaussian_epsilon(noise_multipliers: Union[Sequence[float], np.ndarray], delta: float) -> float:
-    """Exact epsilon at ``delta`` of composing Gaussian mechanisms with noise
-    multipliers ``z_i = sigma_i / sensitivity_i`` (adaptively, on one record).
+def compose_gaussian_epsilon(noise_multipliers: Union[Sequence[float], np.ndarray], delta: float, *,
+                             coordinates: Union[int, Sequence[int], np.ndarray] = 1) -> float:
+    """Epsilon at ``delta`` of composing Gaussian mechanisms (adaptively, on one
+    record) with noise multipliers ``z_i = sigma_i / sensitivity_i``, each a
+    lattice release of ``coordinates`` noise draws (one int for all, or one
+    per mechanism).
 
-    Each is ``1/z_i``-GDP and GDP composes exactly: the whole is mu-GDP with
-    ``mu = sqrt(sum z_i^-2)`` (Dong, Roth & Su 2019, Cor. 3.3), whose exact
-    privacy curve is ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu -
-    mu/2)`` (their Cor. 2.13; Balle & Wang 2018, Thm 8, with
-    ``Delta/sigma = mu``). This returns the epsilon solving it (0.0 when
-    ``delta`` already exceeds ``delta(0)``). ``z_i = inf`` adds nothing.
+    Composed by the DP layer's PLD accountant
+    (:func:`vflsec.dp.make_accountant`, the one place that composes): the
+    Gaussians' privacy loss distributions (pessimistic discretization, so at
+    least the exact Gaussian-DP value ``mu = sqrt(sum z_i^-2)`` of Dong, Roth
+    & Su 2019 and within about 1e-3 of it) plus the lattice release's
+    corrections. ``z_i = inf`` adds nothing (0.0 when every one is inf);
+    ``delta`` must be at least the PLD accountant's floor (1e-15).
     """
+    from ..dp import make_accountant
+    from ..dp.accountant import Release
+
     if isinstance(noise_multipliers, (str, bytes)) or not isinstance(noise_multipliers, (Sequence, np.ndarray)):
         raise TypeError("noise_multipliers must be a sequence of positive numbers")
     z = np.asarray(noise_multipliers, dtype=np.float64).reshape(-1)
@@ -256,26 +283,20 @@ def compose_gaussian_epsilon(noise_multipliers: Union[Sequence[float], np.ndarra
     if np.isnan(z).any() or (z <= 0).any():
         raise ValueError("every noise multiplier must be > 0 (inf: a mechanism that adds nothing)")
     delta = _check_delta(delta)
-    mu = math.sqrt(float(np.sum(1.0 / z ** 2)))
-    if mu == 0.0:
-        return 0.0
-    if math.isinf(mu):
-        return math.inf
-    # delta(0) = Phi(mu/2) - Phi(-mu/2) = 1 - 2 Phi(-mu/2)
-    if delta >= -math.expm1(math.log(2.0) + float(log_ndtr(-mu / 2.0))):
-        return 0.0
-    target = math.log(delta)
-
-    def excess(eps: float) -> float:
-        d = gaussian_delta(eps, 1.0, mu)
-        return (math.log(d) if d > 0 else -1e6) - target
-
-    lo, hi = 1e-12, max(1.0, mu * mu)
-    while excess(hi) > 0:
-        lo, hi = hi, 2.0 * hi
-    if excess(lo) <= 0:
-        return lo
-    return float(brentq(excess, lo, hi, xtol=1e-12, rtol=1e-12))
+    if isinstance(coordinates, numbers.Integral) and not isinstance(coordinates, bool):
+        draws = [check_positive_int(coordinates, "coordinates")] * z.size
+    else:
+        if isinstance(coordinates, (str, bytes)) or not isinstance(coordinates, (Sequence, np.ndarray)):
+            raise TypeError("coordinates must be a positive int or one positive int per noise multiplier")
+        draws = [check_positive_int(c, "coordinates") for c in np.asarray(coordinates).reshape(-1).tolist()]
+        if len(draws) != z.size:
+            raise ValueError(f"coordinates has {len(draws)} entries for {z.size} noise multipliers")
+    accountant = make_accountant("pld")
+    # Equal mechanisms composed as one entry (a Gaussian composed with itself is a Gaussian, exactly).
+    groups = collections.Counter((float(v), c) for v, c in zip(z, draws) if math.isfinite(v))
+    for (v, c), count in sorted(groups.items()):
+        accountant.step(Release(v, 1.0, c, count))
+    return accountant.get_epsilon(delta)
 
 
 @dataclass(frozen=True)
@@ -299,7 +320,7 @@ def search_privacy(cv: CVResult, delta: float, *, include_refit: bool = True) ->
     """Epsilon at ``delta`` of everything :func:`cv_select` ran, per party.
 
     A record lies in the training folds of every fold but its own; for each
-    choice of its own fold the multipliers of those fits (and of the final
+    choice of its own fold the mechanisms of those fits (and of the final
     refit of ``cv.best_job`` on the whole set, if ``include_refit``) are
     composed with :func:`compose_gaussian_epsilon`; the worst fold is kept.
     This does not cover the (non-private) argmax over validation scores.
@@ -311,6 +332,9 @@ def search_privacy(cv: CVResult, delta: float, *, include_refit: bool = True) ->
         raise TypeError("include_refit must be a bool")
     names = cv.candidates[0].parties
     z = cv.fold_noise_multipliers
+    draws = cv.fold_coordinates
+    if draws is None:  # a CVResult built by hand: one draw per fit (the lattice corrections' least)
+        draws = np.ones(z.shape[:2], dtype=np.int64)
     refit = _noise_multipliers(cv.best_job) if include_refit else None
     runs = (cv.n_folds - 1) * len(cv.candidates) + int(include_refit)
     non_private = np.isnan(z).any() or (refit is not None and np.isnan(refit).any())
@@ -322,141 +346,30 @@ def search_privacy(cv: CVResult, delta: float, *, include_refit: bool = True) ->
         worst = 0.0
         for own in range(cv.n_folds):
             zs = [z[f, :, p] for f in range(cv.n_folds) if f != own]
+            cs = [draws[f] for f in range(cv.n_folds) if f != own]
             if refit is not None:
                 zs.append(refit[p:p + 1])
-            worst = max(worst, compose_gaussian_epsilon(np.concatenate(zs), delta))
+                cs.append(np.array([_release_coordinates(cv.best_job)]))
+            worst = max(worst, compose_gaussian_epsilon(np.concatenate(zs), delta, coordinates=np.concatenate(cs)))
         by_party[name] = worst
     return SearchPrivacy(max(by_party.values()), delta, by_party, runs)
 
 
 # -- private selection ---------------------------------------------------------------
-def rdp_to_epsilon(orders: Any, rdp: Any, delta: float) -> Tuple[float, float]:
-    """``(epsilon, order)``: the best (epsilon, delta) of an RDP curve,
-    ``min_l rdp(l) + log((l-1)/l) - (log delta + log l) / (l - 1)``
-    (Canonne, Kamath & Steinke 2020, Prop. 12; the conversion of
-    ``dp_accounting``'s RDP accountant)."""
-    orders = np.asarray(orders, dtype=np.float64)
-    rdp = np.asarray(rdp, dtype=np.float64)
-    if orders.shape != rdp.shape or orders.ndim != 1 or orders.size == 0 or (orders <= 1).any():
-        raise ValueError("orders and rdp must be 1-D of equal length with every order > 1")
-    delta = _check_delta(delta)
-    eps = rdp + np.log1p(-1.0 / orders) - (math.log(delta) + np.log(orders)) / (orders - 1.0)
-    i = int(np.nanargmin(eps))
-    return max(0.0, float(eps[i])), float(orders[i])
+def release_scores(counts: Any, mechanism: Any, generator: Any) -> np.ndarray:
+    """The runs' noisy validation scores: each run's count of correct
+    predictions is its own one-coordinate release of ``mechanism``, the
+    ``"selection_score"`` mechanism of sensitivity 1
+    (:func:`vflsec.dp.selection.score_mechanism`), drawn from ``generator``."""
+    from ..dp import GaussianMechanism
 
-
-def _gaussian_rdp(z: float) -> Callable[[np.ndarray], np.ndarray]:
-    """RDP of the Gaussian mechanism with multiplier z: ``l / (2 z^2)`` (exact)."""
-    return lambda orders: np.asarray(orders, dtype=np.float64) / (2.0 * z * z)
-
-
-def _uniform(generator) -> float:
-    return float(generator.random(1)[0])
-
-
-@dataclass(frozen=True)
-class PoissonRepetitions:
-    """``K ~ Poisson(mean)`` runs (K = 0 releases nothing). Papernot & Steinke
-    2022, Theorem 6: if each run is ``(l, eps(l))``-RDP and
-    ``(eps_hat, delta_hat)``-DP with ``e^eps_hat <= 1 + 1/(l - 1)``, the
-    selection is ``(l, eps(l) + mean * delta_hat + log(mean) / (l - 1))``-RDP.
-    Here ``eps_hat = log(1 + 1/(l - 1))`` and ``delta_hat`` is the run's
-    delta at it."""
-
-    mean: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", check_real(self.mean, "mean", low=0.0, low_inclusive=False))
-
-    @property
-    def expected(self) -> float:
-        return self.mean
-
-    def sample(self, generator) -> int:
-        from scipy.stats import poisson
-
-        return max(0, int(poisson.ppf(_uniform(generator), self.mean)))  # ppf(0) is -1
-
-    def rdp(self, orders: np.ndarray, base_rdp: Callable, base_delta: Callable[[float], float]) -> np.ndarray:
-        orders = np.asarray(orders, dtype=np.float64)
-        delta_hat = np.array([base_delta(math.log1p(1.0 / (lam - 1.0))) for lam in orders])
-        return base_rdp(orders) + self.mean * delta_hat + math.log(self.mean) / (orders - 1.0)
-
-
-@dataclass(frozen=True)
-class TruncatedNegativeBinomialRepetitions:
-    """K from the truncated negative binomial ``D_{eta, gamma}`` on
-    ``{1, 2, ...}``: ``P[K = k] ∝ (1 - gamma)^k prod_{l<k} (l + eta)/(l + 1)``
-    (``eta = 1``: geometric, ``P[K = k] = gamma (1 - gamma)^(k-1)``;
-    ``eta = 0``: logarithmic). Papernot & Steinke 2022, Theorem 2: if each
-    run is ``(l, eps(l))``-RDP for all l, the selection is
-    ``(l, eps')``-RDP with, for any ``l_hat >= 1``,
-    ``eps' = eps(l) + (1 + eta)(1 - 1/l_hat) eps(l_hat)
-    + (1 + eta) log(1/gamma) / l_hat + log(E[K]) / (l - 1)``
-    (minimized here over a grid of ``l_hat``; every one is valid). For an
-    eps0-DP run and l, l_hat -> inf this is ``(2 + eta) eps0``: 3 eps0 for
-    the geometric (Liu & Talwar 2019), 2 eps0 for the logarithmic."""
-
-    eta: float
-    gamma: float
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "eta", check_real(self.eta, "eta", low=-1.0, low_inclusive=False))
-        object.__setattr__(self, "gamma", check_real(self.gamma, "gamma", low=0.0, low_inclusive=False,
-                                                     high=1.0, high_inclusive=False))
-        if self.expected > 1e7:
-            raise ValueError(f"E[K] = {self.expected:.3g} runs is impractically large; raise gamma")
-
-    @classmethod
-    def geometric(cls, gamma: float) -> "TruncatedNegativeBinomialRepetitions":
-        """``eta = 1``: stop after each run with probability gamma (E[K] = 1/gamma)."""
-        return cls(1.0, gamma)
-
-    @property
-    def expected(self) -> float:
-        eta, gamma = self.eta, self.gamma
-        if eta == 0.0:
-            return (1.0 / gamma - 1.0) / math.log(1.0 / gamma)
-        return eta * (1.0 - gamma) / (gamma * (1.0 - gamma ** eta))
-
-    def sample(self, generator) -> int:
-        """Inverse CDF with ``P[K=1] = (1-gamma) eta / (gamma^-eta - 1)`` (or
-        ``(1-gamma) / log(1/gamma)`` for eta = 0) and
-        ``P[K=k+1] = P[K=k] (1-gamma)(k+eta)/(k+1)``."""
-        eta, gamma = self.eta, self.gamma
-        u = _uniform(generator)
-        if eta == 0.0:
-            p = (1.0 - gamma) / math.log(1.0 / gamma)
-        else:
-            p = (1.0 - gamma) * eta / math.expm1(-eta * math.log(gamma))
-        k, cdf = 1, p
-        while u >= cdf and p > 0.0:
-            p *= (1.0 - gamma) * (k + eta) / (k + 1)
-            k += 1
-            cdf += p
-        return k
-
-    def rdp(self, orders: np.ndarray, base_rdp: Callable, base_delta: Optional[Callable] = None) -> np.ndarray:
-        orders = np.asarray(orders, dtype=np.float64)
-        c = 1.0 + self.eta
-        hat = _HAT_ORDERS
-        extra = np.min(c * (1.0 - 1.0 / hat) * base_rdp(hat) + c * math.log(1.0 / self.gamma) / hat)
-        return base_rdp(orders) + extra + math.log(self.expected) / (orders - 1.0)
-
-
-Repetitions = (PoissonRepetitions, TruncatedNegativeBinomialRepetitions)
-
-
-def selection_epsilon(noise_multiplier: float, repetitions, delta: float) -> Tuple[float, float]:
-    """``(epsilon, order)`` at ``delta`` of private selection over runs that
-    are each a Gaussian mechanism with multiplier ``noise_multiplier`` on any
-    record: the run's exact RDP ``l / (2 z^2)`` (and, for Poisson, its exact
-    delta curve) through the repetition theorem, then :func:`rdp_to_epsilon`."""
-    z = check_real(noise_multiplier, "noise_multiplier", low=0.0, low_inclusive=False)
-    if not isinstance(repetitions, Repetitions):
-        raise TypeError("repetitions must be PoissonRepetitions or TruncatedNegativeBinomialRepetitions")
-    rdp = repetitions.rdp(RDP_ORDERS, _gaussian_rdp(z), lambda eps: gaussian_delta(eps, z, 1.0))
-    return rdp_to_epsilon(RDP_ORDERS, rdp, delta)
+    if not isinstance(mechanism, GaussianMechanism) or mechanism.name != "selection_score":
+        raise TypeError("mechanism must be the 'selection_score' GaussianMechanism "
+                        "(vflsec.dp.selection.score_mechanism)")
+    if mechanism.sensitivity != 1.0:
+        raise ValueError(f"a count of correct predictions has sensitivity 1, the mechanism states "
+                         f"{mechanism.sensitivity:g}")
+    return mechanism.release(np.asarray(counts, dtype=np.float64), generator=generator)
 
 
 @dataclass(frozen=True)
@@ -507,10 +420,10 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
     a validation part V (``validation_fraction``). K is drawn from
     ``repetitions``; each of the K runs picks a candidate uniformly, trains
     it with HDP on T (fresh noise) and scores it by the number of correctly
-    classified rows of V plus Gaussian noise (a count, sensitivity 1,
-    released by :func:`vflsec.kernels.add_gaussian_noise` with the sigma whose
-    lattice multiplier is ``score_noise_multiplier``). The run with the best
-    noisy score is released.
+    classified rows of V plus Gaussian noise (a count, sensitivity 1, released
+    by the ``"selection_score"`` mechanism,
+    :func:`vflsec.dp.selection.score_mechanism`, with noise multiplier
+    ``score_noise_multiplier``). The run with the best noisy score is released.
 
     Privacy: T and V are disjoint, so one run meets a record either as a
     training row (the HDP Gaussian mechanism of its party, the lattice
@@ -520,8 +433,8 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
     multiplier, so scoring never dominates). A run is therefore a Gaussian
     mechanism with ``z_eff = min`` of both (the worst candidate counts: a
     uniform mixture is no worse than its worst member), and
-    :func:`selection_epsilon` gives the selection's (epsilon, delta) at
-    ``delta`` via Theorem 6 (Poisson K) or Theorem 2 (truncated negative
+    :func:`vflsec.dp.selection.selection_epsilon` gives the selection's
+    (epsilon, delta) at ``delta`` via Theorem 6 (Poisson K) or Theorem 2 (truncated negative
     binomial K). This takes HDP-VFL's premise that a training run, model
     included, is as private as its released IR sequences (the sensitivity
     lemmas bound the IR sequences; each party's own weight block also reads
@@ -537,8 +450,7 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
     the OS-entropy CSPRNG; an int makes the whole procedure reproducible
     (experiments only: whoever knows it knows the noise).
     """
-    from ..dp.lattice import sigma_for_multiplier
-    from ..kernels import NoiseGenerator, add_gaussian_noise
+    from ..kernels import NoiseGenerator
 
     jobs = _check_jobs(candidates, _CANDIDATE_SHARED)
     arrays, y_arr = _check_data(parts, y, jobs)
@@ -547,8 +459,7 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
     for g, job in enumerate(jobs):
         if not _is_private(job):
             raise ValueError(f"candidates[{g}] is not a private run (protocol 'hdp' with noise=True required)")
-    if not isinstance(repetitions, Repetitions):
-        raise TypeError("repetitions must be PoissonRepetitions or TruncatedNegativeBinomialRepetitions")
+    check_repetitions(repetitions)
     delta = _check_delta(delta)
     frac = check_real(validation_fraction, "validation_fraction", low=0.0, low_inclusive=False,
                       high=1.0, high_inclusive=False)
@@ -572,22 +483,22 @@ def private_select(parts: Sequence[Any], y: Any, candidates: Sequence[GLMJob], r
             for r, g in enumerate(drawn)]
 
     names = jobs[0].parties
-    theorem = ("Papernot & Steinke 2022, Theorem 6 (Poisson K)" if isinstance(repetitions, PoissonRepetitions)
-               else "Papernot & Steinke 2022, Theorem 2 (truncated negative binomial K)")
     z_eff = {name: min(float(z_train[p]), z_score) for p, name in enumerate(names)}
     eps = {name: selection_epsilon(z, repetitions, delta)[0] for name, z in z_eff.items()}
-    transcript = {name: (compose_gaussian_epsilon([_noise_multipliers(r)[p] for r in runs], delta) if runs else 0.0)
+    transcript = {name: (compose_gaussian_epsilon([_noise_multipliers(r)[p] for r in runs], delta,
+                                                  coordinates=[_release_coordinates(r) for r in runs])
+                         if runs else 0.0)
                   for p, name in enumerate(names)}
-    privacy = SelectionPrivacy(max(eps.values()), delta, eps, z_eff, theorem, transcript)
+    privacy = SelectionPrivacy(max(eps.values()), delta, eps, z_eff, repetition_theorem(repetitions), transcript)
     if k == 0:
         return PrivateSelection(None, None, None, None, 0, (), privacy)
 
     coefs = _fit_all([X[train] for X in arrays], y_arr[train], runs, exact, blas_threads)
     theta = _thetas([X[val] for X in arrays], coefs)
     correct = np.sum(np.where(theta > 0, 1.0, -1.0) == y_arr[val][:, None], axis=0)
-    # Each run's count (sensitivity 1) is its own one-coordinate release; the
-    # lattice release's sigma is raised so its effective multiplier is z_score.
-    noisy = add_gaussian_noise(correct, sigma_for_multiplier(z_score, 1.0), generator=generator)
+    # Each run's count (sensitivity 1) is its own one-coordinate release of the "selection_score"
+    # mechanism, whose sigma is z_score rounded up to the release's grid (accounted at z_score).
+    noisy = release_scores(correct, score_mechanism(z_score), generator)
     best = int(np.argmax(noisy))
     return PrivateSelection(drawn[best], jobs[drawn[best]], coefs[best], float(noisy[best]) / n_val, k, drawn,
                             privacy)

@@ -52,6 +52,8 @@ def read_toml(path: Path) -> Dict[str, Any]:
             return _toml().load(fh)
     except FileNotFoundError:
         raise FileNotFoundError(f"config file not found: {path}") from None
+    except OSError as exc:  # a folder, no permission, ...
+        raise ValueError(f"config file {path} cannot be read: {exc.strerror or exc}") from None
     except Exception as exc:
         if type(exc).__name__ == "TOMLDecodeError":
             raise ValueError(f"{path}: invalid TOML: {exc}") from None
@@ -74,34 +76,62 @@ class PartyConfig:
     network: Mapping[str, Any] = field(default_factory=dict)
 
 
+PARTY_KEYS = ("name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data")
+TLS_KEYS = ("ca", "cert", "key")
+
+
+def _table(raw: Mapping[str, Any], name: str, path: Path) -> Dict[str, Any]:
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: [{name}] must be a table, got {type(value).__name__} {value!r}")
+    return dict(value)
+
+
+def _strings(table: Mapping[str, Any], section: str, path: Path) -> None:
+    for key, value in table.items():
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"{path}: [{section}] {key} must be a non-empty string, got "
+                             f"{type(value).__name__} {value!r}")
+
+
 def load_party_config(path: Path) -> PartyConfig:
+    """The checked configuration: ValueError naming ``path`` and the table for an
+    unknown table or key, a missing key or a value that is not a string (the
+    addresses and files are checked where they are used, see
+    :mod:`vflsec.runtime.startup`)."""
     path = Path(path)
     raw = read_toml(path)
     base = path.parent
     unknown = set(raw) - {"party", "peers", "tls", "network"}
     if unknown:
-        raise ValueError(f"{path}: unknown tables {sorted(unknown)}")
-    party = dict(raw.get("party", {}))
+        raise ValueError(f"{path}: unknown tables {sorted(unknown)} (a party file has [party], [peers], [tls] "
+                         "and [network])")
+    party = _table(raw, "party", path)
     for key in ("name", "listen", "job"):
         if key not in party:
             raise ValueError(f"{path}: [party] needs {key!r}")
+    if set(party) - set(PARTY_KEYS):
+        raise ValueError(f"{path}: unknown [party] keys {sorted(set(party) - set(PARTY_KEYS))} "
+                         f"(known: {', '.join(PARTY_KEYS)})")
+    _strings(party, "party", path)
     resolve = lambda value: None if value is None else (base / value)  # noqa: E731
-    allowed = {"name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data"}
-    if set(party) - allowed:
-        raise ValueError(f"{path}: unknown [party] keys {sorted(set(party) - allowed)}")
     tls = raw.get("tls")
     if tls is not None:
-        missing = {"ca", "cert", "key"} - set(tls)
+        tls = _table(raw, "tls", path)
+        missing = set(TLS_KEYS) - set(tls)
         if missing:
             raise ValueError(f"{path}: [tls] needs {sorted(missing)}")
-        tls = {k: base / tls[k] for k in ("ca", "cert", "key")}
-    peers = raw.get("peers") or {}
-    if not isinstance(peers, dict) or not all(isinstance(v, str) for v in peers.values()):
+        if set(tls) - set(TLS_KEYS):
+            raise ValueError(f"{path}: unknown [tls] keys {sorted(set(tls) - set(TLS_KEYS))} (known: ca, cert, key)")
+        _strings(tls, "tls", path)
+        tls = {k: base / tls[k] for k in TLS_KEYS}
+    peers = _table(raw, "peers", path)
+    if not all(isinstance(v, str) for v in peers.values()):
         raise ValueError(f"{path}: [peers] maps party names to 'host:port' strings")
     return PartyConfig(
-        name=party["name"], listen=party["listen"], job=base / party["job"], peers=dict(peers),
+        name=party["name"], listen=party["listen"], job=base / party["job"], peers=peers,
         data=resolve(party.get("data")), id_column=party.get("id_column", "id"),
         label_column=party.get("label_column"), output=resolve(party.get("output")),
         checkpoint_dir=resolve(party.get("checkpoint_dir")), tls=tls, test_data=resolve(party.get("test_data")),
-        network=dict(raw.get("network", {})),
+        network=_table(raw, "network", path),
     )

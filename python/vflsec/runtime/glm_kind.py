@@ -3,11 +3,15 @@
 ``[job]`` holds the public :class:`~vflsec.glm.job.GLMJob` fields. Labels of
 the signed losses (logistic, svm) may be 0/1 (0 becomes -1) or -1/+1. Every
 data party checkpoints its weight block after each epoch; a protocol with a
-``resume_refusal`` (e.g. "hdp") refuses ``--resume``.
+``resume_refusal`` refuses ``--resume``. "hdp" resumes with the repeated
+releases counted: each party's privacy ledger in its checkpoint directory
+(:mod:`vflsec.glm.hdp`), and its ``privacy_spent`` is then the composition of
+every run's releases, above the calibrated epsilon.
 
 Held-out evaluation (``evaluate = true``): each passive party sends the
 active party its partial scores ``X_p w_p`` of the aligned held-out rows
-(tag ``eval_scores``), as prediction with the model does; the active party
+(tag ``eval_scores``, a float64 vector: anything else, NaN/inf included, is
+refused naming the sender), as prediction with the model does; the active party
 adds its own and scores the sum (:func:`glm_metrics`: accuracy beside the
 majority rate for the classification losses, R^2 otherwise). A key holder
 (coordinator) takes no part: every data party holds its weights in plaintext.
@@ -23,6 +27,8 @@ import numpy as np
 
 from ..glm.job import SIGNED_LABEL_LOSSES, GLMJob, PartyData
 from ..glm.registry import get_protocol
+from ..vfl.received import PeerMessageRefused, check_received_array
+from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
 
 __all__ = ["TAG_EVAL_SCORES", "GLMJobKind", "glm_metrics"]
@@ -52,17 +58,21 @@ def _labels_for(loss: str, y: np.ndarray) -> np.ndarray:
     return y
 
 
-def _privacy_spent(job: GLMJob) -> Optional[str]:
-    """"hdp" with noise: the job's (epsilon, delta), to which the noise of the
-    whole IR sequence is calibrated (what the estimator's ``privacy_spent_``
-    reports); None for the other protocols."""
-    if job.protocol != "hdp" or not job.noise:
+def _privacy_spent(job: GLMJob, role: str = "active", releases: int = 1) -> Optional[str]:
+    """"hdp" with noise: what the ``role`` party's IR mechanism spent over
+    ``releases`` releases (1, or one more per resume: the party program's
+    ``info["releases"]``), as :func:`vflsec.glm.hdp.hdp_privacy_spent`
+    reports it (what the estimator's ``privacy_spent_`` reports for a run);
+    None for the other protocols and for a party without data."""
+    if job.protocol != "hdp" or not job.noise or role not in ("active", "passive"):
         return None
-    from ..dp.accounting import PrivacySpent
+    from ..glm.hdp import hdp_privacy_spent
 
-    return str(PrivacySpent(epsilon=float(job.epsilon), delta=float(job.delta), releases=1,
-                            epsilon_per_release=float(job.epsilon),
-                            accountant=f"{job.calibration} Gaussian calibration of the whole IR sequence"))
+    spent = hdp_privacy_spent(job, role, releases=releases)
+    if spent.releases == 1:
+        return str(spent)
+    return (f"{spent} over {spent.releases} releases of the IR sequence (the job was resumed: the repeated "
+            f"epochs count again; calibrated for epsilon {job.epsilon:g} per release)")
 
 
 class GLMJobKind(JobKind[GLMJob]):
@@ -75,9 +85,24 @@ class GLMJobKind(JobKind[GLMJob]):
 
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> GLMJob:
         kwargs = dict(fields)
-        if "passives" in kwargs:
+        if isinstance(kwargs.get("passives"), list):  # TOML's array; anything else is the job's to refuse
             kwargs["passives"] = tuple(kwargs["passives"])
         return GLMJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
+
+    def check_job(self, job: GLMJob, fields: Mapping[str, Any]) -> None:
+        # The protocol lookup, its coordinator and its own checks (e.g. hdp's lr bound, Paillier's key size).
+        get_protocol(job.protocol).check_job(job)
+
+    def check_party(self, job: GLMJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
+                    y: Optional[np.ndarray]) -> None:
+        data = self.party_data(job, fields, party, X, y, None)
+        if data is None:
+            return
+        # What every role program checks first (labels of the loss, finite values), then the protocol's own.
+        X, y = data.checked(job, party, needs_labels=job.role_of(party) == "active")
+        check_rows = get_protocol(job.protocol).check_rows
+        if check_rows is not None:
+            check_rows(job, party, X, y)
 
     def resume_refusal(self, job: GLMJob, fields: Mapping[str, Any]) -> Optional[str]:
         reason = get_protocol(job.protocol).resume_refusal
@@ -104,7 +129,7 @@ class GLMJobKind(JobKind[GLMJob]):
         return {"protocol": job.protocol,
                 "coef": None if result.coef is None else [float(v) for v in result.coef],
                 "info": _jsonable(result.info),
-                "privacy_spent": _privacy_spent(job)}
+                "privacy_spent": _privacy_spent(job, result.role, int(result.info.get("releases", 1)))}
 
 
     def evaluation_tags(self, job: GLMJob) -> FrozenSet[str]:
@@ -115,19 +140,20 @@ class GLMJobKind(JobKind[GLMJob]):
         if role not in ("active", "passive") or X is None:
             return None
         coef = np.asarray(result.coef, dtype=np.float64)
-        own = X @ coef
+        own = np.asarray(X @ coef, dtype=np.float64)
         if role == "passive":
             channel.send(job.active, TAG_EVAL_SCORES, own)
             return None
         score = own.copy()
         for party in job.passives:
-            part = channel.recv(party, TAG_EVAL_SCORES)
-            if not isinstance(part, np.ndarray) or part.shape != own.shape or part.dtype.kind != "f":
-                raise ValueError(f"held-out scores from {party!r}: expected a float array of shape {own.shape}, "
-                                 f"got {type(part).__name__} {getattr(part, 'dtype', '')} {getattr(part, 'shape', '')}")
-            if not np.all(np.isfinite(part)):
-                raise ValueError(f"held-out scores from {party!r}: non-finite values")
-            score += part
+            part = check_received_array(channel.recv(party, TAG_EVAL_SCORES), receiver=channel.name, sender=party,
+                                        tag=TAG_EVAL_SCORES, step=PHASE_EVALUATION, dtype=np.float64,
+                                        shape=own.shape, what="held-out scores")
+            with np.errstate(over="ignore"):  # an overflow is refused just below
+                score += part
+            if not np.all(np.isfinite(score)):  # finite scores whose sum overflows
+                raise PeerMessageRefused(channel.name, party, TAG_EVAL_SCORES, PHASE_EVALUATION,
+                                         "held-out scores: adding them overflows the float64 range")
         if y is None:
             raise ValueError("the active party has no held-out labels")
         return glm_metrics(job.loss, score, y)

@@ -2,7 +2,17 @@
 
 * :func:`agree_on_job`: every party sends the SHA-256 of its job description
   to the leader, which refuses any mismatch, then opens a fresh random
-  session id (messages of any other session are rejected).
+  session id (messages of any other session are rejected). A job kind whose
+  job has ``widths`` (GLM) also agrees here on every data party's block
+  width, before any key is made: each data party announces the feature
+  columns of its data, the leader collects them (a job file that pins
+  ``widths`` must match them) and announces the whole map with the session,
+  each party checks its own entry, and the followers compare the SHA-256 of
+  (job digest, widths) with one another, so a leader that tells two parties
+  different widths stops the job. No party can check another's width: the
+  map is what each party announced, public to every party and the same for
+  all; pin ``widths`` in the job file to hold each party to a width agreed
+  beforehand.
 * :func:`agree_on_plan`: ``(n_samples, start_epoch)``; with ``--resume`` the
   start is one past the last epoch every data party has checkpointed, unless
   the job kind refuses to resume that job.
@@ -10,8 +20,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .job_spec import JobSpec
 
@@ -23,41 +34,152 @@ TAG_READY = "job_ready"
 TAG_GO = "job_go"
 TAG_RESUME = "job_resume"
 TAG_PLAN = "job_plan"
+TAG_WIDTHS = "job_widths"
 #: every tag the handshake receives
-TAGS = (TAG_HELLO, TAG_SESSION, TAG_READY, TAG_GO, TAG_RESUME, TAG_PLAN)
+TAGS = (TAG_HELLO, TAG_SESSION, TAG_READY, TAG_GO, TAG_RESUME, TAG_PLAN, TAG_WIDTHS)
+
+Widths = Optional[Dict[str, int]]
 
 
-def agree_on_job(channel, spec: JobSpec, leader: str, followers: List[str]) -> None:
-    """Compare job digests, then move everyone to a fresh random session."""
+def agree_on_job(channel, spec: JobSpec, leader: str, followers: List[str], width: Optional[int] = None) -> Widths:
+    """Compare job digests and agree on the block widths, then move everyone to
+    a fresh random session.
+
+    ``width``: this party's number of feature columns (None for a party
+    without data). Returns the agreed widths, party -> feature columns, for
+    the job (:meth:`JobSpec.job`): None where the job kind has none, or where
+    a data party announced none (a job that needs them then refuses to run).
+    """
+    with_widths = "widths" in spec.kind.job_fields()
     if channel.name != leader:
-        channel.send(leader, TAG_HELLO, {"job_sha256": spec.digest})
+        hello: Dict[str, Any] = {"job_sha256": spec.digest}
+        if with_widths and width is not None:
+            hello["n_features"] = int(width)
+        channel.send(leader, TAG_HELLO, hello)
         reply = channel.recv(leader, TAG_SESSION)
+        if not isinstance(reply, dict) or not ("error" in reply or isinstance(reply.get("session"), str)):
+            raise ValueError(f"the leader {leader!r} answered the job agreement with {_short(reply)}")
         if "error" in reply:
             raise ValueError(f"the leader {leader!r} refused the job: {reply['error']}")
         channel.begin_session(reply["session"])
+        # Checked in the new session: a refusal's abort then reaches the leader, which is in it already.
+        widths = _announced_widths(spec, leader, reply.get("widths"), channel.name, width) if with_widths else None
         channel.send(leader, TAG_READY, b"")
         channel.recv(leader, TAG_GO)
-        return
+        if with_widths:
+            _compare_widths(channel, spec, widths, leader, followers)
+        return widths
     mismatched = []
+    announced: Dict[str, Any] = {leader: width}
     for follower in followers:
         hello = channel.recv(follower, TAG_HELLO)
-        if hello.get("job_sha256") != spec.digest:
+        if not isinstance(hello, dict) or hello.get("job_sha256") != spec.digest:
             mismatched.append(follower)
+        else:
+            announced[follower] = hello.get("n_features")
+    error = None
+    widths = None
     if mismatched:
         error = (f"job description of {mismatched} differs from the leader's (sha256 {spec.digest[:16]}...); "
                  "every party must run the same job.toml")
+    elif with_widths:
+        try:
+            widths = _agreed_widths(spec, announced)
+        except ValueError as exc:
+            error = str(exc)
+    if error is not None:
         for follower in followers:
-            channel.send(follower, TAG_SESSION, {"error": error})
+            try:
+                channel.send(follower, TAG_SESSION, {"error": error})
+            except Exception:  # noqa: BLE001 - a follower that stopped on the refusal already; report the refusal
+                pass
         raise ValueError(error)
     session = f"{spec.digest[:16]}-{secrets.token_hex(16)}"
     channel.accept_session(session)
+    opened: Dict[str, Any] = {"session": session}
+    if widths is not None:  # the wire carries no nested dict: canonical JSON
+        opened["widths"] = json.dumps(widths, sort_keys=True)
     for follower in followers:
-        channel.send(follower, TAG_SESSION, {"session": session})
+        channel.send(follower, TAG_SESSION, opened)
     channel.begin_session(session)
     for follower in followers:
         channel.recv(follower, TAG_READY)
     for follower in followers:
         channel.send(follower, TAG_GO, b"")
+    return widths
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _pinned_widths(spec: JobSpec) -> Widths:
+    pinned = spec.fields.get("widths")
+    return None if pinned is None else {str(k): int(v) for k, v in dict(pinned).items()}
+
+
+def _agreed_widths(spec: JobSpec, announced: Dict[str, Any]) -> Widths:
+    """The leader's map from every party's announcement (ValueError naming the
+    party for a bad one, or one that differs from the job file's ``widths``)."""
+    data_parties = spec.probe_job().data_parties
+    for party, value in announced.items():
+        if party not in data_parties:
+            if value is not None:
+                raise ValueError(f"party {party!r} holds no data but announced {_short(value)} feature columns")
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"party {party!r} announced {_short(value)} feature columns, not an int >= 1")
+    pinned = _pinned_widths(spec)
+    if pinned is not None:
+        for party in data_parties:
+            if announced.get(party) is not None and announced[party] != pinned[party]:
+                raise ValueError(f"party {party!r} holds {announced[party]} feature columns, the job file pins "
+                                 f"widths.{party} = {pinned[party]}")
+        return pinned
+    if any(announced.get(party) is None for party in data_parties):
+        return None
+    return {party: int(announced[party]) for party in data_parties}
+
+
+def _announced_widths(spec: JobSpec, leader: str, widths: Any, name: str, width: Optional[int]) -> Widths:
+    """A follower's check of the leader's map (JSON text, or None: no widths
+    agreed): the job file's ``widths`` if it pins them, and this party's own
+    entry."""
+    if widths is not None:
+        text = widths
+        try:
+            widths = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            widths = None
+        data_parties = spec.probe_job().data_parties
+        if not isinstance(widths, dict) or set(widths) != set(data_parties) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in widths.values()):
+            raise ValueError(f"the leader {leader!r} announced the block widths {_short(text)}, not a map "
+                             f"of the data parties {list(data_parties)} to ints >= 1")
+    pinned = _pinned_widths(spec)
+    if pinned is not None and widths != pinned:
+        raise ValueError(f"the leader {leader!r} announced the block widths {_short(widths)}, the job file pins "
+                         f"{pinned}")
+    if widths is not None and width is not None and widths.get(name) != width:
+        raise ValueError(f"the leader {leader!r} announced {widths.get(name)!r} feature columns for this party "
+                         f"{name!r}, which holds {width}")
+    return widths
+
+
+def _compare_widths(channel, spec: JobSpec, widths: Widths, leader: str, followers: List[str]) -> None:
+    """Every follower compares the SHA-256 of (job digest, widths) with every
+    other follower: a leader that announced different widths to two parties
+    stops the job here, before any key is made."""
+    canonical = json.dumps({"job_sha256": spec.digest, "widths": widths}, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    others = [f for f in followers if f != channel.name]
+    for other in others:
+        channel.send(other, TAG_WIDTHS, {"widths_sha256": digest})
+    for other in others:
+        got = channel.recv(other, TAG_WIDTHS)
+        if not isinstance(got, dict) or got.get("widths_sha256") != digest:
+            raise ValueError(f"party {other!r} was told other block widths than this party {channel.name!r} "
+                             f"({widths}): the leader {leader!r} announced different widths to different parties")
 
 
 def checkpoint_fingerprint(spec: JobSpec, common: Sequence[str]) -> str:

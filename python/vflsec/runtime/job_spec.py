@@ -24,7 +24,11 @@ the job file says so to every party, which agrees to it by its digest.
 The parties compare the SHA-256 of the canonical JSON of this description
 (:attr:`JobSpec.digest`) before anything else. A GLM job's digest leaves the
 kind out, so ``kind = "glm"`` written or not, and job files from before job
-kinds existed, give the same digest.
+kinds existed, give the same digest. A GLM job's ``widths`` (every data
+party's number of feature columns) need not be written: each party announces
+its own in the handshake and every party agrees on the map there
+(:func:`.handshake.agree_on_job`); a ``[job.widths]`` table pins them, and a
+party whose data differs stops the job before training.
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..vfl.job import VFLJob
 from .config import read_toml
@@ -56,13 +60,20 @@ class JobSpec:
     digest: str
     evaluate: bool = False
 
-    def job(self, n_samples: int, start_epoch: int = 0) -> VFLJob:
-        return self.kind.make_job(self.fields, n_samples, start_epoch)
+    def job(self, n_samples: int, start_epoch: int = 0, widths: Optional[Mapping[str, int]] = None) -> VFLJob:
+        """The job for the aligned rows; ``widths``: the block widths agreed in
+        the handshake (:func:`.handshake.agree_on_job`), for a kind whose job
+        has them."""
+        fields = self.fields if widths is None else {**self.fields, "widths": dict(widths)}
+        return self.kind.make_job(fields, n_samples, start_epoch)
 
     def probe_job(self) -> VFLJob:
         """The job with a placeholder row count (for its parties and roles
         before the alignment)."""
-        return self.job(n_samples=max(1, int(self.fields.get("batch_size", 64))))
+        size = self.fields.get("batch_size", 64)
+        # A batch_size that is not an int >= 1 is left for the job's own check to name.
+        fits = isinstance(size, int) and not isinstance(size, bool) and size >= 1
+        return self.job(n_samples=size if fits else 1)
 
     @property
     def parties(self) -> Tuple[str, ...]:
@@ -71,7 +82,7 @@ class JobSpec:
 
 def load_job_spec(path: Path) -> JobSpec:
     raw = read_toml(Path(path))
-    if set(raw) - {"job"} or "job" not in raw:
+    if set(raw) - {"job"} or not isinstance(raw.get("job"), dict):
         raise ValueError(f"{path}: a job file holds exactly one [job] table")
     table = dict(raw["job"])
     for name in _FORBIDDEN_JOB_FIELDS:

@@ -7,6 +7,10 @@ or ``kind = "splitnn"``). A :class:`JobKind` knows, for its kind:
   (a :class:`vflsec.vfl.VFLJob`) once the alignment gave ``n_samples``;
 * how a party turns its aligned CSV rows into the data its role program
   takes, and which program that is;
+* what its programs check before they start, of the job's public
+  parameters (:meth:`JobKind.check_job`) and of one party's own rows
+  (:meth:`JobKind.check_party`), so that ``vflsec party`` refuses a
+  mistake before any party connects (:mod:`.startup`);
 * its protocol properties: whether its programs write per-epoch
   checkpoints, and why a given job must not resume (e.g. a DP protocol);
 * what a party writes to its output besides the common summary;
@@ -58,6 +62,17 @@ class JobKind(Generic[JobT]):
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> JobT:
         """The job object (validated; ValueError/TypeError on bad fields)."""
         raise NotImplementedError
+
+    def check_job(self, job: JobT, fields: Mapping[str, Any]) -> None:
+        """The checks of ``job``'s public parameters its programs make before
+        they start, beyond the job object's own (ValueError/TypeError); e.g. a
+        GLM protocol's lookup and its parameter checks."""
+
+    def check_party(self, job: JobT, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
+                    y: Optional[np.ndarray]) -> None:
+        """The checks of data party ``party``'s own rows (X after the job's
+        row_norm, y the active party's labels as in its CSV, else None) its
+        program makes before it starts (ValueError/TypeError)."""
 
     def resume_refusal(self, job: JobT, fields: Mapping[str, Any]) -> Optional[str]:
         """Why ``job`` (described by the ``[job]`` ``fields``) must not

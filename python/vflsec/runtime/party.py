@@ -5,15 +5,20 @@ The party configuration is described in :mod:`.config`, the job description
 (``job.toml``; ``kind = "glm"`` by default or ``"splitnn"``) in
 :mod:`.job_spec`; what differs between kinds is in :mod:`.kinds`.
 
-Start-up, in order: connect to every peer (``connect_timeout``); agree on
-the job (:func:`.handshake.agree_on_job`: SHA-256 of the job description,
-then a fresh random session); entity alignment by PSI
-(:mod:`vflsec.federation.psi`), rows ordered by the sorted common IDs; agree
-on the start epoch (``--resume``: one past the last epoch every data party
-has checkpointed; refused where the job kind says so: a GLM protocol with a
-``resume_refusal`` such as "hdp", since the interrupted epoch's releases
-would be repeated beyond the privacy budget, or a split-learning defense
-with state of its own); train; with ``evaluate = true`` in the job file,
+Start-up, in order: check everything the party holds before any socket is
+opened (:func:`.startup.prepare_party`: the party file and its addresses,
+the job file with the protocol's own parameter checks, the TLS files, the
+CSVs; a mistake is one line ``vflsec party: error: <what> -- <fix>`` and exit
+status 2, as is a listen address that cannot be bound); connect to every
+peer (``connect_timeout``); agree on
+the job (:func:`.handshake.agree_on_job`: SHA-256 of the job description
+and every data party's block width, then a fresh random session); entity
+alignment by PSI (:mod:`vflsec.federation.psi`), rows ordered by the sorted
+common IDs; agree on the start epoch (``--resume``: one past the last epoch
+every data party has checkpointed; refused where the job kind says so, e.g. a
+split-learning defense with state of its own; an "hdp" job resumes with the
+repeated releases counted by each party's privacy accountant, and reports the
+larger epsilon); train; with ``evaluate = true`` in the job file,
 align the held-out rows (``[party] test_data``) by PSI and score the model
 on them; write the output; tell the peers this party is done.
 
@@ -23,7 +28,7 @@ metric labelled as such and how to get a held-out one; bytes sent and
 received; the wall time split into connecting, PSI, training (compute /
 crypto / messaging) and evaluation; the privacy spent (epsilon, delta).
 
-Failures: any error stops the party with exit status 1 and one line on
+Failures of the run: any error stops the party with exit status 1 and one line on
 stderr, ``vflsec party <name>: error: ...``; its peers are told and stop
 with ``peer party '<name>' failed: it aborted the job: ...``. A peer that
 dies or hangs is detected by the heartbeat within ``peer_timeout`` seconds:
@@ -46,11 +51,11 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from .._progress import EpochProgress
 from ..dp.sensitivity import clip_row_norms
+from ..errors import CommandError
 from . import deadlines
-from .config import PartyConfig, load_party_config
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
-from .job_spec import JobSpec, load_job_spec
-from .party_csv import read_party_csv
+from .job_spec import JobSpec
+from .startup import PartyStart, prepare_party
 
 __all__ = ["main", "run_party"]
 
@@ -88,10 +93,13 @@ def _mb(nbytes: float) -> str:
 
 
 def _epsilon_text(spent: Optional[str]) -> str:
-    """``"epsilon 5.00 (delta 1e-05)"`` from the output's ``privacy_spent`` text
-    (``str`` of a PrivacySpent), the text itself if it has another form, or "no DP"."""
+    """The output's ``privacy_spent`` text (``str`` of a PrivacySpent: "epsilon 5
+    (delta 1e-05, replace-one)" or "no DP guarantee (why)"), an older
+    ``epsilon=..., delta=...`` text shortened, or "no DP" when there is none."""
     if not spent:
         return "no DP"
+    if spent.startswith(("epsilon ", "no DP guarantee")):
+        return spent
     found = re.search(r"epsilon=([0-9.eE+-]+), delta=([0-9.eE+-]+)", spent)
     if found is None:
         return f"privacy spent {spent}"
@@ -147,37 +155,14 @@ def _final_line(name: str, summary: Mapping[str, Any]) -> str:
     return f"party {name!r} done: " + "; ".join(parts)
 
 
-def _settings(network: Mapping[str, Any]):
-    from ..federation.grpc_channel import NetworkSettings
-
-    try:
-        return NetworkSettings(**network)
-    except TypeError as exc:
-        raise ValueError(f"[network]: {exc}") from None
-
-
-def _make_channel(cfg: PartyConfig, spec: JobSpec, insecure: bool):
+def _make_channel(start: PartyStart, insecure: bool):
+    """The party's channel (addresses, peers and TLS files checked by :func:`.startup.prepare_party`)."""
     from ..federation.grpc_channel import GrpcChannel
-    from ..federation.tls import load_tls
 
-    job_parties = spec.parties
-    if cfg.name not in job_parties:
-        raise ValueError(f"party {cfg.name!r} is not a party of the job {job_parties}")
-    others = [p for p in job_parties if p != cfg.name]
-    missing = [p for p in others if p not in cfg.peers]
-    if missing:
-        raise ValueError(f"[peers] lacks the address of {missing}")
-    extra = set(cfg.peers) - set(others)
-    if extra:
-        raise ValueError(f"[peers] lists parties that are not in the job: {sorted(extra)}")
-    tls = None
-    if not insecure:
-        if cfg.tls is None:
-            raise ValueError("the party config has no [tls] table; mutual TLS is the default "
-                             "(create certificates with `vflsec certs init`, or pass --insecure)")
-        tls = load_tls(cfg.tls["ca"], cfg.tls["cert"], cfg.tls["key"])
-    return GrpcChannel(cfg.name, cfg.listen, {p: cfg.peers[p] for p in others}, tls=tls, insecure=insecure,
-                       settings=_settings(cfg.network), session="handshake")
+    cfg = start.cfg
+    others = [p for p in start.probe.parties if p != cfg.name]
+    return GrpcChannel(cfg.name, cfg.listen, {p: cfg.peers[p] for p in others}, tls=start.tls, insecure=insecure,
+                       settings=start.settings, session="handshake")
 
 
 def _write_json(path: Path, summary: Dict[str, Any]) -> None:
@@ -190,46 +175,36 @@ def _write_json(path: Path, summary: Dict[str, Any]) -> None:
 
 def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> Dict[str, Any]:
     """Run this party's side of the job; returns the summary it writes to
-    ``output`` (raises on failure, after telling the peers)."""
+    ``output`` (raises on failure, after telling the peers; a mistake in the
+    party's own files is a :class:`~vflsec.errors.CommandError` before any
+    socket is opened)."""
+    return _run(prepare_party(config, resume=resume, insecure=insecure), resume=resume, insecure=insecure)
+
+
+def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
     from ..federation.checkpoint import EpochCheckpoint
     from ..federation.psi import align_ids, row_order
 
-    started = time.perf_counter()
-    cfg = load_party_config(config)
-    spec = load_job_spec(cfg.job)
+    started = start.started or time.perf_counter()
+    cfg, spec, probe, role = start.cfg, start.spec, start.probe, start.role
     kind = spec.kind
-    probe = spec.probe_job()
-    role = probe.role_of(cfg.name)
-    if resume and not kind.writes_checkpoints:
-        raise ValueError(kind.resume_refusal(probe, spec.fields))
     leader = probe.active
     followers = [p for p in probe.parties if p != leader]
     holds_data = cfg.name in probe.data_parties
+    ids: List[str] = [] if start.rows is None else start.rows.ids
+    X = None if start.rows is None else start.rows.X
+    y = None if start.rows is None else start.rows.y
+    test_ids: List[str] = [] if start.test_rows is None else start.test_rows.ids
+    X_test = None if start.test_rows is None else start.test_rows.X
+    y_test = None if start.test_rows is None else start.test_rows.y
 
-    ids: List[str] = []
-    X = y = None
-    test_ids: List[str] = []
-    X_test = y_test = None
-    if holds_data:
-        if cfg.data is None:
-            raise ValueError(f"data party {cfg.name!r} needs [party] data")
-        label_column = cfg.label_column if role == "active" else None
-        if role == "active" and label_column is None:
-            raise ValueError("the active party needs [party] label_column")
-        ids, X, y, _ = read_party_csv(cfg.data, cfg.id_column, label_column,
-                                      allow_no_features=kind.features_optional(probe, role))
-        if spec.evaluate:
-            if cfg.test_data is None:
-                raise ValueError(f"the job has evaluate = true: data party {cfg.name!r} needs [party] test_data "
-                                 "(a CSV of held-out rows with the columns of its data file)")
-            test_ids, X_test, y_test, _ = read_party_csv(cfg.test_data, cfg.id_column, label_column,
-                                                         allow_no_features=kind.features_optional(probe, role))
-            if X is not None and X_test.shape[1] != X.shape[1]:
-                raise ValueError(f"{cfg.test_data} has {X_test.shape[1]} feature columns, {cfg.data} has "
-                                 f"{X.shape[1]}")
-
-    channel = _make_channel(cfg, spec, insecure)
-    channel.start()
+    channel = _make_channel(start, insecure)
+    try:
+        channel.start()
+    except (OSError, RuntimeError) as exc:  # grpc: "Failed to bind"; before any peer is dialled
+        raise CommandError(" ".join(str(exc).split()) + " (the port is taken, or the host is not this machine's)",
+                           f"free the port or choose another [party] listen in {start.config} (and the "
+                           f"address of {cfg.name!r} in its peers' [peers])") from exc
     # Every protocol wait has a deadline naming the peer, the tag and the phase (runtime.deadlines).
     channel.set_recv_timeout(channel.settings.handshake_timeout, deadlines.PHASE_HANDSHAKE)
     step_timeout = deadlines.step_timeout(channel.settings, kind, probe)
@@ -241,7 +216,7 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
             channel.wait_for_peers()
         waited_for = ", ".join(repr(p) for p in (followers if cfg.name == leader else [leader]))
         with _waiting(cfg.name, f"waiting for {waited_for} to agree on the job"):
-            agree_on_job(channel, spec, leader, followers)
+            widths = agree_on_job(channel, spec, leader, followers, None if X is None else int(X.shape[1]))
         timings["connect_and_agree_s"] = time.perf_counter() - t
         tags = deadlines.expected_tags(kind, probe, evaluate=spec.evaluate)
         if tags is not None:  # any other tag is now a protocol error naming its sender
@@ -259,15 +234,13 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
         if holds_data and kind.writes_checkpoints and cfg.checkpoint_dir is not None:
             checkpoint = EpochCheckpoint(cfg.checkpoint_dir, cfg.name, checkpoint_fingerprint(spec, common))
             last_epoch = checkpoint.latest_epoch() if resume else -1
-        elif resume and holds_data:
-            raise ValueError("--resume needs [party] checkpoint_dir")
         # The leader announces the plan after its PSI, which a party without data does not wait through.
         channel.set_recv_timeout(step_timeout, deadlines.PHASE_PLAN)
         n_samples, start_epoch = agree_on_plan(channel, spec, leader, followers, probe.data_parties,
                                                len(common) or None, last_epoch, resume)
         if holds_data and n_samples != len(common):
             raise ValueError(f"the leader announced {n_samples} aligned rows, this party aligned {len(common)}")
-        job = spec.job(n_samples=n_samples, start_epoch=start_epoch)
+        job = spec.job(n_samples=n_samples, start_epoch=start_epoch, widths=widths)
         if X is not None:
             order = row_order(ids, common)
             X = X[order]
@@ -337,26 +310,21 @@ def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe
 
 
 def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool = False) -> int:
-    """CLI entry (``vflsec party``): exit status 0 on success, 1 on a failure of the run; a mistake in the
-    configuration files (or a missing data file) is raised before anything starts (``vflsec.cli``: one line,
-    exit status 2)."""
+    """CLI entry (``vflsec party``): exit status 0 on success, 1 on a failure of the run. A mistake in the
+    party's own files (configuration, job, certificates, CSVs) is a :class:`~vflsec.errors.CommandError`
+    raised before any socket is opened (:func:`.startup.prepare_party`; ``vflsec.cli``: one line, exit
+    status 2), as is a listen address that cannot be bound."""
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    # Mistakes in the configuration files are raised before anything starts: the command line
-    # reports them as one line with exit status 2 (vflsec.cli); failures of the run are status 1.
-    cfg = load_party_config(Path(config))
-    spec = load_job_spec(cfg.job)
-    if spec.evaluate and cfg.data is not None and cfg.test_data is None:
-        raise ValueError(f"the job {cfg.job} has evaluate = true: give this data party its held-out rows as "
-                         f"[party] test_data in {config} (vflsec party-data writes <name>-test.csv)")
-    if cfg.data is not None and not Path(cfg.data).is_file():
-        raise FileNotFoundError(f"the party's data file {cfg.data} does not exist ([party] data in {config})")
-    if cfg.test_data is not None and not Path(cfg.test_data).is_file():
-        raise FileNotFoundError(f"the party's held-out data file {cfg.test_data} does not exist ([party] test_data "
-                                f"in {config})")
-    name = cfg.name
+    start = prepare_party(Path(config), resume=resume, insecure=insecure)
+    if insecure:
+        print("vflsec party: WARNING: --insecure: plaintext transport, peers are NOT authenticated",
+              file=sys.stderr)
+    name = start.cfg.name
     try:
-        summary = run_party(Path(config), resume=resume, insecure=insecure)
+        summary = _run(start, resume=resume, insecure=insecure)
+    except CommandError:
+        raise
     except KeyboardInterrupt:
         print(f"vflsec party {name}: interrupted", file=sys.stderr)
         return 130

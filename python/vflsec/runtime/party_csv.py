@@ -16,7 +16,15 @@ def read_party_csv(path: Path, id_column: str, label_column: Optional[str], *, a
     """``(ids, X, y, feature_names)`` from a CSV with a header row; every
     column other than the ID and label columns is a numeric feature.
     ``allow_no_features``: a file with only IDs (and labels) gives an
-    ``(n, 0)`` X (a split-learning active party without features)."""
+    ``(n, 0)`` X (a split-learning active party without features).
+
+    ValueError naming the file (and the line where there is one) for: no
+    header, no data rows, a missing ID or label column, a row with another
+    number of fields than the header, an empty or repeated ID
+    (:func:`vflsec.federation.psi.check_ids`), a cell that is not a number,
+    NaN or inf."""
+    from ..federation.psi import check_ids
+
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
         try:
@@ -35,22 +43,31 @@ def read_party_csv(path: Path, id_column: str, label_column: Optional[str], *, a
         ids: List[str] = []
         rows: List[List[float]] = []
         labels: List[float] = []
+        lines: List[int] = []
         for line_no, row in enumerate(reader, start=2):
             if not row:
                 continue
             if len(row) != len(header):
                 raise ValueError(f"{path}:{line_no}: {len(row)} fields, header has {len(header)}")
+            if not row[id_at].strip():
+                raise ValueError(f"{path}:{line_no}: empty ID in column {id_column!r}")
             ids.append(row[id_at])
+            lines.append(line_no)
             try:
                 rows.append([float(row[i]) for i in feature_at])
                 if label_at is not None:
                     labels.append(float(row[label_at]))
             except ValueError as exc:
                 raise ValueError(f"{path}:{line_no}: {exc}") from None
+    if not ids:
+        raise ValueError(f"{path} has a header but no data rows")
+    check_ids(ids, f"{path}: the ID column {id_column!r}")
     X = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(feature_at))
-    if not np.all(np.isfinite(X)):
-        raise ValueError(f"{path}: features contain NaN or inf")
     y = np.asarray(labels, dtype=np.float64) if label_at is not None else None
+    for values, what in ((X, "features contain"), (y, f"the label column {label_column!r} holds")):
+        if values is not None and not np.all(np.isfinite(values)):
+            first = int(np.flatnonzero(~np.isfinite(values.reshape(len(ids), -1)).all(axis=1))[0])
+            raise ValueError(f"{path}:{lines[first]}: {what} NaN or inf")
     return ids, X, y, [header[i] for i in feature_at]
 
 

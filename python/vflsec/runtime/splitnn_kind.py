@@ -37,7 +37,8 @@ Held-out evaluation (``evaluate = true``): each passive party sends the
 active party the embeddings of the aligned held-out rows as it would release
 them at prediction time (its bottom in eval mode, then its defense's
 ``transform_embedding``, as the estimator's default ``inference="defended"``;
-tag ``eval_embedding``); the active party runs its own bottom and head and
+tag ``eval_embedding``: float32, the held-out rows by the sender's embedding
+width, finite, or refused naming the sender); the active party runs its own bottom and head and
 scores the output: accuracy beside the majority rate (classification), R^2
 (regression).
 """
@@ -57,8 +58,10 @@ from ..splitnn.defenses.base import Defense, DefenseContext
 from ..splitnn.defenses.registry import get_defense
 from ..splitnn.job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
 from ..splitnn.models import linear_head, mlp_bottom, mlp_head
-from ..splitnn.trainer import PROGRAMS
+from ..splitnn.trainer import PROGRAMS, embedding_widths
 from ..splitnn.training_state import training_state
+from ..vfl.received import check_received_array
+from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
 
 __all__ = ["MODEL_FIELDS", "TAG_EVAL_EMBEDDING", "SplitJobKind", "build_party_data", "make_defense", "module_arrays"]
@@ -177,7 +180,7 @@ class SplitJobKind(JobKind[SplitJob]):
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> SplitJob:
         names = {f.name for f in dataclasses.fields(SplitJob)}
         kwargs = {k: v for k, v in fields.items() if k in names}
-        if "passives" in kwargs:
+        if isinstance(kwargs.get("passives"), list):  # TOML's array; anything else is the job's to refuse
             kwargs["passives"] = tuple(kwargs["passives"])
         job = SplitJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
         make_defense(fields.get("defense"))  # a bad [job.defense] fails before any connection
@@ -185,6 +188,16 @@ class SplitJobKind(JobKind[SplitJob]):
             _widths(fields.get(key, MODEL_FIELDS[key]), key)
         check_positive_int(fields.get("embedding_dim", MODEL_FIELDS["embedding_dim"]), "embedding_dim")
         return job
+
+    def check_job(self, job: SplitJob, fields: Mapping[str, Any]) -> None:
+        from ..splitnn.estimator import resolve_device
+
+        resolve_device(job.device)  # a device this machine has
+
+    def check_party(self, job: SplitJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
+                    y: Optional[np.ndarray]) -> None:
+        # Everything the party's program is given is built and checked the same way (models, labels, defense set-up).
+        build_party_data(job, fields, party, X, y)
 
     def resume_refusal(self, job: SplitJob, fields: Mapping[str, Any]) -> Optional[str]:
         defense = make_defense(fields.get("defense"))
@@ -247,13 +260,11 @@ class SplitJobKind(JobKind[SplitJob]):
             raise ValueError("the active party has no held-out labels")
         n = len(y)
         parts = []
+        widths = embedding_widths(job, result.defense)
         for party in job.passives:
-            arr = channel.recv(party, TAG_EVAL_EMBEDDING)
-            if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != n:
-                raise ValueError(f"held-out embeddings from {party!r}: expected a float32 array with {n} rows, got "
-                                 f"{type(arr).__name__} {getattr(arr, 'dtype', '')} {getattr(arr, 'shape', '')}")
-            if not np.all(np.isfinite(arr)):
-                raise ValueError(f"held-out embeddings from {party!r}: non-finite values")
+            arr = check_received_array(channel.recv(party, TAG_EVAL_EMBEDDING), receiver=channel.name, sender=party,
+                                       tag=TAG_EVAL_EMBEDDING, step=PHASE_EVALUATION, dtype=np.float32,
+                                       shape=(n, widths[party]), what="held-out embeddings")
             parts.append(torch.from_numpy(arr).to(device))
         if result.bottom is not None:  # the active party's own bottom comes last, as in training
             if X is None:

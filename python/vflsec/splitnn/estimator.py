@@ -63,6 +63,10 @@ def resolve_device(device: Any) -> str:
         raise ValueError(f"invalid device {device!r}: {exc}") from None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} requested but CUDA is not available")
+    index = torch.device(device).index
+    if device.startswith("cuda") and index is not None and index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r} requested but this machine has {torch.cuda.device_count()} CUDA "
+                         "device(s)")
     return device
 
 

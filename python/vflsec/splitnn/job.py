@@ -21,7 +21,8 @@ Party names, roles and the schedule are the shared
 Messages per batch: each passive party sends its (defended) embedding as a
 float32 array under :data:`TAG_EMBEDDING`; the active party answers each one
 with ``dL/dh`` (float32, after the defense's ``transform_gradient``) under
-:data:`TAG_GRADIENT`.
+:data:`TAG_GRADIENT`. The receiver refuses anything else (another dtype or
+shape, NaN/inf), naming the sender (:mod:`vflsec.splitnn.trainer`).
 """
 from __future__ import annotations
 

@@ -13,6 +13,13 @@ every process builds the agreed defense itself: ``on_batch_start`` is called
 once per batch by every party; ``wrap_bottom`` by each passive party on its
 bottom (the active party's own bottom, if any, is not wrapped: its embedding
 is never released); ``wrap_head`` by the active party.
+
+Each party checks every array it receives before use
+(:func:`vflsec.vfl.check_received_array`): float32, finite, and the shape
+the protocol fixes (an embedding: the batch's rows and the sender's width,
+:func:`embedding_widths`; a gradient: the shape of the embedding it
+answers); anything else fails the job with
+:class:`vflsec.vfl.PeerMessageRefused` naming the sender, the tag and the step.
 """
 from __future__ import annotations
 
@@ -25,12 +32,13 @@ import numpy as np
 from .._torch import require_torch
 from ..federation.channel import InMemoryHub, payload_nbytes
 from ..vfl.clock import PhaseClock
+from ..vfl.received import check_received_array
 from ..vfl.runner import JobResult, run_programs
 from .defenses.base import BatchInfo
 from .job import TAG_EMBEDDING, TAG_GRADIENT, SplitJob, SplitPartyData, SplitPartyResult
 from .training_state import restore_training_state, training_state
 
-__all__ = ["PROGRAMS", "active_program", "make_optimizer", "passive_program", "run_split_job"]
+__all__ = ["PROGRAMS", "active_program", "embedding_widths", "make_optimizer", "passive_program", "run_split_job"]
 
 
 def make_optimizer(job: SplitJob, params: Any):
@@ -80,14 +88,14 @@ def _to_wire(t: Any) -> np.ndarray:
     return np.ascontiguousarray(t.detach().to("cpu", dtype=require_torch("split learning").float32).numpy())
 
 
-def _from_wire(arr: Any, shape: tuple, device: Any, what: str):
-    torch = require_torch("split learning")
-    if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.shape != shape:
-        got = f"{type(arr).__name__} {getattr(arr, 'dtype', '')} {getattr(arr, 'shape', '')}"
-        raise ValueError(f"{what}: expected a float32 array of shape {shape}, got {got}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{what}: received non-finite values")
-    return torch.from_numpy(arr).to(device)
+def embedding_widths(job: SplitJob, defense: Any) -> Dict[str, Optional[int]]:
+    """Each passive party's embedding width as the job's set-up told the defense
+    (``DefenseContext.extra["embedding_dims"]``: the estimator and ``vflsec
+    party`` give it); None where it was not told (the first embedding received
+    from that party then fixes it for the rest of the run)."""
+    context = getattr(defense, "context_", None)
+    dims = dict(getattr(context, "extra", None) or {}).get("embedding_dims") or {}
+    return {p: int(dims[p]) if p in dims else None for p in job.passives}
 
 
 class _ByteCounter:
@@ -124,8 +132,9 @@ def passive_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitParty
         h_raw = bottom(xb)
         h_sent = defense.transform_embedding(name, h_raw, batch)
         counter.send(endpoint, job.active, TAG_EMBEDDING, _to_wire(h_sent), batch.epoch)
-        grad = _from_wire(endpoint.recv(job.active, TAG_GRADIENT), tuple(h_sent.shape), device,
-                          f"party {name!r}: gradient of batch {batch.global_step}")
+        grad = torch.from_numpy(check_received_array(
+            endpoint.recv(job.active, TAG_GRADIENT), receiver=name, sender=job.active, tag=TAG_GRADIENT,
+            step=batch.global_step, dtype=np.float32, shape=tuple(h_sent.shape), what="gradient")).to(device)
         if optimizer is not None:
             optimizer.zero_grad(set_to_none=True)
 
@@ -177,6 +186,7 @@ def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyR
     modules = {"bottom": own_bottom, "head": head}
     _resume(job, data, modules, optimizer, history)
     loss_sum = correct = seen = 0.0
+    widths = embedding_widths(job, defense)
     epoch_start = time.perf_counter()
     for batch in _batches(job):
         defense.on_batch_start(batch)
@@ -184,11 +194,11 @@ def active_program(endpoint, job: SplitJob, data: SplitPartyData) -> SplitPartyR
         idx = torch.from_numpy(batch.indices).to(device)
         received = []
         for party in job.passives:
-            arr = endpoint.recv(party, TAG_EMBEDDING)
-            if not isinstance(arr, np.ndarray) or arr.ndim != 2 or arr.shape[0] != b:
-                raise ValueError(f"embedding from {party!r} must be a 2-D array with {b} rows, "
-                                 f"got {getattr(arr, 'shape', type(arr).__name__)}")
-            received.append(_from_wire(arr, arr.shape, device, f"embedding from {party!r}").requires_grad_(True))
+            arr = check_received_array(endpoint.recv(party, TAG_EMBEDDING), receiver=name, sender=party,
+                                       tag=TAG_EMBEDDING, step=batch.global_step, dtype=np.float32,
+                                       shape=(b, widths[party]), what="embedding")
+            widths[party] = arr.shape[1]
+            received.append(torch.from_numpy(arr).to(device).requires_grad_(True))
         parts = list(received)
         if own_bottom is not None:
             parts.append(own_bottom(X[idx]))

@@ -8,6 +8,9 @@
 * :mod:`.clock` -- :class:`PhaseClock`: compute / crypto / messaging time.
 * :mod:`.runner` -- :func:`run_programs`: the one in-process runner (a
   thread per party over an in-memory hub).
+* :mod:`.received` -- :func:`check_received_array`: what a party checks in
+  every array a peer sends it (dtype, shape, finite, the protocol's bound),
+  and :class:`PeerMessageRefused`, the error naming the sender.
 
 Layering: this package imports only :mod:`vflsec.federation.channel` (the
 ``Channel`` contract and the in-memory hub); :mod:`vflsec.glm`,
@@ -16,6 +19,7 @@ it.
 """
 from .clock import PhaseClock
 from .job import ROLES, VFLJob, check_name
+from .received import PeerMessageRefused, check_received_array
 from .result import PartyResult
 from .runner import JobResult, PartyError, PartyProgram, run_party_threads, run_programs
 from .schedule import batch_indices
@@ -25,11 +29,13 @@ __all__ = [
     "PartyError",
     "PartyProgram",
     "PartyResult",
+    "PeerMessageRefused",
     "PhaseClock",
     "ROLES",
     "VFLJob",
     "batch_indices",
     "check_name",
+    "check_received_array",
     "run_party_threads",
     "run_programs",
 ]

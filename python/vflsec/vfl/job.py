@@ -27,6 +27,9 @@ from .schedule import batch_indices
 __all__ = ["ROLES", "VFLJob", "check_name"]
 
 ROLES = ("active", "passive", "coordinator")
+# Largest ``epochs`` a job accepts: far above any real run, it catches a
+# mistyped value (an exponent too many) before a run that would never end.
+MAX_EPOCHS = 1_000_000
 
 
 def check_name(value: Any, what: str) -> str:
@@ -58,6 +61,8 @@ class VFLJob:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
         set_("n_samples", check_positive_int(self.n_samples, "n_samples"))
         set_("epochs", check_positive_int(self.epochs, "epochs"))
+        if self.epochs > MAX_EPOCHS:
+            raise ValueError(f"epochs must be <= {MAX_EPOCHS}, got {self.epochs}")
         set_("batch_size", check_positive_int(self.batch_size, "batch_size"))
         if self.batch_size > self.n_samples:
             raise ValueError(
@@ -69,6 +74,8 @@ class VFLJob:
         passives = self.passives
         if isinstance(passives, str):
             raise TypeError("passives must be a sequence of party names, not a str")
+        if not isinstance(passives, (list, tuple)):
+            raise TypeError(f"passives must be a sequence of party names, got {type(passives).__name__}")
         passives = tuple(check_name(p, "passive party name") for p in passives)
         if not passives:
             raise ValueError("at least one passive party is required")

@@ -72,18 +72,20 @@ def select_headline(cv: Dict[str, np.ndarray], dataset: str, grid: Sequence[Hype
 
 def search_epsilon(epsilon: float, runs: int) -> float:
     """Epsilon (at delta = :data:`DELTA`) of ``runs`` Gaussian mechanisms
-    each calibrated (analytic) to ``(epsilon, DELTA)``, composed exactly:
-    what the cross-validation search costs a record that appears in every
-    run's training rows. The validation scoring is not counted (it is not
-    private), so this is a lower bound of the search's true cost."""
-    from ...dp import gaussian_sigma
-    from ...dp.lattice import lattice_noise_multiplier
-    from ...glm.tuning import compose_gaussian_epsilon
+    each calibrated (analytic) to ``(epsilon, DELTA)``, composed by the DP
+    layer's accountant: what the cross-validation search costs a record that
+    appears in every run's training rows. The validation scoring is not
+    counted (it is not private), so this is a lower bound of the search's
+    true cost."""
+    from ...dp import GaussianMechanism
 
-    # The multiplier every run calibrated to (epsilon, DELTA) has at least: the
-    # lattice release's effective one, not the (slightly larger) sigma itself.
-    z = lattice_noise_multiplier(gaussian_sigma(epsilon, DELTA, 1.0, method="analytic"), 1.0)
-    return float(compose_gaussian_epsilon([z] * runs, DELTA))
+    # An HDP run's mechanism calibrated to (epsilon, DELTA); its multiplier does not depend on the
+    # sensitivity (1 here), and privacy_spent composes `runs` releases of it.
+    mechanism = GaussianMechanism.calibrated("hdp_passive_ir", epsilon=epsilon, delta=DELTA, sensitivity=1.0,
+                                             method="analytic")
+    epsilon_spent = mechanism.privacy_spent(count=runs).epsilon
+    assert epsilon_spent is not None  # a Gaussian mechanism always has a guarantee
+    return float(epsilon_spent)
 
 
 class _Rows:

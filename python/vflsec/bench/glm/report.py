@@ -7,8 +7,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..common import markdown_table
+from ..common import audit_cell, audit_legend, epsilon_cell, markdown_table
 from .experiment import DELTA, PAPER_FIGURE2_TEXT
+
+HDP_MECHANISMS = ("hdp_passive_ir", "hdp_active_ir")  # the audit verdict beside each epsilon
 
 __all__ = ["CLOSE_POINTS", "claims", "conclusion", "render_report", "summarize"]
 
@@ -114,7 +116,7 @@ def _reference_table(ds: Dict[str, Any]) -> str:
 def _dp_table(ds: Dict[str, Any], epsilons: Sequence[float]) -> str:
     rows = []
     for eps in epsilons:
-        row = [f"{eps:g}"]
+        row = [str(epsilon_cell(float(eps), claims_dp=True, mechanisms=HDP_MECHANISMS))]
         row.append(_fmt(*_stats(ds["dp"].get(("headline", "analytic"), {}).get(eps, []))))
         classic = ds["dp"].get(("headline", "classic"), {}).get(eps)
         not_run = "not run (not (ε, δ)-DP for ε ≥ 1)" if eps >= 1 else "n/a"
@@ -374,7 +376,11 @@ def render_report(result: Dict[str, Any]) -> str:
         "ball of radius sqrt(0.75)), so the intercept is part of its block and Lemma 4 covers it.",
         "- **DP guarantee**: Lemma 3/4 sensitivities corrected for coupled parties (a sqrt(P) factor), learning "
         "rate refused above 2 / (P beta_theta + lam) = 3.99 for two parties, passive parties clip the noisy IR "
-        "they receive; analytic Gaussian calibration by default (derivation in `vflsec.dp.sensitivity`).",
+        "they receive; analytic Gaussian calibration by default (derivation in `vflsec.dp.sensitivity`). "
+        "The ε column shows the last `vflsec audit`'s verdict on HDP's IR releases (largest empirical lower "
+        "bound / claim over the passive and active cases); private selection's noisy score: "
+        f"{audit_cell(('selection_score',))}. "
+        + audit_legend(),
         "- **Hyperparameters**: *headline* = one configuration per dataset, selected by 5-fold CV on the *other* "
         "datasets only (epsilon is the whole cost); *tuned* = 5-fold CV on the evaluated training set as the "
         "paper did (paper grid: e in {5, 10, 15}, k in {0.1, 0.3, 1}, b = 3200; wide grid: k up to 10, "

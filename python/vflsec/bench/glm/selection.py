@@ -34,16 +34,16 @@ def per_run_epsilon(epsilon: float, mean_candidates: float) -> Optional[float]:
     budget is small enough (the selection's epsilon has a floor: ~0.087 for
     10 expected runs at delta = 0.01, where the analytic calibration's sigma
     saturates as epsilon_0 -> 0)."""
-    from ...dp import gaussian_sigma
-    from ...dp.lattice import lattice_noise_multiplier
-    from ...glm.tuning import PoissonRepetitions, selection_epsilon
+    from ...dp import GaussianMechanism
+    from ...dp.selection import PoissonRepetitions, selection_epsilon
 
     reps = PoissonRepetitions(mean_candidates)
 
     def total(log_eps0: float) -> float:
-        # A run calibrated to (epsilon_0, DELTA) has at least the lattice release's effective multiplier.
-        sigma = gaussian_sigma(math.exp(log_eps0), DELTA, 1.0, method="analytic")
-        return selection_epsilon(lattice_noise_multiplier(sigma, 1.0), reps, DELTA)[0]
+        # A run's mechanism calibrated to (epsilon_0, DELTA) (its multiplier does not depend on the sensitivity).
+        run = GaussianMechanism.calibrated("hdp_passive_ir", epsilon=math.exp(log_eps0), delta=DELTA,
+                                           sensitivity=1.0, method="analytic")
+        return selection_epsilon(run.noise_multiplier, reps, DELTA)[0]
 
     lo, hi = math.log(epsilon) - 30.0, math.log(epsilon)
     if total(lo) > epsilon:

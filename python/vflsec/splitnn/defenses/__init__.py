@@ -1,7 +1,8 @@
 """Defenses for split learning, all behind the hook contract of :mod:`.base`.
 
-VFL-AFE (:mod:`.vfl_afe`), DP-SGD VFL (:mod:`.dp_sgd`), FedPass
-(:mod:`.fedpass`) and the simple baselines (:mod:`.baselines`), each
+VFL-AFE (:mod:`.vfl_afe`; its training losses in :mod:`.afe_losses`), DP-SGD
+VFL (:mod:`.dp_sgd`), FedPass (:mod:`.fedpass`) and the simple baselines
+(:mod:`.baselines`), each
 registered under a unique name in :mod:`.registry` (``none``, ``vfl_afe``,
 ``dp_sgd``, ``fedpass``, ``noise_embedding``, ``noise_gradient``,
 ``sparsify``): ``make_defense("vfl_afe", t=10.0, epsilon=5.0)``.

@@ -23,8 +23,13 @@ active party, per batch::
     grads = defense.transform_gradient({P: dL/dh_sent_P}, batch)  # gradient noise / sparsification
     send grads[P] to each P
 
-``privacy_spent()`` reports the guarantee (per release and composed over the
-run, via :mod:`vflsec.dp.accounting`) for DP defenses, ``None`` otherwise.
+Every noisy release goes through a mechanism object named in
+:data:`vflsec.dp.mechanisms.MECHANISMS` (:func:`gaussian_release` applies it
+with autograd passing through). ``privacy_spent()`` reports the guarantee
+(per release and composed over the run, from the same mechanism that
+calibrated the noise) for DP defenses: a :class:`vflsec.dp.PrivacySpent`
+whose ``epsilon`` is None where the release reads data it protects without
+accounting for it; ``None`` for a defense that claims no guarantee.
 
 Parameters follow scikit-learn's estimator contract (``sklearn.base``): every
 constructor argument is keyword-only and stored unchanged under its own name
@@ -37,13 +42,16 @@ constructors used to raise.
 """
 from __future__ import annotations
 
+import hashlib
 import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
 from sklearn.base import BaseEstimator
 
-__all__ = ["BatchInfo", "Defense", "DefenseContext", "NoDefense", "gaussian_release"]
+from ..._arrays import check_real
+
+__all__ = ["BatchInfo", "Defense", "DefenseContext", "NoDefense", "UnaccountedNoise", "gaussian_release"]
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,8 @@ class Defense(BaseEstimator):
 
     # -- reporting --------------------------------------------------------------------
     def privacy_spent(self) -> Optional[Any]:
-        """A :class:`vflsec.dp.accounting.PrivacySpent`, or None for a non-DP defense."""
+        """A :class:`vflsec.dp.PrivacySpent` (``epsilon`` None: no proven
+        guarantee, with the caveat saying why), or None for a non-DP defense."""
         return None
 
     def __repr__(self, N_CHAR_MAX: int = 700) -> str:
@@ -148,6 +157,12 @@ class NoDefense(Defense):
     resume_refusal = None
 
 
+def derived_seed(seed: int, *parts: Any) -> int:
+    """A 63-bit seed derived from ``seed`` and ``parts`` (SHA-256): one stream per party, use and step."""
+    text = "/".join(str(p) for p in (seed, *parts)).encode()
+    return int.from_bytes(hashlib.sha256(b"vflsec.splitnn/" + text).digest()[:8], "little") >> 1
+
+
 def check_seed(seed: Any) -> Optional[int]:
     """A defense's ``seed``: None (secure noise) or a non-negative int (reproducible, experiments only)."""
     if seed is None:
@@ -157,13 +172,53 @@ def check_seed(seed: Any) -> Optional[int]:
     return int(seed)
 
 
+@dataclass(frozen=True)
+class UnaccountedNoise:
+    """A noise release that claims no guarantee (the baselines): ``x +
+    N(0, sigma^2)`` through the lattice release, under a name of
+    :data:`vflsec.dp.mechanisms.MECHANISMS` whose ``claims`` is False.
+
+    The counterpart of :class:`vflsec.dp.GaussianMechanism` for noise that is
+    not calibrated to a sensitivity (nothing is clipped): same ``release``
+    signature, and :meth:`privacy_spent` is None (no guarantee to report).
+    A name that claims a guarantee is refused: such a release goes through its
+    ``GaussianMechanism``."""
+
+    name: str
+    sigma: float
+
+    def __post_init__(self) -> None:
+        from ...dp.mechanisms import mechanism_info
+
+        if mechanism_info(self.name).claims:
+            raise ValueError(f"mechanism {self.name!r} claims a guarantee: release it through its "
+                             "vflsec.dp.GaussianMechanism, not as unaccounted noise")
+        object.__setattr__(self, "sigma", check_real(self.sigma, "sigma", low=0.0, low_inclusive=False))
+
+    def release(self, x: Any, *, generator: Any = None, part: Optional[str] = None) -> Any:
+        """``x`` released through :func:`vflsec.kernels.add_gaussian_noise` with ``sigma``."""
+        from ...kernels import add_gaussian_noise
+
+        if part is not None:
+            raise KeyError(f"mechanism {self.name!r} has one part; got part={part!r}")
+        return add_gaussian_noise(x, self.sigma, generator=generator)
+
+    def privacy_spent(self, *args: Any, **kwargs: Any) -> None:
+        """None: noise without a sensitivity bound gives no guarantee."""
+        return None
+
+
 _RELEASE_FUNCTION: Any = None
 
 
-def gaussian_release(x: Any, sigma: float, generator: Any) -> Any:
-    """``x`` (a torch tensor) released with N(0, sigma^2) noise by
-    :func:`vflsec.kernels.add_gaussian_noise`, the lattice release every DP
-    defense uses (``x + noise`` formed in floating point would leak ``x``).
+def gaussian_release(x: Any, mechanism: Any, generator: Any, *, part: Optional[str] = None) -> Any:
+    """``x`` (a torch tensor) released through the lattice Gaussian
+    (:func:`vflsec.kernels.add_gaussian_noise`, the release every noise defense
+    uses: ``x + noise`` formed in floating point would leak ``x``).
+
+    ``mechanism``: the :class:`vflsec.dp.GaussianMechanism` (or
+    :class:`UnaccountedNoise`) that owns the release, with ``part`` naming the
+    part of a multi-part mechanism; or a float sigma (a bare lattice release).
 
     Autograd sees the identity, as it would for ``x + noise`` with constant
     noise, so the released embedding still trains the bottom model; the
@@ -171,20 +226,32 @@ def gaussian_release(x: Any, sigma: float, generator: Any) -> Any:
     ``x + (y - x).detach()`` would round again and leave the lattice)."""
     from ...kernels import add_gaussian_noise
 
+    if isinstance(mechanism, numbers.Real) and not isinstance(mechanism, bool):
+        sigma = float(mechanism)
+        if part is not None:
+            raise TypeError("part names a part of a mechanism; a bare sigma has none")
+
+        def draw(v: Any) -> Any:
+            return add_gaussian_noise(v, sigma, generator=generator)
+    elif hasattr(mechanism, "release"):
+        def draw(v: Any) -> Any:
+            return mechanism.release(v, generator=generator, part=part)
+    else:
+        raise TypeError(f"gaussian_release takes a mechanism or a float sigma, got {type(mechanism).__name__}")
     if not x.requires_grad:
-        return add_gaussian_noise(x, sigma, generator=generator)
+        return draw(x)
     global _RELEASE_FUNCTION
     if _RELEASE_FUNCTION is None:
         import torch
 
         class _Release(torch.autograd.Function):
             @staticmethod
-            def forward(ctx, x, sigma, generator):
-                return add_gaussian_noise(x.detach(), sigma, generator=generator)
+            def forward(ctx, x, draw):
+                return draw(x.detach())
 
             @staticmethod
             def backward(ctx, grad):
-                return grad, None, None
+                return grad, None
 
         _RELEASE_FUNCTION = _Release
-    return _RELEASE_FUNCTION.apply(x, sigma, generator)
+    return _RELEASE_FUNCTION.apply(x, draw)

@@ -8,9 +8,12 @@
   ``ceil(keep_fraction * d)`` largest-magnitude gradient coordinates and zeroes the rest.
 
 Every parameter is keyword-only (``GaussianEmbeddingNoise(scale=0.3)``).
-The two noise defenses release through the lattice Gaussian mechanism
-(:func:`.base.gaussian_release`), like the DP defenses: a float ``x + noise``
-would let the receiver tell inputs apart by the rounding grid of the sum.
+The two noise defenses release through the lattice Gaussian
+(:func:`.base.gaussian_release`) under the catalogue's ``noise_embedding`` /
+``noise_gradient`` names (:class:`.base.UnaccountedNoise`, ``mechanism``),
+like the DP defenses: a float ``x + noise`` would let the receiver tell inputs
+apart by the rounding grid of the sum. Nothing bounds what they release, so
+``privacy_spent()`` is None: they claim no guarantee.
 """
 from __future__ import annotations
 
@@ -18,9 +21,9 @@ import math
 from typing import Any, Dict, Optional
 
 from ..._arrays import check_real
-from .base import BatchInfo, Defense, check_seed, gaussian_release
+from .base import BatchInfo, Defense, UnaccountedNoise, check_seed, gaussian_release
+from .base import derived_seed as _derived_seed
 from .registry import register_defense
-from .vfl_afe import _derived_seed
 
 __all__ = ["GaussianEmbeddingNoise", "GaussianGradientNoise", "GradientSparsification"]
 
@@ -30,6 +33,12 @@ class _NoiseMixin:
     scale: float
     seed: Optional[int]
     variant: Optional[str]
+    mechanism_name: str  # the release's name in vflsec.dp.mechanisms.MECHANISMS
+
+    @property
+    def mechanism(self) -> UnaccountedNoise:
+        """The release this defense makes (no guarantee: ``privacy_spent()`` is None)."""
+        return UnaccountedNoise(self.mechanism_name, self.scale)
 
     def _release(self, key: str, x: Any) -> Any:
         """``x`` plus ``N(0, scale^2)`` per coordinate, on the lattice (gradient passes through)."""
@@ -40,7 +49,7 @@ class _NoiseMixin:
         if gen is None:
             gen = NoiseGenerator() if self.seed is None else NoiseGenerator(_derived_seed(self.seed, self.variant, key))
             generators[key] = gen
-        return gaussian_release(x, self.scale, gen)
+        return gaussian_release(x, self.mechanism, gen)
 
     def check_params(self) -> None:
         check_real(self.scale, "scale", low=0.0, low_inclusive=False)
@@ -59,6 +68,7 @@ class GaussianEmbeddingNoise(_NoiseMixin, Defense):
 
     name = "noise"
     variant = "embedding"
+    mechanism_name = "noise_embedding"
 
     def __init__(self, *, scale: float, seed: Optional[int] = None):
         self.scale = scale
@@ -74,6 +84,7 @@ class GaussianGradientNoise(_NoiseMixin, Defense):
 
     name = "noise"
     variant = "gradient"
+    mechanism_name = "noise_gradient"
 
     def __init__(self, *, scale: float, seed: Optional[int] = None):
         self.scale = scale

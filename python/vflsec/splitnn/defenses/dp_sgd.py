@@ -4,12 +4,13 @@ Every data owner trains its bottom model with differentially private SGD
 (Abadi et al. 2016): per batch it computes the gradient of each sample's loss
 with respect to its own bottom parameters, clips each to L2 norm ``C``, sums
 them, releases the sum with Gaussian noise and divides by the batch size
-before the optimizer step. The release is the lattice Gaussian mechanism
-(:func:`vflsec.kernels.add_gaussian_noise`; a float ``sum + noise`` would leak
-the sum through its rounding) with ``sigma = sigma_for_multiplier(z, C)``
-(``z C`` on the release's sigma grid); P, the owner's number of trainable
-parameters, counts the noise draws for the sampler's error bound. The
-active party's head is trained normally (it sees only embeddings).
+before the optimizer step. The release is the owner's mechanism's
+(:meth:`vflsec.dp.SubsampledGaussianMechanism.release`: the lattice Gaussian
+of :func:`vflsec.kernels.add_gaussian_noise`, a float ``sum + noise`` would
+leak the sum through its rounding) with ``sigma = z C`` on the release's sigma
+grid; P, the owner's number of trainable parameters, counts the noise draws
+for the sampler's error bound. The active party's head is trained normally
+(it sees only embeddings).
 
 Per-sample gradients. The owner knows only ``g_i = dL/dh_i`` (what the active
 party returned), so sample ``i``'s loss as far as the bottom model goes is
@@ -23,31 +24,45 @@ bottom model in ``wrap_bottom`` (changing what every other hook sees) and
 supports only the layer types it has hooks for; ``vmap`` only requires the
 bottom model to treat samples independently (no BatchNorm), as Opacus does too.
 
-Privacy accounting. The noise multiplier ``z`` is the smallest one whose
-composed epsilon over the whole run, ``steps = epochs * ceil(n / B)`` releases
-of a subsampled Gaussian with rate ``q = B / n``, each of P noise draws,
-stays within ``epsilon`` at ``delta``
-(:func:`vflsec.dp.accounting.noise_multiplier_for_epsilon` with
-``coordinates=P``, RDP by default). P is known once the owner's model is, so
-each owner's ``z`` is calibrated at its first step. The accountant assumes
-**Poisson sampling** (each row independently
-with probability ``q``), as Opacus' accountants do; the trainer draws shuffled
-fixed-size batches, for which the subsampling amplification is the commonly
-used approximation, not a proven bound. A step beyond the planned number is
-refused (it would exceed ``epsilon``). The guarantee is per data owner, about
-that owner's features (each owner runs its own mechanism with its own noise).
+Neighbour relation. VFL rows are fixed by PSI: every party knows which rows
+take part, so a neighbouring dataset *replaces* one row's features
+(``neighbours="replace_one"``, the default). A replaced record moves the
+sampled sum of clipped gradients by up to ``2C`` (from one point of the
+C-ball to the opposite one), twice the ``C`` of the add/remove relation of
+Opacus and the paper; ``neighbours="add_remove"`` is the opt-in for that
+relation (less noise at the same epsilon).
+
+Privacy accounting. Each owner's release is a
+:class:`vflsec.dp.SubsampledGaussianMechanism` (catalogue name ``dp_sgd``,
+``mechanisms_[party]``), calibrated at the owner's first step by
+``SubsampledGaussianMechanism.calibrated``: the smallest noise multiplier
+``z = sigma / C`` whose composed epsilon over the whole run, ``steps = epochs
+* ceil(n / B)`` releases of a Poisson-subsampled Gaussian with rate ``q = B /
+n``, each of P noise draws (P: the owner's trainable parameters), stays
+within ``epsilon`` at ``delta`` under ``neighbours``. The release
+(``mechanism.release(sum, clip=C)``), :meth:`DPSGD.privacy_spent` and
+:meth:`DPSGD.planned_privacy` are that same mechanism's, so the calibration and
+the reported epsilon take the same accountant path and the report never
+exceeds the target. The accountant is PLD by default: RDP has no bound for
+Poisson subsampling under replace-one, so ``accountant="rdp"`` is refused
+there (it is accepted with ``neighbours="add_remove"``, or when every row is in
+every batch). The accountant assumes **Poisson sampling** (each row
+independently with probability ``q``), as Opacus' accountants do; the trainer
+draws shuffled fixed-size batches, for which the subsampling amplification is
+the commonly used approximation, not a proven bound. A step beyond the planned
+number is refused (it would exceed ``epsilon``). The guarantee is per data
+owner, about that owner's features (each owner runs its own mechanism with its
+own noise).
 
 Clip threshold. ``clip_norm=None`` follows the paper: the
 ``clip_percentile``-th percentile (80th) of the per-sample gradient norms seen
 over the first ``calibration_steps`` (50) iterations of that owner. During
 those iterations clipping uses the running estimate (the percentile of all
 norms seen so far, the current batch included) and noise ``z * C_t`` is added
-already, so every step, calibration or not, is a subsampled Gaussian with
-multiplier ``z`` relative to the clip applied in it and all steps are
-composed. **The data-dependent threshold is itself not differentially
-private** (the percentile is computed from raw gradient norms and is not
-noised), exactly as in the paper; pass a fixed ``clip_norm`` for an end-to-end
-guarantee.
+already. **That threshold reads the data the release protects** (a percentile
+of raw gradient norms, not noised), so such a run has **no** guarantee:
+``privacy_spent()`` reports ``epsilon=None`` with that caveat; pass a fixed
+``clip_norm`` for an end-to-end guarantee.
 """
 from __future__ import annotations
 
@@ -57,19 +72,16 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..._arrays import check_positive_int, check_real
-from ...dp.accounting import (
-    ACCOUNTANTS,
-    PrivacySpent,
-    composed_subsampled_gaussian,
-    noise_multiplier_for_epsilon,
-)
-from ...dp.lattice import sigma_for_multiplier
+from ...dp.accountant import ACCOUNTANTS, DEFAULT_NEIGHBOURS, PrivacySpent, check_neighbours
+from ...dp.mechanisms import SubsampledGaussianMechanism
 from .base import BatchInfo, Defense, DefenseContext, check_seed
 from .registry import register_defense
 
 __all__ = ["DPSGD", "LOSS_REDUCTIONS", "dp_vfl_centralized_model", "dp_vfl_models", "split_features_equally"]
 
 LOSS_REDUCTIONS = ("mean", "sum")
+NON_PRIVATE_CLIP = ("the clip threshold is a non-private percentile of the gradient norms (clip_norm=None); "
+                    "pass clip_norm for a guarantee")
 # Guards the clip factor C / ||g_i|| against a zero gradient (Opacus uses 1e-6).
 _NORM_FLOOR = 1e-12
 
@@ -148,11 +160,14 @@ class DPSGD(Defense):
     clip_norm : float > 0 or None
         Per-sample gradient norm bound ``C``. ``None`` (default): the paper's
         rule, the ``clip_percentile``-th percentile of the per-sample gradient
-        norms over the first ``calibration_steps`` iterations (data-dependent
-        and not itself DP; see the module docstring).
+        norms over the first ``calibration_steps`` iterations (data-dependent:
+        such a run reports no guarantee; see the module docstring).
     clip_percentile : float in (0, 100], default 80
     calibration_steps : int >= 1, default 50
-    accountant : "rdp" (default) or "pld"
+    neighbours : "replace_one" (default: a neighbour replaces one row's
+        features, moving a sampled sum by up to 2C) or "add_remove" (opt-in: C)
+    accountant : "pld" (default) or "rdp" (refused with Poisson subsampling
+        under replace-one: RDP has no bound for it)
     loss_reduction : "mean" (default) or "sum"
         How the active party's criterion reduces over the batch; fixes the
         scale of the per-sample losses (see the module docstring).
@@ -163,8 +178,11 @@ class DPSGD(Defense):
 
     Attributes (after training starts)
     ----------------------------------
-    noise_multipliers_ : dict party -> the ``z`` of that owner's run (set at
-        its first step, for ``coordinates_[party]`` noise draws per step)
+    mechanisms_ : dict party -> that owner's
+        :class:`vflsec.dp.SubsampledGaussianMechanism` (set at its first step,
+        for ``coordinates_[party]`` noise draws per step): the release and the
+        guarantee it claims
+    noise_multipliers_ : dict party -> the ``z = sigma / C`` of that owner's mechanism
     noise_multiplier_ : float, the smallest of them (AttributeError before any step)
     coordinates_ : dict party -> trainable parameters of that owner's bottom model
     sampling_rate_, planned_steps_ : the accountant's ``q`` and step count
@@ -177,13 +195,14 @@ class DPSGD(Defense):
     name = "dp_sgd"
 
     def __init__(self, *, epsilon: float, delta: float = 1e-3, clip_norm: Optional[float] = None,
-                 clip_percentile: float = 80, calibration_steps: int = 50, accountant: str = "rdp",
-                 loss_reduction: str = "mean", seed: Optional[int] = None) -> None:
+                 clip_percentile: float = 80, calibration_steps: int = 50, neighbours: str = DEFAULT_NEIGHBOURS,
+                 accountant: str = "pld", loss_reduction: str = "mean", seed: Optional[int] = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.clip_norm = clip_norm
         self.clip_percentile = clip_percentile
         self.calibration_steps = calibration_steps
+        self.neighbours = neighbours
         self.accountant = accountant
         self.loss_reduction = loss_reduction
         self.seed = seed
@@ -195,8 +214,9 @@ class DPSGD(Defense):
             check_real(self.clip_norm, "clip_norm", low=0.0, low_inclusive=False)
         check_real(self.clip_percentile, "clip_percentile", low=0.0, low_inclusive=False, high=100.0)
         check_positive_int(self.calibration_steps, "calibration_steps")
+        check_neighbours(self.neighbours)
         if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+            raise ValueError(f"accountant must be one of {tuple(ACCOUNTANTS)}, got {self.accountant!r}")
         if self.loss_reduction not in LOSS_REDUCTIONS:
             raise ValueError(f"loss_reduction must be one of {LOSS_REDUCTIONS}, got {self.loss_reduction!r}")
         check_seed(self.seed)
@@ -210,6 +230,13 @@ class DPSGD(Defense):
         b = min(b, n)
         self.sampling_rate_ = b / n
         self.planned_steps_ = epochs * math.ceil(n / b)
+        if self.accountant == "rdp" and self.neighbours == "replace_one" and self.sampling_rate_ < 1.0:
+            raise ValueError(
+                "DP-SGD: the RDP accountant has no bound for Poisson subsampling under replace-one neighbours "
+                f"(sampling rate {self.sampling_rate_:.4g}; replace-one is the VFL default: after PSI a neighbour "
+                "replaces one row's features); use accountant='pld' (the default), or neighbours='add_remove' "
+                "where rows may be added or removed")
+        self.mechanisms_: Dict[str, SubsampledGaussianMechanism] = {}
         self.noise_multipliers_: Dict[str, float] = {}
         self.coordinates_: Dict[str, int] = {}
         self._noise_seed = self.seed if self.seed is not None else check_seed(context.seed)
@@ -218,7 +245,7 @@ class DPSGD(Defense):
         self.clip_norm_: Dict[str, float] = {}
         self.calibration_norms_: Dict[str, np.ndarray] = {}
         self.last_clipped_norms_: Dict[str, np.ndarray] = {}
-        self._spent_cache: Dict[int, PrivacySpent] = {}
+        self._spent_cache: Dict[Tuple[str, int], PrivacySpent] = {}
 
     @property
     def noise_multiplier_(self) -> float:
@@ -226,19 +253,21 @@ class DPSGD(Defense):
             raise AttributeError("noise_multiplier_ is calibrated per owner at its first DP-SGD step")
         return min(self.noise_multipliers_.values())
 
-    def _multiplier(self, party: str, coordinates: int) -> float:
-        """The owner's ``z`` for ``coordinates`` noise draws per step (calibrated once)."""
-        z = self.noise_multipliers_.get(party)
-        if z is None:
-            z = noise_multiplier_for_epsilon(self.epsilon, self.delta, count=self.planned_steps_,
-                                             sampling_rate=self.sampling_rate_, accountant=self.accountant,
-                                             coordinates=coordinates)
-            self.noise_multipliers_[party] = z
+    def mechanism(self, party: str, coordinates: int) -> SubsampledGaussianMechanism:
+        """The owner's mechanism for ``coordinates`` noise draws per step (calibrated once, at its first step)."""
+        mech = self.mechanisms_.get(party)
+        if mech is None:
+            mech = SubsampledGaussianMechanism.calibrated(
+                "dp_sgd", epsilon=float(self.epsilon), delta=float(self.delta), sampling_rate=self.sampling_rate_,
+                steps=self.planned_steps_, coordinates=coordinates, neighbours=self.neighbours,
+                accountant=self.accountant)
+            self.mechanisms_[party] = mech
+            self.noise_multipliers_[party] = mech.noise_multiplier
             self.coordinates_[party] = coordinates
-        elif self.coordinates_[party] != coordinates:
+        elif mech.coordinates != coordinates:
             raise ValueError(f"DP-SGD: party {party!r} has {coordinates} trainable parameters, its noise was "
-                             f"calibrated for {self.coordinates_[party]}")
-        return z
+                             f"calibrated for {mech.coordinates}")
+        return mech
 
     # -- clip threshold -----------------------------------------------------------------
     def _clip_for_step(self, party: str, norms: np.ndarray) -> float:
@@ -264,8 +293,6 @@ class DPSGD(Defense):
     def bottom_backward(self, party: str, module: Any, optimizer: Any, x: Any,
                         embed: Callable[[Any], Any], grad: Any, batch: BatchInfo) -> bool:
         import torch
-
-        from ...kernels import add_gaussian_noise
 
         if not hasattr(self, "planned_steps_"):
             raise RuntimeError("DPSGD.setup(context) must be called before training")
@@ -293,10 +320,9 @@ class DPSGD(Defense):
         generator = self._generators.get(party)
         if generator is None:
             generator = self._generators[party] = _party_generator(self._noise_seed, party)
-        coordinates = int(flat.shape[1])
-        # The release's sigma: on its grid, with sigma / C >= z.
-        sigma = sigma_for_multiplier(self._multiplier(party, coordinates), clip)
-        released = add_gaussian_noise(clipped.sum(dim=0).detach(), sigma, generator=generator)
+        mechanism = self.mechanism(party, int(flat.shape[1]))
+        # The lattice release with sigma = z C on its grid (sigma / C >= z).
+        released = mechanism.release(clipped.sum(dim=0).detach(), clip=clip, generator=generator)
         noisy_mean = released / batch_size  # post-processing of the release
 
         params = dict(module.named_parameters())
@@ -311,35 +337,47 @@ class DPSGD(Defense):
         self.steps_[party] = taken + 1
         return True
 
-    def _composed(self, steps: int) -> PrivacySpent:
-        """The worst owner's composed guarantee over ``steps`` steps."""
-        spent = [composed_subsampled_gaussian(z, self.sampling_rate_, steps, self.delta, accountant=self.accountant,
-                                              coordinates=self.coordinates_[party])
-                 for party, z in self.noise_multipliers_.items()]
-        return max(spent, key=lambda s: s.epsilon)
+    def _worst(self, steps: Optional[int]) -> PrivacySpent:
+        """The worst owner's guarantee after its own steps taken (``steps`` None)
+        or after ``steps`` steps, from its mechanism."""
+        counts = {party: self.steps_.get(party, 0) if steps is None else steps for party in self.mechanisms_}
+        if self.clip_norm is None:
+            return PrivacySpent(None, float(self.delta), max(counts.values()), None, self.accountant,
+                                self.neighbours, NON_PRIVATE_CLIP)
+        worst: Optional[PrivacySpent] = None
+        for party, mech in self.mechanisms_.items():
+            key = (party, counts[party])
+            spent = self._spent_cache.get(key)
+            if spent is None:
+                spent = self._spent_cache[key] = mech.privacy_spent(steps=counts[party])
+            if worst is None or float(spent.epsilon or 0.0) > float(worst.epsilon or 0.0):
+                worst = spent
+        assert worst is not None  # callers check that a mechanism exists
+        return worst
 
     # -- reporting ----------------------------------------------------------------------
     def privacy_spent(self) -> Optional[PrivacySpent]:
-        """Composed (epsilon, delta) per data owner over the steps taken so far
-        (the most any owner took); ``epsilon_per_release`` is None (one DP-SGD
-        step has no standalone figure)."""
+        """Composed (epsilon, delta) of the worst data owner over the steps it
+        has taken, from its mechanism (``epsilon_per_release`` is None: one
+        DP-SGD step has no standalone figure). ``epsilon`` is None (no
+        guarantee) with the percentile clip (``clip_norm=None``)."""
         if not hasattr(self, "planned_steps_"):
             return None
-        steps = max(self.steps_.values(), default=0)
-        if steps == 0:
-            return PrivacySpent(0.0, float(self.delta), 0, None, self.accountant)
-        spent = self._spent_cache.get(steps)
-        if spent is None:
-            spent = self._spent_cache[steps] = self._composed(steps)
-        return spent
+        if not self.mechanisms_:
+            caveat = NON_PRIVATE_CLIP if self.clip_norm is None else None
+            return PrivacySpent(None if caveat else 0.0, float(self.delta), 0, None, self.accountant,
+                                self.neighbours, caveat)
+        return self._worst(None)
 
     def planned_privacy(self) -> PrivacySpent:
-        """The guarantee for the whole planned run (what the noise was calibrated to), worst
-        owner; each owner's noise is calibrated at its first step, so this needs one."""
-        if not getattr(self, "noise_multipliers_", None):
+        """The guarantee for the whole planned run (what the noise was
+        calibrated to), worst owner, from the same mechanism: at most
+        ``epsilon``. Each owner's noise is calibrated at its first step, so
+        this needs one. ``epsilon`` is None with ``clip_norm=None``."""
+        if not getattr(self, "mechanisms_", None):
             raise RuntimeError("DPSGD: no owner has taken a step yet (each owner's noise is calibrated to its "
                                "parameter count at its first step)")
-        return self._composed(self.planned_steps_)
+        return self._worst(self.planned_steps_)
 
 
 # ------------------------------------------------------------------------ paper models

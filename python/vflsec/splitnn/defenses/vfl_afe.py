@@ -1,31 +1,88 @@
 """VFL-AFE: differential privacy on released embeddings with adaptive feature embeddings.
 
-Passive party, per batch (ALGORITHMS.md section 3; Alg. 1 of the paper)::
+Passive party, per batch of n rows (ALGORITHMS.md section 3; Alg. 1 of the paper)::
 
-    h <- h / max(1, ||h|| / t)                          clip: sensitivity 2t
-    +R: h <- h * 2t / (mu_d + 3 sigma_d)                 rescale to the estimated diameter
-        (mu_d, sigma_d: mean and std of the batch's pairwise distances; the
-        factor is computed on the detached batch and is a constant for autograd;
-        ``rescale_shrink=False`` uses max(1, factor), see below)
+    h <- h / max(1, ||h|| / t)                          clip: one row moves by at most 2t
+    +R: rescale to the estimated batch diameter (see below; "dp" by default)
     h <- h + N(0, sigma_D^2 I)                           Gaussian mechanism (lattice release)
     loss += alpha * KL(P(d) || N(mu_d, sigma_d^2))       +R: keeps the Gaussian fit honest
     loss += beta * contrastive(h, FCM(dL/dh))            +D: distribution adjusting
 
-The noise is calibrated by :func:`vflsec.dp.gaussian_sigma` for sensitivity
-``2t``, with the classic formula ``sqrt(2 ln(1.25/delta)) / epsilon`` per unit
-the paper uses (``calibration="classic"``; proved for epsilon < 1, and
-``gaussian_sigma`` warns beyond) or the exact analytic one
-(``calibration="analytic"``), for the lattice release
-(:func:`vflsec.kernels.add_gaussian_noise`, via :func:`.base.gaussian_release`)
-of one sample's embedding row: ``coordinates = D``, the embedding width, so
-``sigma_D`` exceeds ``2t sigma`` by a relative ``2^-20 sqrt(D) sigma`` or so.
-Never ``h + noise`` in floating point: that would leak ``h``
-through its rounding. ``privacy_spent()`` gives the per-release epsilon and
-its composition over the epochs (each sample's embedding is released once per
-epoch) from :mod:`vflsec.dp.accounting`, with the lattice release's effective
-noise multiplier. With +R the sensitivity bound 2t
-holds with the probability ``p2`` of the Gaussian quantile (Thm. 3.6 of the
-paper folds that into delta); that caveat is the paper's, not removed here.
+Every release goes through a :class:`vflsec.dp.GaussianMechanism`
+(``mechanism_for(width, rows)``), calibrated to (``epsilon``, ``delta``) per
+release of a batch with ``calibration`` "analytic" (the default: exact,
+every epsilon) or "classic" (the paper's ``sqrt(2 ln(1.25/delta)) / epsilon``
+per unit; proved for epsilon < 1 only, so beyond that its sigma is checked by
+exact accounting and refused where it misses the target, e.g. epsilon 20 at
+delta 1e-2), lattice corrections included: the noise draws
+that differ between neighbours are one row's ``D`` coordinates (D the
+embedding width; the other rows are the same in both worlds). The release is
+the lattice Gaussian (:func:`vflsec.kernels.add_gaussian_noise`, via
+:func:`.base.gaussian_release`), never ``h + noise`` in floating point: that
+would leak ``h`` through its rounding. Clipping is done in float64 to
+``(1 - 2^-20) t`` so that rounding (the norm, the cast back to float32) cannot
+carry a row past ``t``: the sensitivity the mechanism states is one the code
+enforces.
+
+Neighbours. ``neighbours="replace_one"`` (the default): VFL rows are fixed by
+PSI, so a neighbouring dataset replaces one row's features; its clipped
+embedding moves anywhere in the t-ball: distance ``2t``.
+``neighbours="add_remove"`` (opt-in) is read as *zero-out*: the absent row's
+embedding is the zero vector and the batch keeps its n rows (a per-row release
+has no other meaning for a missing row). Without +R that halves the
+sensitivity to ``t``; for +R "dp" see below.
+
++R, the paper's rule and why it has no guarantee. The paper rescales the
+clipped batch by ``2t / (mu_d + 3 sigma_d)``, ``mu_d, sigma_d`` the mean and
+std of the batch's pairwise distances. That factor is computed from the batch
+it releases, so one changed row moves *every* row's release (an audit of that
+rule measured a realized distance of 9x the calibrated ``2t`` and epsilon >=
+6.51 for a claimed 5). It is kept as ``rescale_estimate="batch"`` to reproduce
+the paper's Table 2, and its ``privacy_spent()`` reports **no** guarantee
+(``epsilon=None``, caveat "the rescale factor reads the batch it releases").
+
++R "dp" (``rescale_estimate="dp"``, the default): the factor comes from DP
+estimates whose cost is accounted, in one three-part mechanism
+(``vfl_afe_rescale``) per batch of ``n >= 2`` rows:
+
+1. *centre*: ``c~ = mean(h) + noise``; replacing one clipped row moves the
+   mean by at most ``2t / n`` (D coordinates);
+2. *stats*: ``u~ = (mean_d n / (4t), mean_d2 n / (8t^2)) + noise`` with
+   ``mean_d`` / ``mean_d2`` the mean distance / squared distance over the
+   ``n(n-1)/2`` pairs of the clipped batch. Replacing one row changes its
+   ``n - 1`` pairs, each ``d`` in ``[0, 2t]`` (``d^2`` in ``[0, 4t^2]``), so
+   each coordinate moves by at most 1: L2 sensitivity ``sqrt(2)`` (2 coordinates);
+3. post-processing: ``mean_d = u0 4t / n`` and ``mean_d2 = u1 8t^2 / n``
+   (clamped to their ranges ``[0, 2t]``, ``[0, 4t^2]``), ``std_d =
+   sqrt(max(mean_d2 - mean_d^2, 0))``, ``estimate = mean_d + 3 std_d`` (or the
+   ``quantile`` rule), floored at ``2t 10^-6``, ``s = 2t / estimate``
+   (``rescale_shrink=False``: ``max(1, s)``);
+4. *embedding*: every row becomes ``c~ + clip(s (h - c~), t)``: within ``t`` of
+   the public centre whatever ``s`` is, and the rows other than the changed
+   one are the same in both worlds given ``c~`` and ``s``, so the batch moves
+   by at most ``2t`` (D coordinates). What is released is the deviation
+   ``clip(s (h - c~), t)`` plus noise, then ``c~`` is added back
+   (post-processing of released values).
+
+``rescale_budget`` (default 0.1) is the share of the release's budget, in
+Gaussian DP's ``mu^2``, that the centre and the statistics take (half each);
+the embeddings get the rest, so each release as a whole is (``epsilon``,
+``delta``)-DP. Under ``add_remove`` (zero-out) the centre's sensitivity is
+``t / n``, the statistics' ``sqrt(13) / 4`` (a pair distance moves by at most
+``t``, so ``u0`` by 1/2; a squared one by at most ``t (2t + t) = 3t^2``, so
+``u1`` by 3/4), and the embeddings' stays ``2t``: the zero row, recentred
+and clipped, can land anywhere in the t-ball around ``c~``. ``c~`` and ``s``
+are constants for autograd. A batch of one row has no pair: it is released
+without +R by the one-part ``vfl_afe_embedding`` mechanism (sensitivity
+``2t``, ``t`` under add/remove) calibrated to the same epsilon, as every batch
+is without +R.
+
+``privacy_spent()`` gives the per-release epsilon and its composition over the
+epochs (each row is released once per epoch: ``epochs`` releases of the
+worst mechanism this defense has used, over embedding widths and batch
+sizes), from the same mechanisms that calibrated the noise. Its caveat: the
+guarantee is per release, for the bottom model of that step; the bottom
+model's weights also depend on the data and are not covered.
 
 Why ``rescale_shrink`` exists: once the bottom model learns to push its
 embeddings out to the clip radius (it does: larger embeddings beat the fixed
@@ -35,11 +92,11 @@ epochs) the estimate ended at 1.3x (MNIST halves) and 1.75x (Adult) the
 batch's largest distance, so the paper's rule *shrank* every embedding by a
 factor 0.77 / 0.57 while the noise stayed fixed, and +R lost 6.6 / 1.9
 accuracy points to vanilla; ``rescale_shrink=False`` won back 5.2 / 1.6 of
-them (2 seeds; ``vflsec bench splitnn --sections rescale``, committed in
-``benchmarks/results/splitnn_rescale/``). After clipping no factor below 1 is
-needed for the 2t bound, so ``rescale_shrink=False`` keeps only the enlarging
-half of the rule; the privacy argument is unchanged (a factor of 1 meets the
-bound deterministically). The default stays the paper's rule.
+them (2 seeds, measured with the paper's "batch" rule; ``vflsec bench splitnn
+--sections rescale``, committed in ``benchmarks/results/splitnn_rescale/``).
+``rescale_shrink=False`` keeps only the enlarging half of the rule; it does
+not change the privacy argument of either estimate. The default
+(True) stays the paper's.
 
 KL term: the KL divergence from a distribution to the Gaussian with its own
 mean and variance is its negentropy; it is estimated from the standardised
@@ -66,26 +123,32 @@ as given; :meth:`VFLAFE.check_params` (called by ``setup()``) validates them.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections import defaultdict
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..._arrays import check_positive_int, check_real
+from ...dp.accountant import ACCOUNTANTS, DEFAULT_NEIGHBOURS, PrivacySpent, check_neighbours
+from ...dp.mechanisms import GaussianMechanism
+from .afe_losses import AFETrainingLosses
 from .base import BatchInfo, Defense, DefenseContext, check_seed, gaussian_release
+from .base import derived_seed as _derived_seed
 from .registry import register_defense
 
-__all__ = ["VFLAFE"]
+__all__ = ["BATCH_RESCALE_CAVEAT", "PER_RELEASE_CAVEAT", "RESCALE_ESTIMATES", "VFLAFE"]
 
-_EPS = 1e-12
-
-
-def _derived_seed(seed: int, *parts: Any) -> int:
-    text = "/".join(str(p) for p in (seed, *parts)).encode()
-    return int.from_bytes(hashlib.sha256(b"vflsec.splitnn/" + text).digest()[:8], "little") >> 1
+RESCALE_ESTIMATES = ("dp", "batch")
+BATCH_RESCALE_CAVEAT = "the rescale factor reads the batch it releases"
+PER_RELEASE_CAVEAT = ("per release, for the bottom model of that step; the bottom model's weights also depend on "
+                      "the data and are not covered")
+# Rows are clipped to (1 - 2^-20) t in float64: the float64 norm and the cast back to
+# float32 (relative error <= 2^-24) cannot then carry a row past t.
+_CLIP_MARGIN = 2.0 ** -20
+# Smallest diameter estimate, relative to 2t: a noisy estimate at or below 0 still gives a finite factor.
+_ESTIMATE_FLOOR = 1e-6
 
 
 def _check_bool(value: Any, name: str) -> bool:
@@ -94,18 +157,28 @@ def _check_bool(value: Any, name: str) -> bool:
     return bool(value)
 
 
-class VFLAFE(Defense):
+def _embedding_part(mechanism: GaussianMechanism) -> str:
+    """The label of the part that releases the embeddings."""
+    return "embedding" if mechanism.name == "vfl_afe_rescale" else "release"
+
+
+class VFLAFE(AFETrainingLosses, Defense):
     """VFL-AFE defense of the passive parties' embeddings.
 
     Parameters
     ----------
-    t : float > 0, embedding norm clip (sensitivity estimate 2t).
-    epsilon : float > 0, finite; per-release privacy budget.
+    t : float > 0, embedding norm clip.
+    epsilon : float > 0, finite; privacy budget of one release (a batch).
     delta : float in (0, 1); the paper fixes 1e-2.
     rescale : bool, +R (adaptive rescaling and the KL regulariser).
-    rescale_shrink : bool; True (the paper): the factor ``2t / (mu_d + 3
-        sigma_d)`` is used as is, also when below 1; False: ``max(1, factor)``
-        (see the module docstring for why).
+    rescale_estimate : "dp" (default: the factor from a DP estimate of the
+        diameter, accounted; see the module docstring) or "batch" (the
+        paper's exact rule: the factor reads the batch it releases, so
+        ``privacy_spent()`` reports no guarantee; for reproducing Table 2).
+    rescale_budget : share in (0, 1) of each release's budget (in Gaussian
+        DP's mu^2) spent on the noisy centre and distance statistics of "dp".
+    rescale_shrink : bool; True (the paper): the factor ``2t / estimate`` is
+        used as is, also when below 1; False: ``max(1, factor)``.
     adjust : bool, +D (FCM on returned gradients and the contrastive loss).
     kl_weight : alpha >= 0 (used with rescale).
     contrastive_weight : beta >= 0 (used with adjust).
@@ -114,37 +187,48 @@ class VFLAFE(Defense):
     confidence_threshold : c in [0, 1]; FCM confidences below it are dropped.
     n_clusters : int >= 2 or None (None: the number of classes).
     fcm_m : fuzzifier m > 1.
-    calibration : "classic" (the paper's) or "analytic".
+    calibration : "analytic" (default; exact) or "classic" (the paper's; refused
+        where its sigma does not give ``epsilon``).
     quantile : None (``mu + 3 sigma`` as the paper) or p2 in (0.5, 1) for
         ``mu + sigma sqrt(2) erfinv(2 p2 - 1)``.
-    accountant : "rdp" or "pld" for the composed epsilon.
+    neighbours : "replace_one" (default; sensitivity 2t) or "add_remove"
+        (zero-out; see the module docstring for each part's sensitivity).
+    accountant : "pld" (default) or "rdp" for the composed epsilon.
     seed : None (noise from the OS-entropy CSPRNG: the only setting with a
         privacy guarantee) or an int for reproducible noise (experiments only).
 
-    ``noise_multiplier_`` (set by ``setup()``) is sigma per unit of
-    sensitivity for one coordinate. ``variant`` is "vanilla", "R", "D" or
-    "full" from the switches. With
-    rescale, ``rescale_trace_[party][epoch]`` holds the training batches'
-    mean factor (``"factor"``) and mean ratio of the diameter estimate to the
-    batch's largest distance (``"estimate_over_max"``; above 1 the estimate
-    overshoots).
+    ``mechanism_for(width, rows)`` is the :class:`vflsec.dp.GaussianMechanism`
+    a batch of ``rows`` embeddings of ``width`` is released with (the
+    guarantee it claims included). ``noise_multiplier_`` (set by ``setup()``)
+    is sigma per unit of sensitivity for one coordinate of the one-part
+    release. ``variant`` is "vanilla", "R", "D" or "full" from the switches.
+    With rescale, ``last_scale_[party]`` is the last factor,
+    ``last_release_[party]`` the last "dp" release's parts (``"centre"``,
+    ``"stats"``, the released deviations ``"embedding"``; the output is
+    ``embedding + centre``) with the ``"estimate"`` and ``"scale"`` derived
+    from them, and ``rescale_trace_[party][epoch]`` holds the
+    training batches' mean factor (``"factor"``) and mean ratio of the
+    diameter estimate to the batch's largest distance
+    (``"estimate_over_max"``; above 1 the estimate overshoots).
     """
 
     name = "vfl_afe"
 
     def __init__(self, *, t: float = 1.0, epsilon: float = 1.0, delta: float = 1e-2, rescale: bool = True,
-                 adjust: bool = True, rescale_shrink: bool = True, kl_weight: float = 0.01,
-                 contrastive_weight: float = 0.1,
+                 adjust: bool = True, rescale_shrink: bool = True, rescale_estimate: str = "dp",
+                 rescale_budget: float = 0.1, kl_weight: float = 0.01, contrastive_weight: float = 0.1,
                  margin: Optional[float] = None, confidence_threshold: float = 0.8, n_clusters: Optional[int] = None,
-                 fcm_m: float = 2.0, calibration: str = "classic", quantile: Optional[float] = None,
-                 accountant: str = "rdp", kl_max_pairs: int = 4096, fcm_max_iter: int = 100,
-                 seed: Optional[int] = None):
+                 fcm_m: float = 2.0, calibration: str = "analytic", quantile: Optional[float] = None,
+                 neighbours: str = DEFAULT_NEIGHBOURS, accountant: str = "pld", kl_max_pairs: int = 4096,
+                 fcm_max_iter: int = 100, seed: Optional[int] = None):
         self.t = t
         self.epsilon = epsilon
         self.delta = delta
         self.rescale = rescale
         self.adjust = adjust
         self.rescale_shrink = rescale_shrink
+        self.rescale_estimate = rescale_estimate
+        self.rescale_budget = rescale_budget
         self.kl_weight = kl_weight
         self.contrastive_weight = contrastive_weight
         self.margin = margin
@@ -153,13 +237,13 @@ class VFLAFE(Defense):
         self.fcm_m = fcm_m
         self.calibration = calibration
         self.quantile = quantile
+        self.neighbours = neighbours
         self.accountant = accountant
         self.kl_max_pairs = kl_max_pairs
         self.fcm_max_iter = fcm_max_iter
         self.seed = seed
 
     def check_params(self) -> None:
-        from ...dp.accounting import ACCOUNTANTS
         from ...dp.gaussian import GAUSSIAN_METHODS
 
         check_real(self.t, "t", low=0.0, low_inclusive=False)
@@ -168,6 +252,10 @@ class VFLAFE(Defense):
         _check_bool(self.rescale, "rescale")
         _check_bool(self.adjust, "adjust")
         _check_bool(self.rescale_shrink, "rescale_shrink")
+        if self.rescale_estimate not in RESCALE_ESTIMATES:
+            raise ValueError(f"rescale_estimate must be one of {RESCALE_ESTIMATES}, got {self.rescale_estimate!r}")
+        check_real(self.rescale_budget, "rescale_budget", low=0.0, low_inclusive=False, high=1.0,
+                   high_inclusive=False)
         check_real(self.kl_weight, "kl_weight", low=0.0)
         check_real(self.contrastive_weight, "contrastive_weight", low=0.0)
         if self.margin is not None:
@@ -182,8 +270,9 @@ class VFLAFE(Defense):
             raise ValueError(f"calibration must be one of {GAUSSIAN_METHODS}, got {self.calibration!r}")
         if self.quantile is not None:
             check_real(self.quantile, "quantile", low=0.5, low_inclusive=False, high=1.0, high_inclusive=False)
+        check_neighbours(self.neighbours)
         if self.accountant not in ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {self.accountant!r}")
+            raise ValueError(f"accountant must be one of {tuple(ACCOUNTANTS)}, got {self.accountant!r}")
         check_positive_int(self.kl_max_pairs, "kl_max_pairs", minimum=3)
         check_positive_int(self.fcm_max_iter, "fcm_max_iter")
         check_seed(self.seed)
@@ -195,32 +284,68 @@ class VFLAFE(Defense):
         return {(False, False): "vanilla", (True, False): "R", (False, True): "D", (True, True): "full"}[
             (self.rescale, self.adjust)]
 
-    def release_sigma(self, width: int) -> float:
-        """Noise std per coordinate of a release of ``width``-wide embeddings:
-        ``gaussian_sigma(epsilon, delta, 2t, coordinates=width)`` (one sample's
-        row is what differs between neighbours)."""
-        from ...dp import gaussian_sigma
+    @property
+    def _dp_rescale(self) -> bool:
+        return bool(self.rescale) and self.rescale_estimate == "dp"
 
+    def part_sensitivities(self, rows: int) -> Dict[str, float]:
+        """L2 sensitivity of each part of a +R "dp" release of ``rows`` rows
+        under ``neighbours`` (module docstring), and of the one-part release
+        (``"release"``)."""
+        rows = check_positive_int(rows, "rows")
+        t = float(self.t)
+        if self.neighbours == "replace_one":
+            return {"centre": 2.0 * t / rows, "stats": math.sqrt(2.0), "embedding": 2.0 * t, "release": 2.0 * t}
+        return {"centre": t / rows, "stats": math.sqrt(13.0) / 4.0, "embedding": 2.0 * t, "release": t}
+
+    def mechanism_for(self, width: int, rows: Optional[int] = None) -> GaussianMechanism:
+        """The mechanism a batch of ``rows`` embeddings of ``width`` is released
+        with: ``vfl_afe_rescale`` (centre, stats, embedding) for +R "dp" and
+        ``rows >= 2``, else the one-part ``vfl_afe_embedding`` (``rows`` None:
+        that one). Calibrated once per (width, rows) to (epsilon, delta) per release."""
         width = check_positive_int(width, "width")
-        sigmas = self.__dict__.setdefault("_sigmas", {})  # per width; emptied by setup()
-        sigma = sigmas.get(width)
-        if sigma is None:
-            sigma = sigmas[width] = gaussian_sigma(self.epsilon, self.delta, 2.0 * self.t,
-                                                   method=self.calibration, coordinates=width)
-        return sigma
+        if rows is not None:
+            rows = check_positive_int(rows, "rows")
+        rescaled = self._dp_rescale and rows is not None and rows >= 2
+        key = (width, rows if rescaled else None)
+        cache = self.__dict__.setdefault("_mechanisms", {})  # emptied by setup()
+        mechanism = cache.get(key)
+        if mechanism is None:
+            epsilon, delta = float(self.epsilon), float(self.delta)
+            sens = self.part_sensitivities(rows if rows is not None else 1)
+            if rescaled:
+                share = float(self.rescale_budget)
+                mechanism = GaussianMechanism.calibrated(
+                    "vfl_afe_rescale", epsilon=epsilon, delta=delta, method=self.calibration,
+                    neighbours=self.neighbours, parts=[("centre", sens["centre"], width, share / 2.0),
+                                                       ("stats", sens["stats"], 2, share / 2.0),
+                                                       ("embedding", sens["embedding"], width, 1.0 - share)])
+            else:
+                mechanism = GaussianMechanism.calibrated(
+                    "vfl_afe_embedding", epsilon=epsilon, delta=delta, sensitivity=sens["release"],
+                    coordinates=width, method=self.calibration, neighbours=self.neighbours)
+            cache[key] = mechanism
+        return mechanism
 
-    def noise_multiplier_for(self, width: int) -> float:
-        """The lattice release's effective noise multiplier at ``width``
-        (:func:`vflsec.dp.lattice.lattice_noise_multiplier`), what the accountant composes."""
-        from ...dp.lattice import lattice_noise_multiplier
+    def release_sigma(self, width: int, rows: Optional[int] = None) -> float:
+        """Noise std per coordinate of the released embeddings of a batch of
+        ``rows`` (None: the one-part release) rows of ``width``."""
+        mechanism = self.mechanism_for(width, rows)
+        return mechanism.part(_embedding_part(mechanism)).sigma
 
-        return lattice_noise_multiplier(self.release_sigma(width), 2.0 * self.t)
+    def noise_multiplier_for(self, width: int, rows: Optional[int] = None) -> float:
+        """The whole release's noise multiplier (``1 / mu``, all parts) at
+        (``width``, ``rows``): what the accountant composes."""
+        return self.mechanism_for(width, rows).noise_multiplier
 
     def _reset_state(self) -> None:
         self._generators: Dict[str, Any] = {}
         self._clean: Dict[str, Any] = {}
+        self._mechanisms: Dict[Tuple[int, Optional[int]], GaussianMechanism] = {}
+        self._spent_cache: Dict[Tuple[Any, ...], PrivacySpent] = {}
         self.timings_: Dict[str, float] = defaultdict(float)
         self.last_scale_: Dict[str, float] = {}
+        self.last_release_: Dict[str, Dict[str, Any]] = {}
         self.last_kept_fraction_: Dict[str, float] = {}
         self.last_kl_: Dict[str, float] = {}
         self.rescale_trace_: Dict[str, Dict[int, Dict[str, float]]] = {}
@@ -243,17 +368,22 @@ class VFLAFE(Defense):
         return state
 
     def setup(self, context: DefenseContext) -> None:
-        from ...dp import gaussian_sigma
-
         super().setup(context)
         self._reset_state()
-        # sigma per unit of sensitivity (one coordinate): checks the budget and
-        # warns here. The release's own std depends on the embedding width (the
-        # sampler's per-draw error bound): release_sigma().
-        self.noise_multiplier_ = gaussian_sigma(self.epsilon, self.delta, 1.0, method=self.calibration)
-        self._sigmas: Dict[int, float] = {}
+        # sigma per unit of sensitivity (one coordinate) of the one-part release:
+        # checks the budget and warns here. The releases' own sigmas depend on the
+        # embedding width and the batch rows: mechanism_for().
+        self.noise_multiplier_ = GaussianMechanism.calibrated(
+            "vfl_afe_embedding", epsilon=float(self.epsilon), delta=float(self.delta), sensitivity=1.0,
+            method=self.calibration, neighbours=self.neighbours).sigma
+        n, b = int(context.n_samples), int(context.batch_size)
+        # The training batches' row counts: full batches and the last one.
+        batch_rows: List[Optional[int]] = [None]
+        if n > 0 and b > 0:
+            batch_rows = [r for r in sorted({min(b, n), n % b}) if r > 0]
         for width in context.extra.get("embedding_dims", {}).values():
-            self.release_sigma(width)  # calibrated now, in the caller's thread
+            for rows in batch_rows:
+                self.mechanism_for(width, rows)  # calibrated now, in the caller's thread
         if self.adjust:
             c = self.n_clusters if self.n_clusters is not None else context.n_classes
             if c is None:
@@ -273,7 +403,7 @@ class VFLAFE(Defense):
             generators[party] = gen
         return gen
 
-    # -- the mechanism -------------------------------------------------------------------
+    # -- the transformation --------------------------------------------------------------
     def _distance_moments(self, h: Any):
         """(mean, std, max) of the pairwise distances of the rows of ``h`` (on ``h``'s device)."""
         from ...kernels import pairwise_distance_stats
@@ -294,33 +424,89 @@ class VFLAFE(Defense):
         return self._estimate_from(mean, std)
 
     def clip(self, h: Any) -> Any:
+        """Rows of ``h`` scaled to norm at most ``t`` (exactly: to ``(1 - 2^-20) t``
+        in float64, then cast back to ``h``'s dtype); rows inside are unchanged."""
         import torch
 
-        norms = torch.linalg.vector_norm(h, dim=1, keepdim=True)
-        return h / torch.clamp(norms / self.t, min=1.0)
+        x = h.to(torch.float64)
+        norms = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+        radius = float(self.t) * (1.0 - _CLIP_MARGIN)
+        return (x / torch.clamp(norms / radius, min=1.0)).to(h.dtype)
 
-    def release(self, party: str, h: Any) -> Any:
-        """The Gaussian mechanism on the (clipped, rescaled) ``(n, D)`` embeddings
-        ``h``: the lattice release with ``release_sigma(D)`` (gradient passes through)."""
+    @staticmethod
+    def _check_embeddings(h: Any) -> None:
+        import torch
+
+        if not isinstance(h, torch.Tensor):
+            raise TypeError(f"embeddings must be a torch tensor, got {type(h).__name__}")
         if h.ndim != 2:
             raise ValueError(f"embeddings must be 2-D (batch, width), got shape {tuple(h.shape)}")
-        return gaussian_release(h, self.release_sigma(int(h.shape[1])), self._generator(party))
+        if h.shape[0] == 0 or h.shape[1] == 0:
+            raise ValueError(f"embeddings must not be empty, got shape {tuple(h.shape)}")
+        if not h.is_floating_point():
+            raise TypeError(f"embeddings must be floating point, got {h.dtype}")
+        if not bool(torch.isfinite(h.detach()).all()):
+            raise ValueError("embeddings contain NaN or infinite values: the clip cannot bound them")
+
+    def rescale_queries(self, h: Any) -> Tuple[Any, np.ndarray, float]:
+        """The clean queries of +R "dp" on the clipped batch ``h`` (n >= 2 rows):
+        ``(centre, stats, largest)``: the rows' mean (float64 tensor on ``h``'s
+        device), ``(mean_d n / (4t), mean_d2 n / (8t^2))`` (float64 array;
+        each coordinate moves by at most 1 when one row is replaced) and the
+        largest pairwise distance (a local diagnostic, never released)."""
+        import torch
+
+        x = h.detach().to(torch.float64)
+        rows = int(x.shape[0])
+        if rows < 2:
+            raise ValueError(f"the rescale statistics need at least 2 rows, got {rows}")
+        mean, std, largest = self._distance_moments(x)
+        t = float(self.t)
+        mean_sq = std * std + mean * mean  # mean of the squared distances
+        stats = np.array([mean * rows / (4.0 * t), mean_sq * rows / (8.0 * t * t)], dtype=np.float64)
+        return x.mean(dim=0), stats, float(largest)
+
+    def rescale_factor(self, stats: Any, rows: int) -> Tuple[float, float]:
+        """``(s, estimate)`` from released statistics ``stats`` of a batch of
+        ``rows`` (post-processing: module docstring, step 3)."""
+        t = float(self.t)
+        u = np.asarray(stats, dtype=np.float64)
+        mean = min(max(float(u[0]) * 4.0 * t / rows, 0.0), 2.0 * t)
+        mean_sq = min(max(float(u[1]) * 8.0 * t * t / rows, 0.0), 4.0 * t * t)
+        std = math.sqrt(max(mean_sq - mean * mean, 0.0))
+        estimate = max(self._estimate_from(mean, std), _ESTIMATE_FLOOR * 2.0 * t)
+        scale = 2.0 * t / estimate
+        if not self.rescale_shrink:
+            scale = max(scale, 1.0)
+        return scale, estimate
+
+    def recentre(self, h: Any, centre: Any, scale: float) -> Any:
+        """``clip(scale (h - centre), t)`` per row (``h``'s dtype): each row's
+        deviation from the public centre, within ``t`` of it whatever ``scale``
+        is; ``centre`` and ``scale`` are constants for autograd."""
+        import torch
+
+        c = torch.as_tensor(centre, dtype=torch.float64, device=h.device).detach()
+        return self.clip((h.to(torch.float64) - c) * float(scale)).to(h.dtype)
+
+    def release(self, party: str, h: Any) -> Any:
+        """The Gaussian release of the (clipped, rescaled / recentred) ``(n, D)``
+        rows ``h``: the embedding part of ``mechanism_for(D, n)`` (gradient passes through)."""
+        if h.ndim != 2:
+            raise ValueError(f"embeddings must be 2-D (batch, width), got shape {tuple(h.shape)}")
+        mechanism = self.mechanism_for(int(h.shape[1]), int(h.shape[0]))
+        return gaussian_release(h, mechanism, self._generator(party), part=_embedding_part(mechanism))
 
     def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
+        self._check_embeddings(h)
         t0 = time.perf_counter()
         h = self.clip(h)
         t1 = time.perf_counter()
         self.timings_["clip"] += t1 - t0
         if self.rescale and h.shape[0] >= 2:
-            mean, std, largest = self._distance_moments(h)
-            estimate = self._estimate_from(mean, std)
-            scale = 2.0 * self.t / estimate if estimate > 0 else 1.0
-            if not self.rescale_shrink:
-                scale = max(scale, 1.0)
-            self.last_scale_[party] = scale
-            if batch.global_step >= 0:  # training batches only, not inference
-                self._trace_rescale(party, batch.epoch, scale, estimate / largest if largest > 0 else 1.0)
-            h = h * scale
+            if self.rescale_estimate == "dp":
+                return self._dp_rescaled_release(party, h, batch)
+            h = self._batch_rescale(party, h, batch)
             self.timings_["rescale"] += time.perf_counter() - t1
         self._clean[party] = h
         t2 = time.perf_counter()
@@ -328,128 +514,80 @@ class VFLAFE(Defense):
         self.timings_["noise"] += time.perf_counter() - t2
         return out
 
-    # -- training losses -------------------------------------------------------------------
-    def kl_to_gaussian(self, h: Any, rng: Optional[np.random.Generator] = None) -> Any:
-        """Differentiable moment estimate of KL(P(d) || N(mu_d, sigma_d^2)) for the
-        pairwise distances ``d`` of the rows of ``h`` (at most ``kl_max_pairs`` pairs)."""
-        import torch
-
-        n = h.shape[0]
-        n_pairs = n * (n - 1) // 2
-        if n_pairs > self.kl_max_pairs:
-            rng = rng if rng is not None else np.random.default_rng()
-            i = rng.integers(0, n, size=self.kl_max_pairs)
-            j = (i + rng.integers(1, n, size=self.kl_max_pairs)) % n   # j != i
-        else:
-            i, j = np.triu_indices(n, k=1)
-        ti = torch.from_numpy(np.asarray(i, dtype=np.int64)).to(h.device)
-        tj = torch.from_numpy(np.asarray(j, dtype=np.int64)).to(h.device)
-        d = torch.sqrt(((h[ti] - h[tj]) ** 2).sum(dim=1) + _EPS)
-        z = (d - d.mean()) / (d.std(unbiased=False) + _EPS)
-        skew = (z ** 3).mean()
-        excess_kurtosis = (z ** 4).mean() - 3.0
-        return skew ** 2 / 12.0 + excess_kurtosis ** 2 / 48.0
-
-    def regularizer(self, party: str, h_raw: Any, h_sent: Any, batch: BatchInfo) -> Optional[Any]:
-        if not self.rescale or self.kl_weight == 0.0:
-            return None
-        h = self._clean.get(party)
-        if h is None or h.shape[0] < 3:
-            return None
+    def _batch_rescale(self, party: str, h: Any, batch: BatchInfo) -> Any:
+        """The paper's rule: ``h * 2t / (mu_d + 3 sigma_d)`` of this very batch (no guarantee)."""
         t0 = time.perf_counter()
-        # Pair sampling for the KL estimate has no privacy role: derived from the step for reproducibility.
-        rng = np.random.default_rng(
-            _derived_seed(0 if self.seed is None else self.seed, "kl", party, batch.global_step))
-        kl = self.kl_to_gaussian(h, rng)
-        self.last_kl_[party] = float(kl.detach())
-        self.timings_["kl"] += time.perf_counter() - t0
-        return self.kl_weight * kl
+        mean, std, largest = self._distance_moments(h)
+        self.timings_["stats"] += time.perf_counter() - t0
+        estimate = self._estimate_from(mean, std)
+        scale = 2.0 * self.t / estimate if estimate > 0 else 1.0
+        if not self.rescale_shrink:
+            scale = max(scale, 1.0)
+        self.last_scale_[party] = scale
+        if batch.global_step >= 0:  # training batches only, not inference
+            self._trace_rescale(party, batch.epoch, scale, estimate / largest if largest > 0 else 1.0)
+        return h * scale
 
-    def normalised_gradients(self, grad: Any) -> Any:
-        """``grad`` in float64 divided by its root-mean-square row norm: a numpy
-        array for a CPU tensor, a tensor on the same device for a CUDA one."""
-        import torch
-
-        g = grad.detach().to(torch.float64)
-        # FCM memberships are invariant to a global scale; normalising makes tol meaningful.
-        if g.device.type == "cpu":
-            g = g.numpy()
-            rms = float(np.sqrt(np.mean(np.sum(g * g, axis=1))))
-        else:
-            rms = float(torch.sqrt(torch.mean(torch.sum(g * g, dim=1))))
-        return g / rms if rms > 0 else g
-
-    def cluster_gradients(self, grad: Any, seed: int):
-        """``(labels, confidence)`` from fuzzy c-means on the rows of ``grad``:
-        numpy arrays for a CPU ``grad``, tensors on its device for a CUDA one."""
-        from ...kernels import fuzzy_cmeans
-
-        g = self.normalised_gradients(grad)
-        res = fuzzy_cmeans(g, self.n_clusters_, m=self.fcm_m, max_iter=self.fcm_max_iter, tol=1e-4, seed=seed)
-        if isinstance(g, np.ndarray):
-            return np.asarray(res.labels), np.asarray(res.confidence)
-        return res.labels, res.confidence
-
-    def contrastive_loss(self, h: Any, labels: Any) -> Optional[Any]:
-        """``(mean_{same} d^2 + mean_{different} max(0, margin - d)^2) / margin^2`` over the
-        rows of ``h`` (unweighted; None when there is no pair)."""
-        import torch
-
-        labels = torch.as_tensor(labels, device=h.device)
-        if h.shape[0] < 2:
-            return None
-        d2 = ((h.unsqueeze(1) - h.unsqueeze(0)) ** 2).sum(dim=2)
-        off = ~torch.eye(h.shape[0], dtype=torch.bool, device=h.device)
-        same = (labels.unsqueeze(1) == labels.unsqueeze(0)) & off
-        diff = (labels.unsqueeze(1) != labels.unsqueeze(0))
-        margin = self.margin if self.margin is not None else 2.0 * self.t
-        loss = None
-        if bool(same.any()):
-            loss = d2[same].mean()
-        if bool(diff.any()):
-            push = torch.relu(margin - torch.sqrt(d2[diff] + _EPS)) ** 2
-            loss = push.mean() if loss is None else loss + push.mean()
-        # In units of margin^2, so that beta means the same whatever the embedding scale t.
-        return None if loss is None else loss / (margin * margin)
-
-    def adjust_loss(self, party: str, h_sent: Any, grad: Any, batch: BatchInfo) -> Optional[Any]:
-        if not self.adjust or self.contrastive_weight == 0.0:
-            return None
-        if grad.shape[0] < self.n_clusters_:
-            return None
+    def _dp_rescaled_release(self, party: str, h: Any, batch: BatchInfo) -> Any:
+        """+R "dp" on the clipped batch ``h``: noisy centre and statistics, the
+        factor from them, the recentred rows released (module docstring)."""
         t0 = time.perf_counter()
-        labels, confidence = self.cluster_gradients(
-            grad, _derived_seed(0 if self.seed is None else self.seed, "fcm", party, batch.global_step))
-        self.timings_["fcm"] += time.perf_counter() - t0
-        import torch
-
-        # numpy (CPU) or device tensors (CUDA): the same selection on either.
-        keep = torch.as_tensor(confidence) >= self.confidence_threshold
-        self.last_kept_fraction_[party] = float(keep.to(torch.float64).mean())
-        loss = None
-        if int(keep.sum()) >= 2:
-            h = self._clean.get(party, h_sent)
-            kept = torch.nonzero(keep).flatten()
-            loss = self.contrastive_loss(h[kept.to(h.device)], torch.as_tensor(labels)[kept.to(keep.device)])
-        self.timings_["adjust"] += time.perf_counter() - t0
-        return None if loss is None else self.contrastive_weight * loss
+        rows, width = int(h.shape[0]), int(h.shape[1])
+        mechanism = self.mechanism_for(width, rows)
+        generator = self._generator(party)
+        centre, stats, largest = self.rescale_queries(h)
+        t1 = time.perf_counter()
+        self.timings_["stats"] += t1 - t0
+        noisy_centre = mechanism.release(centre, generator=generator, part="centre")
+        noisy_stats = np.asarray(mechanism.release(stats, generator=generator, part="stats"), dtype=np.float64)
+        scale, estimate = self.rescale_factor(noisy_stats, rows)
+        deviation = self.recentre(h, noisy_centre, scale)
+        self.last_scale_[party] = scale
+        self.last_release_[party] = {"centre": noisy_centre, "stats": noisy_stats, "estimate": estimate,
+                                     "scale": scale}
+        if batch.global_step >= 0:  # training batches only, not inference
+            self._trace_rescale(party, batch.epoch, scale, estimate / largest if largest > 0 else 1.0)
+        centre_out = noisy_centre.to(h.dtype)
+        self._clean[party] = deviation + centre_out
+        t2 = time.perf_counter()
+        self.timings_["rescale"] += t2 - t0
+        # The deviations are released; adding the released centre back is post-processing.
+        released = gaussian_release(deviation, mechanism, generator, part="embedding")
+        self.last_release_[party]["embedding"] = released.detach()
+        out = released + centre_out
+        self.timings_["noise"] += time.perf_counter() - t2
+        return out
 
     # -- reporting -----------------------------------------------------------------------
-    def privacy_spent(self):
-        """Per-release epsilon (one lattice Gaussian release of a sample's
-        embedding row, effective multiplier ``noise_multiplier_for(D)``) and its
-        composition over the epochs; the worst over the embedding widths this
-        defense was set up for or has released (RuntimeError before any is known)."""
-        from ...dp.accounting import composed_gaussian
-
-        sigmas = getattr(self, "_sigmas", {})
-        if not sigmas:
-            raise RuntimeError("VFL-AFE's release is calibrated per embedding width: call setup() with "
-                               "extra['embedding_dims'] (the trainer does) or release a batch first")
-        z = min(self.noise_multiplier_for(width) for width in sigmas)
+    def privacy_spent(self) -> PrivacySpent:
+        """Per-release epsilon and its composition over the epochs (one release
+        of each row per epoch), the worst over the mechanisms this defense was
+        set up for or has released with (embedding widths, batch rows), from
+        those mechanisms; caveat: per release, for the bottom model of that
+        step. With ``rescale_estimate="batch"`` (and rescale) ``epsilon`` is
+        None: that factor reads the batch it releases. RuntimeError before any
+        width is known."""
         context = getattr(self, "context_", None)
         epochs = context.epochs if context is not None else 1
-        return composed_gaussian(z, epochs, self.delta, accountant=self.accountant, coordinates=max(sigmas))
+        if self.rescale and self.rescale_estimate == "batch":
+            return PrivacySpent(None, float(self.delta), epochs, None, self.accountant, self.neighbours,
+                                BATCH_RESCALE_CAVEAT)
+        mechanisms = getattr(self, "_mechanisms", {})
+        if not mechanisms:
+            raise RuntimeError("VFL-AFE's release is calibrated per embedding width: call setup() with "
+                               "extra['embedding_dims'] (the trainer does) or release a batch first")
+        cache = self.__dict__.setdefault("_spent_cache", {})
+        worst: Optional[PrivacySpent] = None
+        for key, mechanism in list(mechanisms.items()):
+            spent = cache.get((key, epochs, self.accountant))
+            if spent is None:
+                spent = cache[(key, epochs, self.accountant)] = mechanism.privacy_spent(
+                    count=epochs, accountant=self.accountant, caveat=PER_RELEASE_CAVEAT)
+            if worst is None or (float(spent.epsilon or 0.0), float(spent.epsilon_per_release or 0.0)) > (
+                    float(worst.epsilon or 0.0), float(worst.epsilon_per_release or 0.0)):
+                worst = spent
+        assert worst is not None
+        return worst
 
 
 register_defense("vfl_afe", VFLAFE)

@@ -1,0 +1,268 @@
+"""What ``vflsec party`` checks before it opens any socket.
+
+:func:`prepare_party` reads everything one party holds and runs every check
+that needs no peer. A mistake is a :class:`~vflsec.errors.CommandError`
+(``<what> -- <fix>``: the command line prints it as one line and exits with
+status 2) raised before anything is bound or dialled. The rules live where
+the run uses them; this module calls them early, in the order a user fixes
+things, and says which file to correct:
+
+1. the party file (:func:`.config.load_party_config`: tables, keys, types);
+   the party's name (a certificate DNS name,
+   :func:`~vflsec.federation.tls.check_party_name`), ``listen`` and every
+   peer address (:func:`~vflsec.federation.address.parse_address`),
+   ``[network]`` (:class:`~vflsec.federation.grpc_channel.NetworkSettings`);
+2. the job file (:func:`.job_spec.load_job_spec`: the kind and its fields);
+3. the party's place in the job: one of its parties, ``[peers]`` naming
+   exactly the others; the kind's checks of the job
+   (:meth:`.kinds.JobKind.check_job`: for a GLM job the protocol lookup, its
+   coordinator and the protocol's own checks, such as HDP's learning-rate
+   bound and sensitivities, Paillier's key size, the CKKS parameters; for a
+   split-learning job the device); ``--resume`` allowed for the job and
+   possible for the party;
+4. the TLS files unless ``--insecure`` (:func:`~vflsec.federation.tls.load_tls`,
+   :func:`~vflsec.federation.tls.check_party_tls`: PEM, issued to this party
+   by the CA, valid now, the key the certificate's);
+5. a data party's CSVs (:func:`.party_csv.read_party_csv`), the job built
+   with the CSV's row count (the aligned rows can only be fewer, so e.g. a
+   batch larger than the file is refused now) and the kind's checks of the
+   party's own rows after the job's ``row_norm``
+   (:meth:`.kinds.JobKind.check_party`: the labels the loss takes, the
+   protocol's row checks such as HDP's unit rows and label bounds, a split
+   model's class indices and defense set-up).
+
+What needs the peers (the same job file everywhere, a non-empty
+intersection at least a batch large) can only fail once they are connected;
+the run then stops with exit status 1.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, List, Mapping, Optional
+
+import numpy as np
+
+from ..dp.sensitivity import clip_row_norms
+from ..errors import CommandError
+from ..federation.address import parse_address
+from ..vfl.job import VFLJob
+from .config import PartyConfig, load_party_config
+from .job_spec import JobSpec, load_job_spec
+from .party_csv import read_party_csv
+
+__all__ = ["PartyRows", "PartyStart", "prepare_party"]
+
+
+@dataclass(frozen=True)
+class PartyRows:
+    """One CSV as read (``X`` before the job's row_norm)."""
+
+    ids: List[str]
+    X: np.ndarray
+    y: Optional[np.ndarray]
+
+
+@dataclass(frozen=True)
+class PartyStart:
+    """Everything one party checked before it connects: its configuration,
+    the job, its role, the transport settings and TLS files (None with
+    ``--insecure``) and, for a data party, its rows (``test_rows`` for a
+    job with ``evaluate = true``)."""
+
+    config: Path
+    cfg: PartyConfig
+    spec: JobSpec
+    probe: VFLJob
+    role: str
+    settings: Any
+    tls: Any = None
+    rows: Optional[PartyRows] = None
+    test_rows: Optional[PartyRows] = None
+    started: float = 0.0  # time.perf_counter() when the checks began (the run's wall time counts them)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def _fix(fix: str, subject: str = "") -> Iterator[None]:
+    """Turn a ValueError/TypeError/OSError raised inside into a CommandError
+    with ``fix`` (kept: a fix the message already carries after " -- ");
+    ``subject`` is put in front of a message that does not name it."""
+    try:
+        yield
+    except CommandError:
+        raise
+    except (ValueError, TypeError, OSError) as exc:
+        what, sep, own_fix = _one_line(exc).partition(" -- ")
+        if subject and subject not in what:
+            what = f"{subject}: {what}"
+        raise CommandError(what, own_fix if sep else fix) from exc
+
+
+def _network_settings(network: Mapping[str, Any], config: Path) -> Any:
+    from ..federation.grpc_channel import NetworkSettings
+
+    known = [f.name for f in dataclasses.fields(NetworkSettings)]
+    unknown = sorted(set(network) - set(known))
+    fix = f"correct [network] in {config} (or leave it out for the defaults)"
+    if unknown:
+        raise CommandError(f"unknown [network] keys {unknown} (known: {', '.join(known)})", fix)
+    with _fix(fix, "[network]"):
+        return NetworkSettings(**network)
+
+
+def _check_addresses(cfg: PartyConfig, config: Path) -> None:
+    from ..federation.tls import check_party_name
+
+    with _fix(f"set [party] name in {config} to the party's name in the job file (its certificate name)"):
+        check_party_name(cfg.name)
+    with _fix(f"correct [party] listen in {config}: the HOST:PORT this party accepts its peers on"):
+        listen = parse_address(cfg.listen, "[party] listen")
+    peers_fix = f"correct [peers] in {config}: one HOST:PORT for every other party of the job"
+    if cfg.name in cfg.peers:
+        raise CommandError(f"[peers] lists this party {cfg.name!r} itself", f"remove it from [peers] in {config}")
+    for peer, address in cfg.peers.items():
+        with _fix(peers_fix):
+            check_party_name(peer)
+            if parse_address(address, f"[peers] {peer}") == listen:
+                raise ValueError(f"[peers] {peer} = {address!r} is this party's own listen address")
+
+
+def _check_place(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, config: Path) -> str:
+    parties = list(probe.parties)
+    if cfg.name not in parties:
+        raise CommandError(f"party {cfg.name!r} ([party] name in {config}) is not a party of the job {parties} "
+                           f"in {cfg.job}", "set [party] name to one of them, or add the party to the job file")
+    others = [p for p in parties if p != cfg.name]
+    fix = f"give [peers] in {config} exactly the other parties of the job: {', '.join(others)}"
+    missing = [p for p in others if p not in cfg.peers]
+    if missing:
+        raise CommandError(f"[peers] lacks the address of {missing}", fix)
+    extra = sorted(set(cfg.peers) - set(others))
+    if extra:
+        raise CommandError(f"[peers] lists parties that are not in the job {cfg.job}: {extra}", fix)
+    return probe.role_of(cfg.name)
+
+
+def _check_resume(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, config: Path) -> None:
+    refusal = spec.kind.resume_refusal(probe, spec.fields)
+    if refusal is not None:
+        raise CommandError(f"--resume: {refusal}", "start the job without --resume")
+    if cfg.name in probe.data_parties and cfg.checkpoint_dir is None:
+        raise CommandError("--resume needs [party] checkpoint_dir",
+                           f"set [party] checkpoint_dir in {config} to where the interrupted run saved its epochs, "
+                           "or start without --resume")
+
+
+def _load_tls(cfg: PartyConfig, probe: VFLJob, config: Path) -> Any:
+    from ..federation.tls import check_party_tls, load_tls
+
+    names = ",".join(probe.parties)
+    if cfg.tls is None:
+        raise CommandError(f"{config} has no [tls] table; mutual TLS is the default",
+                           f"create certificates with `vflsec certs init --parties {names}` and name the CA, this "
+                           "party's certificate and key in [tls] (ca, cert, key), or pass --insecure (development "
+                           "only)")
+    fix = (f"name in [tls] of {config} the CA and {cfg.name!r}'s certificate and key from one "
+           f"`vflsec certs init --parties {names}` (ca.pem, {cfg.name}.pem, {cfg.name}.key)")
+    with _fix(fix, f"[tls] of {config}"):
+        tls = load_tls(cfg.tls["ca"], cfg.tls["cert"], cfg.tls["key"])
+        check_party_tls(tls, cfg.name)
+    return tls
+
+
+def _read_rows(path: Path, key: str, cfg: PartyConfig, config: Path, label_column: Optional[str],
+               allow_no_features: bool) -> PartyRows:
+    where = f"[party] {key} in {config}"
+    if not path.is_file():
+        problem = "is not a file" if path.exists() else "does not exist"
+        raise CommandError(f"the party's {'held-out ' if key == 'test_data' else ''}data file {path} {problem} "
+                           f"({where})", f"correct {where} (relative to the party file's folder); "
+                                         "`vflsec party-data` writes the per-party CSVs")
+    labels = f" and the label column {label_column!r}" if label_column else ""
+    fix = (f"correct {path} ({where}): a header row naming the ID column {cfg.id_column!r}{labels} (or the "
+           f"column names in [party]), then one row per unique ID with a number in every other column")
+    with _fix(fix, str(path)):
+        ids, X, y, _ = read_party_csv(path, cfg.id_column, label_column, allow_no_features=allow_no_features)
+    return PartyRows(ids, X, y)
+
+
+def _read_data(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config: Path):
+    """The data party's rows and held-out rows, checked as CSVs."""
+    if cfg.data is None:
+        raise CommandError(f"data party {cfg.name!r} needs [party] data",
+                           f"set [party] data in {config} to its CSV (`vflsec party-data` writes one per party)")
+    if role == "active" and cfg.label_column is None:
+        raise CommandError("the active party needs [party] label_column",
+                           f"set [party] label_column in {config} to the label column of its CSV")
+    if role != "active" and cfg.label_column is not None:
+        raise CommandError(f"[party] label_column is set but {cfg.name!r} is a passive party: only the active "
+                           "party holds labels", f"remove label_column from {config} (every column of a passive "
+                                                 "party's CSV but the ID is a feature)")
+    label_column = cfg.label_column if role == "active" else None
+    no_features = spec.kind.features_optional(probe, role)
+    rows = _read_rows(cfg.data, "data", cfg, config, label_column, no_features)
+    test_rows = None
+    if spec.evaluate:
+        if cfg.test_data is None:
+            raise CommandError(f"the job {cfg.job} has evaluate = true: data party {cfg.name!r} needs its held-out "
+                               "rows as [party] test_data",
+                               f"set [party] test_data in {config} (a CSV with the columns of its data file; "
+                               "`vflsec party-data` writes <name>-test.csv), or set evaluate = false in the job")
+        test_rows = _read_rows(cfg.test_data, "test_data", cfg, config, label_column, no_features)
+        if test_rows.X.shape[1] != rows.X.shape[1]:
+            raise CommandError(f"{cfg.test_data} has {test_rows.X.shape[1]} feature columns, {cfg.data} has "
+                               f"{rows.X.shape[1]}", f"give [party] test_data in {config} the columns of the data "
+                                                     "file")
+    return rows, test_rows
+
+
+def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False) -> PartyStart:
+    """Read and check one party's configuration, job file, TLS files and CSVs
+    (module docstring); :class:`~vflsec.errors.CommandError` for any mistake.
+    Opens no socket."""
+    started = time.perf_counter()
+    config = Path(config)
+    if not config.is_file():
+        problem = "is a folder, not a file" if config.is_dir() else "not found"
+        raise CommandError(f"config file {config} {problem}", "check the --config path")
+    with _fix(f"correct {config} (the format: `python -m pydoc vflsec.runtime.config`)"):
+        cfg = load_party_config(config)
+    _check_addresses(cfg, config)
+    settings = _network_settings(cfg.network, config)
+
+    if not cfg.job.is_file():
+        raise CommandError(f"the job file {cfg.job} does not exist ([party] job in {config})",
+                           f"correct [party] job in {config} (relative to the party file's folder)")
+    job_fix = f"correct the [job] table of {cfg.job} (every party holds the same copy)"
+    with _fix(job_fix, str(cfg.job)):
+        spec = load_job_spec(cfg.job)
+        probe = spec.probe_job()
+    role = _check_place(cfg, spec, probe, config)
+    with _fix(job_fix, str(cfg.job)):
+        spec.kind.check_job(probe, spec.fields)
+    if resume:
+        _check_resume(cfg, spec, probe, config)
+    tls = None if insecure else _load_tls(cfg, probe, config)
+
+    if cfg.name not in probe.data_parties:
+        for key in ("data", "test_data", "label_column"):
+            if getattr(cfg, key) is not None:
+                raise CommandError(f"party {cfg.name!r} is the job's {role} and holds no data, but [party] sets "
+                                   f"{key}", f"remove [party] {key} from {config}")
+        return PartyStart(config, cfg, spec, probe, role, settings, tls, started=started)
+    rows, test_rows = _read_data(cfg, spec, probe, role, config)
+    # The aligned rows are at most this party's rows: a job that does not fit them will not fit fewer.
+    with _fix(job_fix, f"{cfg.job} with the {len(rows.ids)} rows of {cfg.data}"):
+        job = spec.job(n_samples=len(rows.ids))
+        spec.kind.check_job(job, spec.fields)
+    X = clip_row_norms(rows.X) if spec.row_norm == "clip" and rows.X.shape[1] > 0 else rows.X
+    with _fix(f"correct the rows of {cfg.data} or the [job] table of {cfg.job}", f"the rows of {cfg.data}"):
+        spec.kind.check_party(job, spec.fields, cfg.name, X, rows.y)
+    return PartyStart(config, cfg, spec, probe, role, settings, tls, rows, test_rows, started)
