@@ -5,10 +5,13 @@ VFL-AFE. One batch of 8 rows of width 4 as the passive party's bottom model
 outputs them, released by ``VFLAFE.transform_embedding`` (clip, +R rescale,
 lattice release). The pair replaces row 0: ``+t e1`` in world 0, ``-t e1`` in
 world 1 (opposite points of the clip sphere: distance 2t, the stated
-sensitivity); the other seven rows sit together at ``0.5 t e1``, so the batch's
-pairwise distances -- and with them the paper's rescale factor -- differ as
-much as one row can make them. Claimed: the defense's ``privacy_spent()`` for
-one epoch (one release of the batch).
+sensitivity). Without +R and for the paper's rule the other seven rows sit
+together at ``0.5 t e1``, so the batch's pairwise distances -- and with them
+the paper's rescale factor -- differ as much as one row can make them; for
++R with the DP factor they sit at the origin, so the recentred row still
+moves by about 2t (the embedding part's sensitivity) and the centre by its
+full 2t/n. Claimed: the defense's ``privacy_spent()`` for one epoch (one
+release of the batch).
 
 DP-SGD. A linear bottom model and a batch of 4 samples, one step at sampling
 rate 1, through ``DPSGD.bottom_backward``; sample 0's returned gradient
@@ -33,14 +36,18 @@ from .cases import AuditCase, Claim, Scores, case_seed, register_case, sampled_s
 T, EPSILON, DELTA = 1.0, 5.0, 1e-2
 ROWS, WIDTH, PARTY = 8, 4, "passive"
 
-VFL_AFE_VARIANTS: Dict[str, Dict[str, Any]] = {
-    "vanilla": dict(rescale=False, adjust=False),
-    "D": dict(rescale=False, adjust=True),
-    "R": dict(rescale=True, adjust=False),
-    "full": dict(rescale=True, adjust=True),
-    "R, paper's batch factor": dict(rescale=True, adjust=False, rescale_estimate="batch"),
-    "R, paper's batch factor, no shrink": dict(rescale=True, adjust=False, rescale_estimate="batch",
-                                               rescale_shrink=False),
+# variant -> (VFLAFE keywords, where the 7 unchanged rows sit, in units of t along e1)
+VFL_AFE_VARIANTS: Dict[str, Tuple[Dict[str, Any], float]] = {
+    "vanilla": (dict(rescale=False, adjust=False), 0.5),
+    "D": (dict(rescale=False, adjust=True), 0.5),
+    "R": (dict(rescale=True, adjust=False), 0.0),
+    "full": (dict(rescale=True, adjust=True), 0.0),
+    # No shrink: the factor is >= 1, so row 0's recentred deviation is clipped to t in both worlds and the
+    # release moves by the full 2t (with shrinking, a noisy large diameter estimate can shrink it).
+    "R, no shrink": (dict(rescale=True, adjust=False, rescale_shrink=False), 0.0),
+    "R, paper's batch factor": (dict(rescale=True, adjust=False, rescale_estimate="batch"), 0.5),
+    "R, paper's batch factor, no shrink": (dict(rescale=True, adjust=False, rescale_estimate="batch",
+                                                rescale_shrink=False), 0.5),
 }
 
 
@@ -60,9 +67,9 @@ def _vfl_afe(params: Dict[str, Any], seed: int):
     return defense
 
 
-def _vfl_afe_batch(world: int) -> np.ndarray:
+def _vfl_afe_batch(world: int, others: float = 0.5) -> np.ndarray:
     h = np.zeros((ROWS, WIDTH))
-    h[1:, 0] = 0.5 * T
+    h[1:, 0] = others * T
     h[0, 0] = T if world == 0 else -T
     return h
 
@@ -81,32 +88,33 @@ def _vfl_afe_claim(params: Dict[str, Any]) -> Callable[[], Claim]:
     return claim
 
 
-def _vfl_afe_runner(params: Dict[str, Any], exact_direction: bool) -> Callable[[int, int], Scores]:
+def _vfl_afe_runner(params: Dict[str, Any], others: float, exact_direction: bool) -> Callable[[int, int], Scores]:
     def sample(world: int, runs: int, seed: int) -> np.ndarray:
         from ..splitnn.defenses import BatchInfo
 
         torch = _torch()
         defense = _vfl_afe(params, seed)
-        h = torch.from_numpy(_vfl_afe_batch(world))
+        h = torch.from_numpy(_vfl_afe_batch(world, others))
         batch = BatchInfo(0, 0, 0, np.arange(ROWS))
         return stack_runs(lambda _: defense.transform_embedding(PARTY, h, batch).numpy(), runs, None,
                           desc=f"vfl_afe world {world}")
 
     def run(runs: int, seed: int) -> Scores:
-        direction = (_vfl_afe_batch(1) - _vfl_afe_batch(0)).ravel() if exact_direction else None
+        gap = _vfl_afe_batch(1, others) - _vfl_afe_batch(0, others)
+        direction = gap.ravel() if exact_direction else None
         realized = None
         if exact_direction:  # without +R the clean release is the clipped batch itself
-            realized = float(np.linalg.norm(_vfl_afe_batch(1) - _vfl_afe_batch(0))) / (2.0 * T)
+            realized = float(np.linalg.norm(gap)) / (2.0 * T)
         return sampled_scores(sample, runs, seed, direction=direction, realized=realized)
     return run
 
 
-for _variant, _params in VFL_AFE_VARIANTS.items():
+for _variant, (_params, _others) in VFL_AFE_VARIANTS.items():
     _mechanism = "vfl_afe_rescale" if _params["rescale"] else "vfl_afe_embedding"
     register_case(AuditCase(
         name=f"vfl_afe[{_variant}]", mechanism=_mechanism,
-        pair="a batch of 8 rows (width 4): row 0 at +t e1 or -t e1, the other 7 at 0.5 t e1 (t = 1)",
-        claim=_vfl_afe_claim(_params), run=_vfl_afe_runner(_params, exact_direction=not _params["rescale"]),
+        pair=f"a batch of 8 rows (width 4): row 0 at +t e1 or -t e1, the other 7 at {_others:g} t e1 (t = 1)",
+        claim=_vfl_afe_claim(_params), run=_vfl_afe_runner(_params, _others, exact_direction=not _params["rescale"]),
         runs_full=20_000, runs_quick=3_000))
 
 

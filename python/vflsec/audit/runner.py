@@ -47,7 +47,7 @@ def audit_case(case: AuditCase, *, runs: int, seed: int) -> Dict[str, Any]:
     """One case's row of ``audit.json``."""
     t0 = time.perf_counter()
     claim = case.claim()
-    scores = case.run(runs, seed)
+    scores = case.run(runs, case_seed(seed, "case", case.name))  # every case its own streams
     delta = claim.delta
     bound = epsilon_lower_bound(scores.world0, scores.world1, delta,
                                 rng=np.random.default_rng(case_seed(seed, "split", case.name)))
@@ -223,7 +223,7 @@ def plot(rows: List[Dict[str, Any]], path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("epsilon measured / epsilon claimed (> 1: the claim does not hold)")
     ax.set_title("vflsec audit: every DP mechanism against its claimed epsilon")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)  # below: no bar hidden
     fig.tight_layout()
     save_figure(fig, path)
 
