@@ -220,10 +220,29 @@ def epsilon_cell(epsilon: Optional[float], *, claims_dp: bool, mechanisms: Seque
     return f"{epsilon:.4g} ({audit_cell(mechanisms)})"
 
 
+DP_LAYER = 1
+"""Written into a run's results as ``"dp_layer"``: its DP rows come from the mechanism
+layer of :mod:`vflsec.dp` (replace-one calibration, VFL-AFE's DP rescale factor), so
+the audit of those mechanisms speaks for them. Runs without it predate that layer
+(DP-SGD calibrated for add/remove, VFL-AFE +R with the paper's batch factor): their
+reports print no audit verdict and say why (:func:`audit_mechanisms`)."""
+
+PREDATES_DP_LAYER = ("this run predates vflsec.dp's mechanism layer (DP-SGD was calibrated for add/remove "
+                     "neighbours, VFL-AFE +R used the paper's batch factor, which has no guarantee, and the classic "
+                     "calibration was used beyond epsilon 1, where at epsilon 20 it does not give 20): its epsilons "
+                     "are the ones reported then, not audited; run the benchmark again")
+
+
+def audit_mechanisms(result: Dict[str, Any], mechanisms: Sequence[str]) -> Sequence[str]:
+    """``mechanisms`` if ``result`` was produced by the mechanism layer, else none
+    (so an old run's epsilons are not shown beside a newer audit's verdict)."""
+    return mechanisms if result.get("dp_layer", 0) >= DP_LAYER else ()
+
+
 def audit_cell(mechanisms: Sequence[str]) -> str:
     """``"audit 0.62x"`` (the last ``vflsec audit``'s largest lower bound / claim over
     ``mechanisms``) or ``"not audited"``."""
-    from ..audit.summary import audit_summary
+    from .audit_summary import audit_summary
 
     summary = audit_summary()
     return "not audited" if summary is None else summary.cell(mechanisms)
@@ -231,7 +250,7 @@ def audit_cell(mechanisms: Sequence[str]) -> str:
 
 def audit_legend() -> str:
     """One line for a report that prints audit ratios beside its epsilons."""
-    from ..audit.summary import audit_summary
+    from .audit_summary import audit_summary
 
     summary = audit_summary()
     if summary is None:

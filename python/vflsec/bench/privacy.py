@@ -42,6 +42,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .common import (
+    DP_LAYER,
     PartialRunError,
     add_rerender_argument,
     git_revision,
@@ -523,7 +524,7 @@ def _payload(grid: PrivacyGrid, quick: bool, rows: List[Dict[str, Any]], elapsed
         "settings": {"quick": quick, "datasets": list(grid.datasets), "seed": grid.seed, "grid": grid.cells(),
                      "split": dict(_train_kw(grid), passive_bottom=f"MLP 64 -> {EMBED_DIM}", head="linear"),
                      "n_aux_labels": N_AUX_LABELS, "esa_aux_rows": N_ESA_AUX, "max_rows": grid.max_rows},
-        "machine": machine_info(), "git": git_revision(),
+        "machine": machine_info(), "git": git_revision(), "dp_layer": DP_LAYER,
         "versions": package_versions(["vflsec", "torch", "numpy", "scikit-learn", "tenseal", "phe"]),
         "attacks": rows, "cap": cap_table(rows), "elapsed_s": elapsed,
     }

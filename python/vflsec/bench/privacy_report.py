@@ -6,7 +6,18 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from .common import audit_legend, dp_noise_label, epsilon_cell, markdown_table, n_label, pyplot, save_figure
+from .common import (
+    NO_GUARANTEE,
+    PREDATES_DP_LAYER,
+    audit_legend,
+    audit_mechanisms,
+    dp_noise_label,
+    epsilon_cell,
+    markdown_table,
+    n_label,
+    pyplot,
+    save_figure,
+)
 
 __all__ = ["FEATURE_ATTACKS", "LABEL_ATTACKS", "STRENGTH_NAMES", "plot_tradeoffs", "recovery_error", "render",
            "render_file", "write_report"]
@@ -151,14 +162,20 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
             acc = next(r["main_accuracy"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell
                        and r["attack"] != "direct_label")
             eps = next(r["epsilon_composed"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell)
-            table.append([dataset, defense, strength, epsilon_cell(eps, claims_dp=defense in DP_DEFENSES,
-                                                                   mechanisms=AUDITED.get(defense, ())), acc]
+            mechanisms = audit_mechanisms(payload, AUDITED.get(defense, ()))
+            if eps is not None and not mechanisms and defense in ("vfl_afe", "dp_sgd"):
+                # Before the mechanism layer these rows had no guarantee (VFL-AFE +R's batch factor, DP-SGD's
+                # percentile clip) but reported a number: label it as the run's, not as a guarantee.
+                cell = f"{NO_GUARANTEE} (the run reported {eps:.4g})"
+            else:
+                cell = epsilon_cell(eps, claims_dp=defense in DP_DEFENSES, mechanisms=mechanisms)
+            table.append([dataset, defense, strength, cell, acc]
                          + [_value(rows, dataset, defense, strength, a, m) for a, m in cols])
         lines += [markdown_table(["dataset", "defense", "strength", "epsilon (composed)", "main acc"]
                                  + [f"{a} {m}".replace("model_inversion_", "MI ").replace("_", " ") for a, m in cols],
                                  table), ""]
         lines += ["Strength: " + "; ".join(f"{k}: {STRENGTH_NAMES[k]}" for k in payload["settings"]["grid"]), "",
-                  audit_legend(), ""]
+                  audit_legend() if audit_mechanisms(payload, ("dp_sgd",)) else f"Audit: {PREDATES_DP_LAYER}.", ""]
     if caps:
         lines += ["## Calibrated averaged performance (FedPass Table 3)", "",
                   "CAP = mean over the defense's strengths of main accuracy x recovery error (feature MSE for the "

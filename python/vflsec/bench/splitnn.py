@@ -41,9 +41,13 @@ import numpy as np
 from tqdm import tqdm
 
 from .common import (
+    DP_LAYER,
+    NO_GUARANTEE,
+    PREDATES_DP_LAYER,
     PartialRunError,
     add_rerender_argument,
     audit_legend,
+    audit_mechanisms,
     derived_seed,
     dp_noise_label,
     epsilon_cell,
@@ -381,12 +385,25 @@ def _report_dp_vfl(result: Dict[str, Any]) -> List[str]:
     for r in _section_rows(result, "dp_vfl"):
         model = {"centralized": "centralized", "none": "non-private VFL"}.get(r["defense"], r["defense"])
         rows.append([r["dataset"], model, r["parties"], r["epsilon"],
-                     epsilon_cell(r["epsilon_composed"], claims_dp=r["defense"] == "dp_sgd", mechanisms=("dp_sgd",)),
+                     _dp_sgd_epsilon(result, r),
                      r["metric"],
                      r["value"]])
     lines += [markdown_table(["dataset", "model", "owners", "epsilon", "composed epsilon", "metric", "value"], rows),
-              "", audit_legend(), ""]
+              "", _audit_line(result), ""]
     return lines
+
+
+def _dp_sgd_epsilon(result: Dict[str, Any], r: Dict[str, Any]) -> Any:
+    """A DP-VFL row's epsilon cell: with the percentile clip there is no guarantee,
+    also in runs from before that was reported (their number is shown as theirs)."""
+    eps = r["epsilon_composed"]
+    if str(r.get("variant") or "").startswith("clip=p") and eps is not None:
+        return f"{NO_GUARANTEE} (the run reported {eps:.4g}; its clip reads the gradients)"
+    return epsilon_cell(eps, claims_dp=r["defense"] == "dp_sgd", mechanisms=audit_mechanisms(result, ("dp_sgd",)))
+
+
+def _audit_line(result: Dict[str, Any]) -> str:
+    return audit_legend() if audit_mechanisms(result, AFE_MECHANISMS) else f"Audit: {PREDATES_DP_LAYER}."
 
 
 def _report_fedpass(result: Dict[str, Any]) -> List[str]:
@@ -546,7 +563,7 @@ def _report(result: Dict[str, Any]) -> str:
             table.append([name] + [100 * cells[k] if k in cells else None
                                    for k in ("centralized", "unprotected", "vanilla", "R", "D", "full")]
                          + ([dp_rows[0]["epsilon"], epsilon_cell(dp_rows[0]["epsilon_composed"], claims_dp=True,
-                                                                 mechanisms=AFE_MECHANISMS)]
+                                                                 mechanisms=audit_mechanisms(result, AFE_MECHANISMS))]
                             if dp_rows else [None, None]))
             paper = PAPER_TABLE2.get(name)
             if paper:
@@ -555,7 +572,7 @@ def _report(result: Dict[str, Any]) -> str:
         lines += [markdown_table(headers, table), "",
                   f"Composed epsilon: each sample's embedding is released once per epoch, so {cfg['epochs']} "
                   "Gaussian releases compose (the defense's accountant, vflsec.dp) at the same delta.",
-                  "", audit_legend(), ""]
+                  "", _audit_line(result), ""]
     timing = result["timing"]
     if timing:
         lines += ["## Table 3: time per training step", "",
@@ -657,6 +674,7 @@ def run(quick: bool = False, data_dir: Optional[Path] = None, out: Optional[Path
         "machine": machine_info(),
         "versions": package_versions(["vflsec", "torch", "numpy", "dp-accounting"]),
         "git": git_revision(),
+        "dp_layer": DP_LAYER,
         "config": cfg,
         "accuracy": [],
         "timing": [],

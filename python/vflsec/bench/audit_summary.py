@@ -1,4 +1,6 @@
-"""The last audit's verdict per mechanism, for the benchmarks' reports.
+"""The last ``vflsec audit``'s verdict per mechanism, for the benchmarks' reports
+(read from its ``audit.json``, the file format being the contract: the
+benchmarks do not import the auditor, which sits above them).
 
 ``vflsec bench splitnn``, ``bench privacy`` and ``bench glm`` print, beside
 each claimed epsilon, how the mechanism behind it fared in a ``vflsec audit``
@@ -60,7 +62,7 @@ def _candidates() -> Iterable[Path]:
         path = Path(env)
         yield path / "audit.json" if path.is_dir() else path
     yield Path("bench-out") / "audit" / "audit.json"
-    yield Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "audit" / "audit.json"
+    yield Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "audit" / "audit.json"  # a source checkout
 
 
 @functools.lru_cache(maxsize=4)
