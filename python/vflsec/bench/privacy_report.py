@@ -166,10 +166,10 @@ def write_report(payload: Dict[str, Any], out: Path, plots: List[str]) -> None:
             if eps is not None and not mechanisms and defense in ("vfl_afe", "dp_sgd"):
                 # Before the mechanism layer these rows had no guarantee (VFL-AFE +R's batch factor, DP-SGD's
                 # percentile clip) but reported a number: label it as the run's, not as a guarantee.
-                cell = f"{NO_GUARANTEE} (the run reported {eps:.4g})"
+                eps_text: Any = f"{NO_GUARANTEE} (the run reported {eps:.4g})"
             else:
-                cell = epsilon_cell(eps, claims_dp=defense in DP_DEFENSES, mechanisms=mechanisms)
-            table.append([dataset, defense, strength, cell, acc]
+                eps_text = epsilon_cell(eps, claims_dp=defense in DP_DEFENSES, mechanisms=mechanisms)
+            table.append([dataset, defense, strength, eps_text, acc]
                          + [_value(rows, dataset, defense, strength, a, m) for a, m in cols])
         lines += [markdown_table(["dataset", "defense", "strength", "epsilon (composed)", "main acc"]
                                  + [f"{a} {m}".replace("model_inversion_", "MI ").replace("_", " ") for a, m in cols],
