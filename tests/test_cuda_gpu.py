@@ -243,6 +243,7 @@ def test_noise_edge_cases():
 # -- the split-learning DP defenses on CUDA tensors (the mechanisms' releases: noise drawn on the CPU's
 #    ChaCha20 stream, values returned on the tensor's device) --------------------------------------------
 def _afe(**params):
+    pytest.importorskip("dp_accounting")  # the defenses' guarantee (calibration for DP-SGD)
     from vflsec.splitnn.defenses import DefenseContext
     from vflsec.splitnn.defenses.vfl_afe import VFLAFE
 
@@ -270,6 +271,7 @@ def test_vfl_afe_release_on_gpu_matches_cpu(params):
 
 
 def test_dp_sgd_step_on_gpu_matches_cpu():
+    pytest.importorskip("dp_accounting")
     from vflsec.splitnn.defenses import BatchInfo, DefenseContext
     from vflsec.splitnn.defenses.dp_sgd import DPSGD
 
