@@ -54,7 +54,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "noise.hpp"
+#include "chacha20_generator.hpp"
 
 namespace vflsec::noise {
 

@@ -156,17 +156,6 @@ constexpr std::size_t kSymmetricMinD = 48;
 
 }  // namespace
 
-const char* distance_kernel_isa() { return isa::distances_family().current(); }
-
-bool set_distance_kernel_isa(const char* name) {
-    try {
-        isa::distances_family().select(name);
-    } catch (const std::invalid_argument&) {
-        return false;
-    }
-    return true;
-}
-
 template <typename T>
 void pairwise_distances(const T* X, std::size_t n, const T* Y, std::size_t m, std::size_t d, bool squared,
                         T* out) {

@@ -32,14 +32,8 @@ struct DistanceStatsResult {
 template <typename T>
 DistanceStatsResult pairwise_distance_stats(const T* X, std::size_t n, std::size_t d);
 
-// Name of the tile kernels in use (isa::distances_family(), isa_dispatch.hpp):
+// The tile kernels' ISA path is isa::distances_family()'s (isa_dispatch.hpp):
 // "avx512f" (512-bit vectors), "avx512vl" (256-bit vectors in the 32 AVX-512
 // registers; preferred on AMD), "avx2" or "baseline".
-const char* distance_kernel_isa();
-
-// Forces the tile kernels ("avx512f", "avx512vl", "avx2", "baseline", or "auto" for the
-// best this CPU supports); false if unknown or unsupported here. For tests and
-// benchmarks: call it only while no distance kernel is running.
-bool set_distance_kernel_isa(const char* name);
 
 }  // namespace vflsec

@@ -572,9 +572,6 @@ template Outcome fuzzy_cmeans<float>(const float*, std::size_t, std::size_t, std
 template Outcome fuzzy_cmeans<double>(const double*, std::size_t, std::size_t, std::size_t, const Options&,
                                       const double*, const double*, double*, double*, std::int64_t*, double*);
 
-const char* current_isa() { return isa::fcm_family().current(); }
-const char* select_isa(const char* name) { return isa::fcm_family().select(name); }
-
 }  // namespace vflsec::fcm
 
 namespace vflsec::isa {

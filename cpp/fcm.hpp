@@ -46,11 +46,8 @@ Outcome fuzzy_cmeans(const T* x, std::size_t n, std::size_t d, std::size_t c, co
                      const T* init_centers, const T* init_membership, T* centers, T* membership,
                      std::int64_t* labels, T* confidence);
 
-// The ISA path of the fused pass (isa::fcm_family(), isa_dispatch.hpp):
-// "default", "avx2" or "avx512f"; select_isa("auto") returns to the CPU's
-// best. Throws std::invalid_argument for a path this CPU lacks.
-const char* current_isa();
-const char* select_isa(const char* name);
+// The ISA path of the fused pass is isa::fcm_family()'s (isa_dispatch.hpp):
+// "default", "avx2" or "avx512f".
 
 extern template Outcome fuzzy_cmeans<float>(const float*, std::size_t, std::size_t, std::size_t, const Options&,
                                             const float*, const float*, float*, float*, std::int64_t*, float*);

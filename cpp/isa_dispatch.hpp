@@ -13,8 +13,10 @@
 //     the list, unless the family ranks paths by vendor);
 //   * tests and benchmarks force a path with Family::select(name) ("auto"
 //     returns to the CPU's best) to check that every path gives the same
-//     results; Family::current() reports the path in use. Python sees both
-//     as vflsec._core.kernel_isa() and vflsec._core._select_kernel_isa().
+//     results; Family::current() reports the path in use. Python sees them
+//     as vflsec.kernels.kernel_isa() and the context manager
+//     vflsec.kernels.force_isa() (over _core.kernel_isa() and
+//     _core._select_kernel_isa(), its only way in).
 //
 // A kernel calls `table[family.index()](...)`: one relaxed atomic load and an
 // indirect call per request, nothing per value. Forcing a path is meant for

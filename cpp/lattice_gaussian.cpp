@@ -4,6 +4,7 @@
 
 #include "isa_dispatch.hpp"
 #include "parallel.hpp"
+#include "secure_zero.hpp"
 
 #include <immintrin.h>
 

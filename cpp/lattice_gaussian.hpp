@@ -78,7 +78,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "noise.hpp"
+#include "chacha20_generator.hpp"
 
 namespace vflsec::noise {
 

@@ -4,20 +4,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
-namespace vflsec {
+#include "forked_child.hpp"
 
-// Set in a forked child (pthread_atfork, registered in noise.cpp): libgomp's
-// thread pool does not survive fork, and a child that starts a parallel region
-// after the parent had threads waits for them forever. Children run every
-// kernel on one thread (a team of one never touches the pool).
-inline std::atomic<bool>& forked_child_flag() {
-    static std::atomic<bool> flag{false};
-    return flag;
-}
+namespace vflsec {
 
 // Threads a kernel may use: OMP_NUM_THREADS / set_num_threads, 1 in a forked child.
 inline int num_threads() {

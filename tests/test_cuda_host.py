@@ -169,6 +169,19 @@ def test_gpu_draws_share_the_generators_counter():
     np.testing.assert_array_equal(c, ref.normal(5))
 
 
+def test_generator_type_registered_by_core_alone():
+    """_core_cuda takes _core's generator objects and registers no type of its own."""
+    from vflsec import _core
+
+    assert not hasattr(core_cuda, "ChaCha20Generator")
+    gen = _core.ChaCha20Generator.from_key(bytes(range(32)))
+    want = np.empty(9)
+    _core.ChaCha20Generator.from_key(bytes(range(32))).fill_normal(want, 1.0)
+    np.testing.assert_array_equal(core_cuda._host_normal_f64(gen, 9, 1.0), want)
+    with pytest.raises(TypeError):
+        core_cuda._host_normal_f64(object(), 9, 1.0)
+
+
 def test_secure_generator_path_and_statistics():
     g1, g2 = NoiseGenerator(), NoiseGenerator()
     a = core_cuda._host_normal_f64(g1._core_gen, 20000, 1.0)

@@ -14,27 +14,15 @@ from vflsec import _core, kernels
 from vflsec.kernels import DistanceStats, pairwise_distance_stats, pairwise_distances
 
 RTOL = {np.float32: 1e-5, np.float64: 1e-12}
-ALL_ISAS = ["avx512vl", "avx512f", "avx2", "baseline"]
-
-
-def _supported_isas():
-    found = []
-    for name in ALL_ISAS:
-        if _core.set_distance_kernel_isa(name):
-            found.append(name)
-    _core.set_distance_kernel_isa("auto")
-    return found
-
-
-SUPPORTED_ISAS = _supported_isas()
+SUPPORTED_ISAS = kernels.supported_isas()["distances"]
 
 
 @pytest.fixture(params=SUPPORTED_ISAS)
 def isa(request):
     """Run a test once per tile-kernel instruction set this CPU supports."""
-    assert _core.set_distance_kernel_isa(request.param)
-    yield request.param
-    _core.set_distance_kernel_isa("auto")
+    with kernels.force_isa("distances", request.param) as in_use:
+        assert in_use == request.param
+        yield request.param
 
 
 @pytest.fixture
@@ -493,9 +481,7 @@ def test_property_stats_agree_with_pdist():
     check()
 
 
-def test_kernel_isa_reported():
-    assert _core.distance_kernel_isa() in ALL_ISAS
-    assert not _core.set_distance_kernel_isa("no-such-isa")
+def test_exported_from_kernels():
     assert kernels.pairwise_distances is pairwise_distances
 
 

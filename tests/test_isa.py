@@ -1,10 +1,11 @@
 """The run-time ISA dispatch shared by every CPU kernel family (cpp/isa_dispatch.hpp).
 
 Each family (noise + the lattice release, distances, fcm) reports the path it
-uses, can be forced onto any path this CPU supports, and refuses unknown or
-unsupported paths. The per-family bit-identity checks live with the kernels'
-own tests (test_noise.py, test_lattice_release.py, test_distances.py); fcm's
-are here.
+uses (vflsec.kernels.kernel_isa), can be forced onto any path this CPU
+supports (vflsec.kernels.force_isa, which restores the previous path on exit),
+and refuses unknown or unsupported paths. The per-family bit-identity checks
+live with the kernels' own tests (test_noise.py, test_lattice_release.py,
+test_distances.py); fcm's are here.
 """
 from __future__ import annotations
 
@@ -21,66 +22,93 @@ FAMILIES = {
 }
 
 
-@pytest.fixture
-def restore_paths():
-    yield
-    for family in FAMILIES:
-        _core._select_kernel_isa(family, "auto")
-
-
 def test_every_family_reports_a_known_path():
-    report = _core.kernel_isa()
+    report = kernels.kernel_isa()
     assert set(report) == set(FAMILIES)
-    supported = _core._supported_kernel_isas()
+    supported = kernels.supported_isas()
+    assert set(supported) == set(FAMILIES)
     for family, path in report.items():
         assert path in FAMILIES[family]
         assert path in supported[family]
         assert supported[family][0] == FAMILIES[family][0]  # the portable path is always there
+        assert set(supported[family]) <= set(FAMILIES[family])
 
 
-def test_auto_is_the_best_supported_path(restore_paths):
+def test_auto_is_the_best_supported_path():
     features = vflsec.cpu_features()
     for family in FAMILIES:
-        assert _core._select_kernel_isa(family, "auto") == _core.kernel_isa()[family]
-    noise = _core.kernel_isa()["noise"]
-    if features["avx512f"] and features["avx512dq"] and features["avx512vl"]:
-        assert noise == "avx512f"  # the lattice release's vector path needs F, DQ and VL
-    elif features["avx2"]:
-        assert noise == "avx2"
-    else:
-        assert noise == "default"
+        with kernels.force_isa(family, "auto") as in_use:
+            assert in_use == kernels.kernel_isa()[family]
+    with kernels.force_isa("noise", "auto") as noise:
+        if features["avx512f"] and features["avx512dq"] and features["avx512vl"]:
+            assert noise == "avx512f"  # the lattice release's vector path needs F, DQ and VL
+        elif features["avx2"]:
+            assert noise == "avx2"
+        else:
+            assert noise == "default"
 
 
-def test_legacy_hooks_follow_the_shared_state(restore_paths):
-    for path in _core._supported_kernel_isas()["noise"]:
-        assert _core._noise_select_isa(path) == path
-        assert _core.kernel_isa()["noise"] == path == _core._noise_isa()
-    for path in _core._supported_kernel_isas()["distances"]:
-        assert _core.set_distance_kernel_isa(path)
-        assert _core.kernel_isa()["distances"] == path == _core.distance_kernel_isa()
-
-
-def test_forcing_each_supported_path(restore_paths):
-    supported = _core._supported_kernel_isas()
+def test_forcing_each_supported_path_and_restoring():
+    supported = kernels.supported_isas()
     for family, paths in FAMILIES.items():
+        before = kernels.kernel_isa()
         for path in paths:
             if path in supported[family]:
-                assert _core._select_kernel_isa(family, path) == path
-                assert _core.kernel_isa()[family] == path
+                with kernels.force_isa(family, path) as in_use:
+                    assert in_use == path
+                    assert kernels.kernel_isa() == {**before, family: path}  # the other families untouched
             else:
-                before = _core.kernel_isa()[family]
                 with pytest.raises(ValueError, match="does not support"):
-                    _core._select_kernel_isa(family, path)
-                assert _core.kernel_isa()[family] == before
+                    with kernels.force_isa(family, path):
+                        pytest.fail("entered the block of an unsupported path")
+            assert kernels.kernel_isa() == before
 
 
-def test_unknown_names_refused(restore_paths):
-    before = _core.kernel_isa()
+def _two_distance_paths():
+    paths = kernels.supported_isas()["distances"]
+    if len(paths) < 2:
+        pytest.skip("this CPU supports one distance path only")
+    best = kernels.kernel_isa()["distances"]
+    return best, next(p for p in paths if p != best)
+
+
+def test_force_isa_restores_after_an_exception():
+    best, other = _two_distance_paths()
+    with pytest.raises(RuntimeError, match="inside"):
+        with kernels.force_isa("distances", other):
+            assert kernels.kernel_isa()["distances"] == other
+            raise RuntimeError("inside")
+    assert kernels.kernel_isa()["distances"] == best
+
+
+def test_force_isa_nests():
+    best, other = _two_distance_paths()
+    with kernels.force_isa("distances", other):
+        with kernels.force_isa("distances", best):
+            assert kernels.kernel_isa()["distances"] == best
+        assert kernels.kernel_isa()["distances"] == other  # the outer block's path, not "auto"
+    assert kernels.kernel_isa()["distances"] == best
+
+
+def test_unknown_names_refused():
+    before = kernels.kernel_isa()
     with pytest.raises(ValueError, match="unknown ISA path 'sse9'"):
-        _core._select_kernel_isa("fcm", "sse9")
-    with pytest.raises(ValueError, match="unknown kernel family"):
-        _core._select_kernel_isa("gpu", "auto")
-    assert _core.kernel_isa() == before
+        with kernels.force_isa("fcm", "sse9"):
+            pass
+    with pytest.raises(ValueError, match="unknown kernel family 'gpu'"):
+        with kernels.force_isa("gpu", "auto"):
+            pass
+    with pytest.raises(TypeError, match="must be str"):
+        with kernels.force_isa("fcm", 2):
+            pass
+    assert kernels.kernel_isa() == before
+
+
+def test_force_isa_is_the_only_way_in():
+    # The compiled module keeps one selection hook, the one force_isa wraps;
+    # the per-family duplicates it replaced must not come back.
+    hooks = {name for name in dir(_core) if "isa" in name.lower()}
+    assert hooks == {"kernel_isa", "_supported_kernel_isas", "_select_kernel_isa"}
 
 
 def _fcm_runs(dtype):
@@ -93,14 +121,14 @@ def _fcm_runs(dtype):
     return out
 
 
-def test_fcm_paths_agree(restore_paths):
+def test_fcm_paths_agree():
     # float32: bit for bit. float64: the avx512f path fuses multiply-adds on its
     # 512-bit vectors (AVX-512F has FMA there), so the last bits may differ.
-    paths = _core._supported_kernel_isas()["fcm"]
+    paths = kernels.supported_isas()["fcm"]
     runs = {}
     for path in paths:
-        _core._select_kernel_isa("fcm", path)
-        runs[path] = (_fcm_runs(np.float32), _fcm_runs(np.float64))
+        with kernels.force_isa("fcm", path):
+            runs[path] = (_fcm_runs(np.float32), _fcm_runs(np.float64))
     for path in paths[1:]:
         for a, b in zip(runs["default"][0], runs[path][0]):
             for x, y in zip(a, b):

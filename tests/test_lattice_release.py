@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-import vflsec
 from vflsec import NoiseGenerator, _core, kernels
 from vflsec.dp import gaussian_delta, gaussian_sigma
 from vflsec.dp import lattice as dp_lattice
@@ -486,16 +485,13 @@ def _seeded_outputs_other_seed(n: int) -> np.ndarray:
 
 
 def test_seeded_release_identical_on_every_isa_path():
-    features = vflsec.cpu_features()
-    paths = ["default"] + [p for p in ("avx2", "avx512f") if features.get(p)]
+    paths = kernels.supported_isas()["noise"]
     n = 200_003
     outs = {}
-    try:
-        for path in paths:
-            assert _core._noise_select_isa(path) == path
+    for path in paths:
+        with kernels.force_isa("noise", path) as in_use:
+            assert in_use == path
             outs[path] = _seeded_outputs(n)
-    finally:
-        _core._noise_select_isa("auto")
     for path in paths[1:]:
         for a, b in zip(outs["default"], outs[path]):
             np.testing.assert_array_equal(a, b)
@@ -519,15 +515,11 @@ def _refusals():
 
 def test_refusals_identical_on_every_isa_path():
     # the vector path counts out-of-range and non-finite values like the scalar one
-    features = vflsec.cpu_features()
-    paths = ["default"] + [p for p in ("avx2", "avx512f") if features.get(p)]
+    paths = kernels.supported_isas()["noise"]
     seen = {}
-    try:
-        for path in paths:
-            _core._noise_select_isa(path)
+    for path in paths:
+        with kernels.force_isa("noise", path):
             seen[path] = _refusals()
-    finally:
-        _core._noise_select_isa("auto")
     assert seen["default"][0].startswith("18 values of x are too large")
     assert "finite in float64" in seen["default"][1] and "finite in float32" in seen["default"][2]
     assert seen["default"][3] == seen["default"][4] == "x contains NaN or infinite values"

@@ -305,24 +305,19 @@ def test_thread_count_does_not_change_seeded_output():
 
 
 def test_every_isa_path_gives_identical_streams():
-    features = vflsec.cpu_features()
-    paths = ["default"] + [p for p in ("avx2", "avx512f") if features.get(p)]
+    paths = kernels.supported_isas()["noise"]
     x = np.linspace(-3, 3, 50_001)
     outs = {}
-    try:
-        for path in paths:
-            assert _core._noise_select_isa(path) == path
+    for path in paths:
+        with kernels.force_isa("noise", path):
+            assert kernels.kernel_isa()["noise"] == path
             gen = NoiseGenerator(seed=9)
             outs[path] = (gen.standard_normal(50_001), gen.random_raw(1003),
                           gen.normal(999, 3.0, dtype="float32"), kernels.add_gaussian_noise(x, 0.1, generator=gen),
                           kernels.add_gaussian_noise(x.astype(np.float32), 0.1, generator=gen))
-    finally:
-        _core._noise_select_isa("auto")
     for path in paths[1:]:
         for a, b in zip(outs["default"], outs[path]):
             np.testing.assert_array_equal(a, b)
-    with pytest.raises(ValueError):
-        _core._noise_select_isa("sse9")
 
 
 def test_concurrent_threads_never_share_blocks():

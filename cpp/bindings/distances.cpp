@@ -65,10 +65,6 @@ void bind_distances(py::module_& m) {
           "(count, mean, std, min, max) over the pairs j < k");
     m.def("pairwise_distance_stats_f64", &pairwise_distance_stats_impl<double>, py::arg("X"),
           "(count, mean, std, min, max) over the pairs j < k");
-    m.def("distance_kernel_isa", []() { return std::string(vflsec::distance_kernel_isa()); });
-    m.def("set_distance_kernel_isa",
-          [](const std::string& name) { return vflsec::set_distance_kernel_isa(name.c_str()); }, py::arg("name"),
-          "Force 'avx512f', 'avx2', 'baseline' or 'auto'; False if unsupported on this CPU");
 }
 
 }  // namespace vflsec::bindings

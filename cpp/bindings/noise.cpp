@@ -70,7 +70,7 @@ void bind_noise(py::module_& m) {
                 double* p = out.mutable_data();
                 const size_t n = static_cast<size_t>(out.size());
                 py::gil_scoped_release release;
-                g.fill_normal_f64(p, n, sigma);
+                noise::fill_normal_f64(g, p, n, sigma);
             },
             py::arg("out").noconvert(), py::arg("sigma"))
         .def(
@@ -79,7 +79,7 @@ void bind_noise(py::module_& m) {
                 float* p = out.mutable_data();
                 const size_t n = static_cast<size_t>(out.size());
                 py::gil_scoped_release release;
-                g.fill_normal_f32(p, n, sigma);
+                noise::fill_normal_f32(g, p, n, sigma);
             },
             py::arg("out").noconvert(), py::arg("sigma"))
         .def(
@@ -90,7 +90,7 @@ void bind_noise(py::module_& m) {
                 double* p = out.mutable_data();
                 const size_t n = static_cast<size_t>(out.size());
                 py::gil_scoped_release release;
-                return g.add_normal_f64(xp, p, n, sigma);
+                return noise::add_normal_f64(g, xp, p, n, sigma);
             },
             py::arg("x").noconvert(), py::arg("out").noconvert(), py::arg("sigma"))
         .def(
@@ -101,7 +101,7 @@ void bind_noise(py::module_& m) {
                 float* p = out.mutable_data();
                 const size_t n = static_cast<size_t>(out.size());
                 py::gil_scoped_release release;
-                return g.add_normal_f32(xp, p, n, sigma);
+                return noise::add_normal_f32(g, xp, p, n, sigma);
             },
             py::arg("x").noconvert(), py::arg("out").noconvert(), py::arg("sigma"))
         .def(
@@ -110,7 +110,7 @@ void bind_noise(py::module_& m) {
                 uint64_t* p = out.mutable_data();
                 const size_t n = static_cast<size_t>(out.size());
                 py::gil_scoped_release release;
-                g.fill_raw(p, n);
+                noise::fill_raw(g, p, n);
             },
             py::arg("out").noconvert())
         .def(
@@ -188,10 +188,6 @@ void bind_noise(py::module_& m) {
             return py::make_tuple(s, c);
         },
         py::arg("x").noconvert(), "Test hook: the polynomial sin and cos on [-pi/4, pi/4].");
-    m.def(
-        "_noise_select_isa", [](const std::string& name) { return std::string(noise::select_isa(name.c_str())); },
-        py::arg("name"), "Test hook: force the noise kernels' ISA path ('auto', 'avx512f', 'avx2', 'default').");
-    m.def("_noise_isa", []() { return std::string(noise::current_isa()); });
 }
 
 }  // namespace vflsec::bindings

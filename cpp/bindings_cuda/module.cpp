@@ -10,6 +10,14 @@
 //
 // The `_host_*` functions run the same kernel bodies on the CPU over numpy
 // arrays: test hooks that check the kernels where no GPU is present.
+//
+// Noise draws take the generator behind a vflsec.NoiseGenerator, a
+// vflsec._core.ChaCha20Generator. This module registers no Python type for it
+// (pybind11 fails the import of a module that registers a C++ type a second
+// time): its casters find _core's registration in pybind11's internals, which
+// modules built with the same pybind11 ABI share. Only the generator's code
+// (chacha20_generator.cpp, the vflsec_chacha20_generator library) is linked
+// in; the CPU noise kernels are not.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -19,7 +27,7 @@
 #include <string>
 
 #include "../cuda/api.hpp"
-#include "noise.hpp"
+#include "chacha20_generator.hpp"
 #include "secure_zero.hpp"
 
 namespace py = pybind11;

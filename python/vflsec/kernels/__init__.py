@@ -4,9 +4,13 @@ c-means, and cryptographically secure Gaussian noise.
 Every function accepts numpy arrays, array-likes and torch CPU tensors, and
 returns the caller's type. float32 and float64 inputs are computed in their
 own precision; integers are converted to float64.
+
+Each CPU kernel family picks its instruction-set path at run time;
+:func:`kernel_isa` reports it and :func:`force_isa` pins it (``vflsec.kernels.isa``).
 """
 from .distances import DistanceStats, pairwise_distance_stats, pairwise_distances
 from .fcm import FCMResult, fuzzy_cmeans
+from .isa import force_isa, kernel_isa, supported_isas
 from .noise import (
     LATTICE_BITS,
     PER_DRAW_LOG_RATIO,
@@ -29,11 +33,14 @@ __all__ = [
     "SUPPORT_SIGMAS",
     "add_gaussian_noise",
     "discrete_gaussian",
+    "force_isa",
     "fuzzy_cmeans",
     "gaussian_noise",
+    "kernel_isa",
     "lattice_gaussian",
     "lattice_sigma",
     "lattice_spacing",
     "pairwise_distance_stats",
     "pairwise_distances",
+    "supported_isas",
 ]
