@@ -35,6 +35,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from ..he import ckks as _ckks
+from ..he.scheme import KeyHolder, PartyScheme
 from . import he_vfl
 from .registry import register_protocol
 
@@ -64,7 +65,7 @@ def flooding_bits(job) -> int:
 OUTPUT_SCALE = 4.0
 
 
-class CKKSScheme(he_vfl.PartyScheme):
+class CKKSScheme(PartyScheme):
     name = "ckks"
     # With |x_ij| <= 1 the packed, masked gradient stays far below the
     # 2^19 magnitude the last CKKS level can hold; beyond it decryption wraps
@@ -116,7 +117,7 @@ class CKKSScheme(he_vfl.PartyScheme):
                 "coeff_mod_bit_sizes": list(params.coeff_mod_bit_sizes), "scale_bits": params.scale_bits}
 
 
-class CKKSKeyHolder(he_vfl.KeyHolder):
+class CKKSKeyHolder(KeyHolder):
     name = "ckks"
 
     def __init__(self, job):

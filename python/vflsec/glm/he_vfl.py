@@ -1,6 +1,9 @@
 """HE-VFL: vertical GLM training under additively homomorphic encryption
 (Hardy et al. 2017, the scheme FATE's HeteroLR uses), with the encryption
-scheme pluggable (:mod:`.paillier`, :mod:`.ckks` register the protocols).
+scheme pluggable: a scheme implements :class:`vflsec.he.scheme.PartyScheme`
+and :class:`vflsec.he.scheme.KeyHolder` (:mod:`.paillier`, :mod:`.ckks`
+register the protocols; ``PartyScheme`` and ``KeyHolder`` are also
+importable from here, as before).
 
 Parties: active A (features X_A, labels y), passive parties B_1..B_m
 (features), coordinator C (key holder, no data). With the linear residual
@@ -92,15 +95,15 @@ takes every data party's announcement unless the job file pins ``widths``
 """
 from __future__ import annotations
 
-import abc
 import dataclasses
 import math
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union, cast
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, cast
 
 import numpy as np
 
 from ..dp.sensitivity import check_row_norms
 from ..federation.channel import Channel
+from ..he.scheme import KeyHolder, KeyHolderFactory, PartyScheme, SchemeFactory
 from ..vfl.received import PeerMessageRefused, check_received_array
 from ..vfl.schedule import batch_indices
 from .job import GLMJob, PartyData, PartyResult, PhaseClock
@@ -183,84 +186,6 @@ def encrypted_loss_enabled(job: GLMJob) -> bool:
     if not isinstance(flag, bool):
         raise TypeError(f"options['encrypted_loss'] must be a bool, got {type(flag).__name__}")
     return flag and len(job.passives) == 1
-
-
-class PartyScheme(abc.ABC):
-    """What a data party does with the key holder's public key.
-
-    ``requires_unit_rows``: the scheme's value range assumes every row of a
-    party's block has L2 norm <= 1 (checked before anything is sent).
-    """
-
-    name = "he"
-    requires_unit_rows = False
-
-    @abc.abstractmethod
-    def encrypt(self, values: np.ndarray) -> Any:
-        """Fresh encryption of a batch vector (the operand of :meth:`masked_dot`)."""
-
-    @abc.abstractmethod
-    def encrypt_scalar_for_loss(self, value: float) -> Any:
-        """Fresh encryption of one value that adds to :meth:`loss_term` results."""
-
-    @abc.abstractmethod
-    def dumps(self, enc: Any) -> Union[bytes, np.ndarray]:
-        """Serialize, re-randomizing anything that is not a fresh encryption."""
-
-    @abc.abstractmethod
-    def loads(self, data: Any) -> Any:
-        ...
-
-    @abc.abstractmethod
-    def add(self, a: Any, b: Any) -> Any:
-        ...
-
-    @abc.abstractmethod
-    def add_plain(self, enc: Any, values: np.ndarray) -> Any:
-        ...
-
-    @abc.abstractmethod
-    def masked_dot(self, enc: Any, X: np.ndarray, factor: float) -> Tuple[Union[bytes, np.ndarray], Any]:
-        """Bytes of Enc(factor * enc^T X + R) for the key holder, and the state
-        :meth:`unmask` needs to remove R."""
-
-    @abc.abstractmethod
-    def unmask(self, reply: Any, state: Any, size: int) -> np.ndarray:
-        """factor * enc^T X from the key holder's reply."""
-
-    @abc.abstractmethod
-    def loss_term(self, enc_u: Any, coef: np.ndarray, enc_extra: Any) -> Any:
-        """Enc(coef^T u + extra)."""
-
-    def info(self) -> Dict[str, Any]:
-        return {"scheme": self.name}
-
-
-class KeyHolder(abc.ABC):
-    """The coordinator's side: key generation and decryption for others."""
-
-    name = "he"
-
-    @abc.abstractmethod
-    def public_payload(self) -> Any:
-        """The public key as a wire payload (bytes or a dict of bytes/ints)."""
-
-    @abc.abstractmethod
-    def answer_gradient(self, data: Any, size: int) -> Any:
-        """Decrypt a masked gradient of exactly ``size`` values (ValueError
-        for anything else: another length, level or layout); the wire
-        payload to return."""
-
-    @abc.abstractmethod
-    def decrypt_loss(self, data: Any) -> float:
-        ...
-
-    def info(self) -> Dict[str, Any]:
-        return {"scheme": self.name}
-
-
-SchemeFactory = Callable[[Any, GLMJob], PartyScheme]
-KeyHolderFactory = Callable[[GLMJob], KeyHolder]
 
 
 def _check_rows(make_scheme: SchemeFactory, X: np.ndarray, party: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 from ..he import paillier as _paillier
+from ..he.scheme import KeyHolder, PartyScheme
 from . import he_vfl
 from .registry import register_protocol
 
@@ -30,7 +31,7 @@ __all__ = ["PROTOCOL", "PaillierKeyHolder", "PaillierScheme"]
 _PRODUCT_LEVEL = 2
 
 
-class PaillierScheme(he_vfl.PartyScheme):
+class PaillierScheme(PartyScheme):
     name = "paillier"
 
     def __init__(self, payload: Any, job):
@@ -78,7 +79,7 @@ class PaillierScheme(he_vfl.PartyScheme):
         return {"scheme": self.name, "key_bits": self.public_key.key_bits}
 
 
-class PaillierKeyHolder(he_vfl.KeyHolder):
+class PaillierKeyHolder(KeyHolder):
     name = "paillier"
 
     def __init__(self, job):

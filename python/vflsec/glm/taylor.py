@@ -15,6 +15,7 @@ from typing import Any, Tuple
 
 import numpy as np
 
+from ..he.scheme import KeyHolder, PartyScheme
 from . import he_vfl
 from .registry import register_protocol
 
@@ -28,7 +29,7 @@ def _vector(data: Any, what: str) -> np.ndarray:
     return arr
 
 
-class PlaintextScheme(he_vfl.PartyScheme):
+class PlaintextScheme(PartyScheme):
     name = "taylor"
 
     def __init__(self, payload: Any, job):
@@ -66,7 +67,7 @@ class PlaintextScheme(he_vfl.PartyScheme):
         return np.array([enc_u @ coef]) + enc_extra
 
 
-class PlaintextKeyHolder(he_vfl.KeyHolder):
+class PlaintextKeyHolder(KeyHolder):
     name = "taylor"
 
     def __init__(self, job):

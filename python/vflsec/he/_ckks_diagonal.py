@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any, List
 
 import numpy as np
-from tenseal import sealapi
 
+from ._ckks_params import next_power_of_two
+from ._dependencies import CKKS_INSTALL, missing_dependency
 
-def next_power_of_two(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
+try:
+    from tenseal import sealapi
+except ImportError as _exc:
+    raise missing_dependency("CKKS (vflsec.he._ckks_diagonal)", _exc, CKKS_INSTALL) from _exc
+
+__all__ = ["baby_steps", "diagonal_product", "next_power_of_two"]
 
 
 def baby_steps(m: int, chunks: int) -> int:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any, List
 
 import numpy as np
-import tenseal as ts
+
+from ._dependencies import CKKS_INSTALL, missing_dependency
+
+try:
+    import tenseal as ts
+except ImportError as _exc:
+    raise missing_dependency("CKKS (vflsec.he._ckks_per_column)", _exc, CKKS_INSTALL) from _exc
 
 from .._arrays import as_float_array
 from .ckks import CKKSParameters, _new_tenseal_context

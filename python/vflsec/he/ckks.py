@@ -83,30 +83,44 @@ cannot subtract one it sent and read off the plaintext that was added.
 """
 from __future__ import annotations
 
-import os
 import struct
-from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
-import tenseal as ts
-from tenseal import sealapi
+
+from ._dependencies import CKKS_INSTALL, missing_dependency
+
+try:
+    import tenseal as ts
+    from tenseal import sealapi
+except ImportError as _exc:
+    raise missing_dependency("CKKS (vflsec.he.ckks)", _exc, CKKS_INSTALL) from _exc
 
 from .._arrays import as_float_array, check_positive_int
 from ._ckks_diagonal import diagonal_product as _diagonal_product
-from ._ckks_diagonal import next_power_of_two as _next_power_of_two
+from ._ckks_params import (
+    DEFAULT_FLOODING_BITS,
+    DEFAULT_MASK_BOUND,
+    ERROR_BITS_ABOVE_SCALE,
+    HE_STANDARD_MAX_COEFF_BITS,
+    CKKSParameters,
+    Layout,
+    batch_layout,
+    flooding_sigma,
+    galois_steps,
+    product_layout,
+    secure_uniform,
+)
+from ._ckks_params import next_power_of_two as _next_power_of_two  # noqa: F401  (tests and bench use it)
 from ._seal_io import seal_load as _seal_load
 from ._seal_io import seal_to_bytes as _seal_to_bytes
+from .vector import AbstractEncryptedVector
 
-# Largest total coefficient modulus for 128-bit classical security with a
-# ternary secret, Homomorphic Encryption Standard (2018), Table 1.
-HE_STANDARD_MAX_COEFF_BITS = {1024: 27, 2048: 54, 4096: 109, 8192: 218, 16384: 438, 32768: 881}
-
-ERROR_BITS_ABOVE_SCALE = 24
-"""Bound on the absolute decryption error of the packed product (outputs up to ~8): 2^-(scale_bits - 24)."""
-
-DEFAULT_FLOODING_BITS = 6
-DEFAULT_MASK_BOUND = 2.0 ** 18
+__all__ = [
+    "DEFAULT_FLOODING_BITS", "DEFAULT_MASK_BOUND", "ERROR_BITS_ABOVE_SCALE", "HE_STANDARD_MAX_COEFF_BITS",
+    "CKKSEncryptedVector", "CKKSParameters", "CKKSPublicContext", "CKKSSecretContext",
+    "Layout", "batch_layout", "flooding_sigma", "galois_steps", "product_layout", "secure_uniform",
+]
 
 # Wire formats. A vector: magic, length, number of ciphertexts, then per
 # ciphertext (values, period, byte count), then SEAL's serialized ciphertexts.
@@ -117,89 +131,6 @@ _MAGIC = b"CV2"
 # and of SEAL's Galois keys, then the two.
 _PUBLIC_HEADER = struct.Struct(">4sQQ")
 _PUBLIC_MAGIC = b"CKP2"
-
-Layout = Tuple[Tuple[int, int], ...]
-"""Per ciphertext: (number of values, period); see the module docstring."""
-
-
-@dataclass(frozen=True)
-class CKKSParameters:
-    """CKKS parameters, checked against the HE standard's 128-bit bounds."""
-
-    poly_modulus_degree: int = 8192
-    coeff_mod_bit_sizes: Tuple[int, ...] = (60, 40, 40, 60)
-    scale_bits: int = 40
-
-    def __post_init__(self) -> None:
-        degree = self.poly_modulus_degree
-        if degree not in HE_STANDARD_MAX_COEFF_BITS:
-            raise ValueError(f"poly_modulus_degree must be one of {sorted(HE_STANDARD_MAX_COEFF_BITS)}, got {degree}")
-        sizes = tuple(int(b) for b in self.coeff_mod_bit_sizes)
-        object.__setattr__(self, "coeff_mod_bit_sizes", sizes)
-        if len(sizes) < 4:
-            raise ValueError("coeff_mod_bit_sizes needs at least 4 primes: a first prime, two middle primes and "
-                             "the special prime")
-        if any(not 20 <= b <= 60 for b in sizes):
-            raise ValueError(f"coeff_mod_bit_sizes entries must be in [20, 60], got {sizes}")
-        total = sum(sizes)
-        if total > HE_STANDARD_MAX_COEFF_BITS[degree]:
-            raise ValueError(
-                f"coefficient modulus of {total} bits exceeds the 128-bit security bound of "
-                f"{HE_STANDARD_MAX_COEFF_BITS[degree]} bits for poly_modulus_degree={degree}"
-            )
-        scale_bits = check_positive_int(self.scale_bits, "scale_bits")
-        if scale_bits > min(sizes[1:-1]) or scale_bits >= sizes[0]:
-            raise ValueError(
-                f"scale_bits={scale_bits} must not exceed the middle primes {sizes[1:-1]} and must be below "
-                f"the first prime ({sizes[0]} bits)"
-            )
-
-    @property
-    def slot_count(self) -> int:
-        return self.poly_modulus_degree // 2
-
-    @property
-    def max_decrypted_magnitude(self) -> float:
-        """Largest |value| the packed product decrypts correctly (first prime minus scale)."""
-        return 2.0 ** (self.coeff_mod_bit_sizes[0] - self.scale_bits - 1)
-
-
-def galois_steps(params: CKKSParameters) -> Tuple[int, ...]:
-    """The rotation steps whose Galois keys the key holder sends: 1, 2, 4, ..., S/2.
-
-    The diagonal product rotates by 1 (baby steps), by its giant step and by
-    the strides m, ..., S/2 of its rotate-and-sum, all powers of two; the set
-    covers every matrix width, so it does not depend on the parties' widths
-    (which the key holder learns only after sending the keys).
-    """
-    return tuple(1 << e for e in range(params.slot_count.bit_length() - 1))
-
-
-def batch_layout(length: int, slots: int) -> Layout:
-    """Layout of a batch vector of ``length`` values: one value per slot."""
-    return tuple((min(slots, length - start), slots) for start in range(0, length, slots))
-
-
-def product_layout(width: int, slots: int) -> Layout:
-    """Layout of :meth:`CKKSEncryptedVector.dot` with ``width`` columns: blocks
-    of at most ``slots`` columns, each with the period of the next power of two."""
-    return tuple((min(slots, width - start), _next_power_of_two(min(slots, width - start)))
-                 for start in range(0, width, slots))
-
-
-def flooding_sigma(params: CKKSParameters, flooding_bits: int) -> float:
-    """Standard deviation of the flooding noise: ``flooding_bits`` above the error bound."""
-    flooding_bits = check_positive_int(flooding_bits, "flooding_bits", minimum=0)
-    return 2.0 ** (flooding_bits + ERROR_BITS_ABOVE_SCALE - params.scale_bits)
-
-
-def secure_uniform(size: int, bound: float) -> np.ndarray:
-    """Uniform reals on [-bound, bound] from the operating system's CSPRNG."""
-    size = check_positive_int(size, "size", minimum=0)
-    raw = np.frombuffer(os.urandom(8 * size), dtype=np.uint64) if size else np.empty(0, np.uint64)
-    unit = (raw >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
-    return (2.0 * unit - 1.0) * float(bound)
-
 
 # -- contexts ---------------------------------------------------------------------
 
@@ -290,17 +221,28 @@ class _ContextBase:
             return self._encrypt_layout(arr, ((arr.shape[0], period),), [self._levels[0]])
         return self._encrypt_layout(arr, layout, [self._levels[1]] * len(layout))
 
-    def _encrypt_layout(self, arr: np.ndarray, layout: Layout, levels: Sequence[Any]) -> "CKKSEncryptedVector":
+    def _layout_blocks(self, arr: np.ndarray, layout: Layout) -> List[np.ndarray]:
+        """Per ciphertext, its slots' values: the chunk's values, zero-padded to
+        its period and repeated ``slot_count / period`` times."""
         slots = self.params.slot_count
-        chunks, start = [], 0
-        for (size, period), parms_id in zip(layout, levels):
+        blocks, start = [], 0
+        for size, period in layout:
             block = np.zeros(period)
             block[:size] = arr[start:start + size]
             start += size
-            plain = sealapi.Plaintext()
-            self._encoder.encode(np.tile(block, slots // period).tolist(), parms_id, self.scale, plain)
+            blocks.append(np.tile(block, slots // period))
+        return blocks
+
+    def _encode(self, slot_values: np.ndarray, parms_id: Any, scale: float) -> Any:
+        plain = sealapi.Plaintext()
+        self._encoder.encode(slot_values.tolist(), parms_id, scale, plain)
+        return plain
+
+    def _encrypt_layout(self, arr: np.ndarray, layout: Layout, levels: Sequence[Any]) -> "CKKSEncryptedVector":
+        chunks = []
+        for slot_values, parms_id in zip(self._layout_blocks(arr, layout), levels):
             ciphertext = sealapi.Ciphertext()
-            self._encryptor.encrypt(plain, ciphertext)
+            self._encryptor.encrypt(self._encode(slot_values, parms_id, self.scale), ciphertext)
             chunks.append(ciphertext)
         return CKKSEncryptedVector(self, chunks, arr.shape[0], layout)
 
@@ -429,13 +371,18 @@ class CKKSSecretContext(_ContextBase):
         return add_gaussian_noise(values, flooding_sigma(self.params, flooding_bits), generator=generator)
 
 
-class CKKSEncryptedVector:
+class CKKSEncryptedVector(AbstractEncryptedVector):
     """An encrypted real vector of any length: ``length`` values in one or more
     SEAL ciphertexts of ``slot_count`` slots, in ``layout`` (per ciphertext:
     values, period; see the module docstring). The constructor's default
-    layout is a batch vector's."""
+    layout is a batch vector's. The contract of
+    :class:`vflsec.he.vector.AbstractEncryptedVector`: a product with a
+    plaintext (``*``, :meth:`mul_plain`, :meth:`mul_scalar`, :meth:`dot`)
+    spends one level of the modulus chain, so it needs a vector above the
+    last level (a fresh encryption or a sum of them); ``+`` aligns levels."""
 
     __slots__ = ("context", "chunks", "length", "layout")
+    scheme = "ckks"
 
     def __init__(self, context: _ContextBase, chunks: List[Any], length: int, layout: Optional[Layout] = None):
         self.context = context
@@ -449,13 +396,16 @@ class CKKSEncryptedVector:
             raise ValueError(f"a layout of {list(self.layout)} does not describe {self.length} values in "
                              f"{len(self.chunks)} ciphertexts")
 
-    def __len__(self) -> int:
+    @property
+    def size(self) -> int:
         return self.length
 
     def __repr__(self) -> str:
         return f"CKKSEncryptedVector(length={self.length}, ciphertexts={len(self.chunks)})"
 
-    def __add__(self, other: "CKKSEncryptedVector") -> "CKKSEncryptedVector":
+    def add(self, other: "CKKSEncryptedVector") -> "CKKSEncryptedVector":
+        """Elementwise Enc(a) + Enc(b) in the same layout; the operand at the
+        higher level drops to the other's."""
         if not isinstance(other, CKKSEncryptedVector):
             raise TypeError(f"expected a CKKSEncryptedVector, got {type(other).__name__}")
         if other.layout != self.layout:
@@ -470,7 +420,12 @@ class CKKSEncryptedVector:
             elif ctx.level(b) > ctx.level(a):
                 b = self._switched(b, a.parms_id())
             total = sealapi.Ciphertext()
-            ctx._evaluator.add(a, b, total)
+            try:
+                ctx._evaluator.add(a, b, total)
+            except RuntimeError as exc:  # SEAL: "result ciphertext is transparent"
+                raise ValueError(f"the sum would carry its values in the clear ({exc}): the operands differ "
+                                 "by plaintext terms only (e.g. v - v.add_plain(x)); add a fresh encryption "
+                                 "(add_fresh) to one of them") from None
             out.append(total)
         return CKKSEncryptedVector(ctx, out, self.length, self.layout)
 
@@ -479,12 +434,73 @@ class CKKSEncryptedVector:
         self.context._evaluator.mod_switch_to(ciphertext, parms_id, out)
         return out
 
-    def add_fresh(self, values: Any) -> "CKKSEncryptedVector":
-        """``self + Enc(values)`` with a fresh encryption (in this vector's layout
-        and level), which re-randomizes the result."""
+    def _checked_values(self, values: Any) -> np.ndarray:
         arr, _ = as_float_array(values, "values", ndim=1, dtype=np.float64)
         if arr.shape[0] != self.length:
             raise ValueError(f"expected {self.length} values, got {arr.shape[0]}")
+        return arr
+
+    def add_plain(self, values: Any) -> "CKKSEncryptedVector":
+        """Elementwise Enc(a) + x, x encoded in this vector's layout, level and
+        scale. The result is not re-randomized: whoever holds the ciphertext it
+        was computed from can subtract it and read x; to send the result to
+        such a party, use :meth:`add_fresh`."""
+        arr = self._checked_values(values)
+        ctx = self.context
+        out = []
+        for chunk, slot_values in zip(self.chunks, ctx._layout_blocks(arr, self.layout)):
+            total = sealapi.Ciphertext()
+            ctx._evaluator.add_plain(chunk, ctx._encode(slot_values, chunk.parms_id(), chunk.scale), total)
+            out.append(total)
+        return CKKSEncryptedVector(ctx, out, self.length, self.layout)
+
+    def mul_plain(self, values: Any) -> "CKKSEncryptedVector":
+        """Elementwise Enc(a_i) * x_i, one level lower (the product is rescaled
+        by the level's last prime, so the scale stays 2^scale_bits). The vector
+        must be above the last level. Range: |a_i x_i| must stay below
+        :attr:`CKKSParameters.max_decrypted_magnitude` at the last level."""
+        arr = self._checked_values(values)
+        ctx = self.context
+        if any(ctx.level(c) < 1 for c in self.chunks):
+            raise ValueError("a product with a plaintext needs a vector above the last level (a fresh encryption "
+                             "or a sum of them); this one is at the last level")
+        out = []
+        for chunk, slot_values, (size, period) in zip(self.chunks, ctx._layout_blocks(arr, self.layout),
+                                                      self.layout):
+            data = ctx.seal.get_context_data(chunk.parms_id())
+            if not slot_values.any():
+                # SEAL refuses a product with a zero plaintext (a transparent ciphertext): a fresh zero instead.
+                lower = data.next_context_data().parms_id()
+                out.append(ctx._encrypt_layout(np.zeros(size), ((size, period),), [lower]).chunks[0])
+                continue
+            prime = float(data.parms().coeff_modulus()[-1].value())
+            term = sealapi.Ciphertext()
+            ctx._evaluator.multiply_plain(chunk, ctx._encode(slot_values, chunk.parms_id(), prime), term)
+            ctx._evaluator.rescale_to_next_inplace(term)
+            out.append(term)
+        return CKKSEncryptedVector(ctx, out, self.length, self.layout)
+
+    def neg(self) -> "CKKSEncryptedVector":
+        """Elementwise -Enc(a), same layout and level."""
+        out = []
+        for chunk in self.chunks:
+            negated = sealapi.Ciphertext()
+            self.context._evaluator.negate(chunk, negated)
+            out.append(negated)
+        return CKKSEncryptedVector(self.context, out, self.length, self.layout)
+
+    def decrypt(self, secret: Any) -> np.ndarray:
+        """Exact decryption with the key holder's :class:`CKKSSecretContext`
+        (``secret.decrypt(self)``); what leaves the key holder goes through
+        :meth:`CKKSSecretContext.decrypt_flooded` instead."""
+        if not isinstance(secret, CKKSSecretContext):
+            raise TypeError(f"decrypting needs the key holder's CKKSSecretContext, got {type(secret).__name__}")
+        return secret.decrypt(self)
+
+    def add_fresh(self, values: Any) -> "CKKSEncryptedVector":
+        """``self + Enc(values)`` with a fresh encryption (in this vector's layout
+        and level), which re-randomizes the result."""
+        arr = self._checked_values(values)
         fresh = self.context._encrypt_layout(arr, self.layout, [c.parms_id() for c in self.chunks])
         return self + fresh
 
@@ -522,13 +538,20 @@ class CKKSEncryptedVector:
 
     # -- wire form ---------------------------------------------------------
     def to_bytes(self) -> bytes:
+        """The CV2 wire form: header, per-ciphertext (values, period, bytes), SEAL's ciphertexts."""
         pieces = [_seal_to_bytes(chunk) for chunk in self.chunks]
         header = _HEADER.pack(_MAGIC, self.length, len(pieces))
         table = b"".join(_CHUNK.pack(size, period, len(piece)) for (size, period), piece in zip(self.layout, pieces))
         return header + table + b"".join(pieces)
 
     @classmethod
-    def from_bytes(cls, context: _ContextBase, data: Any) -> "CKKSEncryptedVector":
+    def from_bytes(cls, key_or_context: Any, data: Any) -> "CKKSEncryptedVector":
+        """Parse :meth:`to_bytes` output under a public or secret context,
+        checking the header, the layout and every SEAL ciphertext."""
+        if not isinstance(key_or_context, _ContextBase):
+            raise TypeError(f"key_or_context must be a CKKSPublicContext or CKKSSecretContext, "
+                            f"got {type(key_or_context).__name__}")
+        context = key_or_context
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes, got {type(data).__name__}")
         data = bytes(data)

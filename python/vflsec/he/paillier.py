@@ -65,13 +65,20 @@ import struct
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
-import gmpy2
 import numpy as np
-import phe
+
+from ._dependencies import PAILLIER_INSTALL, missing_dependency
+
+try:
+    import gmpy2
+    import phe
+except ImportError as _exc:
+    raise missing_dependency("Paillier (vflsec.he.paillier)", _exc, PAILLIER_INSTALL) from _exc
 
 from .._arrays import as_float_array, check_positive_int
 from . import _paillier_math as _pm
 from ._pool import chunk_bounds, resolve_processes, run_chunks
+from .vector import AbstractEncryptedVector
 
 SCALE_BITS = 40
 """Fractional bits of the fixed-point encoding (precision 2^-40)."""
@@ -207,7 +214,7 @@ class PaillierPublicKey:
 
     # -- encryption --------------------------------------------------------
     def encrypt(self, values: Any, *, processes: Optional[int] = None,
-                randomness: Optional["RandomnessPool"] = None) -> "EncryptedVector":
+                randomness: Optional["RandomnessPool"] = None) -> "PaillierEncryptedVector":
         """Encrypt a 1-D real vector at level 1 (fresh randomness for every entry).
 
         ``randomness``: a pool from :meth:`precompute_randomness`; its values are
@@ -218,13 +225,13 @@ class PaillierPublicKey:
 
     def encrypt_encoded(self, plaintexts: Sequence[int], level: int = 1, *,
                         processes: Optional[int] = None,
-                        randomness: Optional["RandomnessPool"] = None) -> "EncryptedVector":
+                        randomness: Optional["RandomnessPool"] = None) -> "PaillierEncryptedVector":
         plaintexts = [int(m) % self.n for m in plaintexts]
         if randomness is not None:
             cts = _pm.encrypt_with(self.n, plaintexts, randomness.take(self, len(plaintexts)))
         else:
             cts = _parallel_list(_pm.encrypt_chunk, self, plaintexts, processes, _MIN_CHUNK_EXP)
-        return EncryptedVector(self, cts, level=level, rerandomized=True)
+        return PaillierEncryptedVector(self, cts, level=level, rerandomized=True)
 
     def precompute_randomness(self, count: int, *, processes: Optional[int] = None) -> "RandomnessPool":
         """``count`` encryption randomizers computed now (offline), for
@@ -320,7 +327,7 @@ class PaillierPrivateKey:
     def __repr__(self) -> str:
         return f"PaillierPrivateKey(key_bits={self.public_key.key_bits})"
 
-    def decrypt_raw(self, vector: "EncryptedVector", *, processes: Optional[int] = None) -> List[int]:
+    def decrypt_raw(self, vector: "PaillierEncryptedVector", *, processes: Optional[int] = None) -> List[int]:
         """Plaintext integers in [0, n), not decoded (masked values stay masked)."""
         if vector.public_key != self.public_key:
             raise ValueError("vector was encrypted under a different public key")
@@ -330,7 +337,7 @@ class PaillierPrivateKey:
         parts = run_chunks(_pm.decrypt_chunk, [(self.p, self.q, cts[a:b]) for a, b in bounds], processes)
         return [m for part in parts for m in part]
 
-    def decrypt(self, vector: "EncryptedVector", *, processes: Optional[int] = None) -> np.ndarray:
+    def decrypt(self, vector: "PaillierEncryptedVector", *, processes: Optional[int] = None) -> np.ndarray:
         """Decrypt and decode to float64 at the vector's level."""
         return self.public_key.decode(self.decrypt_raw(vector, processes=processes), vector.level)
 
@@ -373,15 +380,20 @@ def _parallel_list(func, key: PaillierPublicKey, items: List[int], processes: Op
     return [v for part in parts for v in part]
 
 
-class EncryptedVector:
-    """A vector of Paillier ciphertexts sharing one fixed-point level.
+class PaillierEncryptedVector(AbstractEncryptedVector):
+    """A vector of Paillier ciphertexts sharing one fixed-point level
+    (the contract of :class:`vflsec.he.vector.AbstractEncryptedVector`).
 
-    ``rerandomized`` is True when every ciphertext carries randomness nobody
-    else has seen (fresh encryption or :meth:`obfuscate`); homomorphic results
-    are not, and :meth:`to_bytes` re-randomizes them first.
+    ``level``: the values are stored at scale 2^(40 level); a fresh
+    encryption is at level 1 and every product with a plaintext (``*``,
+    :meth:`mul_plain`, :meth:`mul_scalar`, :meth:`dot`) adds one. ``+`` needs
+    equal levels. ``rerandomized`` is True when every ciphertext carries
+    randomness nobody else has seen (fresh encryption or :meth:`obfuscate`);
+    homomorphic results are not, and :meth:`to_bytes` re-randomizes them first.
     """
 
     __slots__ = ("public_key", "ciphertexts", "level", "rerandomized")
+    scheme = "paillier"
 
     def __init__(self, public_key: PaillierPublicKey, ciphertexts: List[int], level: int = 1,
                  rerandomized: bool = False):
@@ -390,49 +402,60 @@ class EncryptedVector:
         self.level = _check_level(level)
         self.rerandomized = bool(rerandomized)
 
-    def __len__(self) -> int:
+    @property
+    def size(self) -> int:
         return len(self.ciphertexts)
 
     def __repr__(self) -> str:
-        return f"EncryptedVector(size={len(self)}, level={self.level}, key_bits={self.public_key.key_bits})"
+        return f"PaillierEncryptedVector(size={len(self)}, level={self.level}, key_bits={self.public_key.key_bits})"
 
     @property
     def exponent(self) -> int:
         """phe exponent of the entries (base 16)."""
         return PHE_EXPONENT * self.level
 
-    def _same_shape(self, other: "EncryptedVector") -> None:
-        if not isinstance(other, EncryptedVector):
-            raise TypeError(f"expected an EncryptedVector, got {type(other).__name__}")
+    def _same_shape(self, other: "PaillierEncryptedVector") -> None:
+        if not isinstance(other, PaillierEncryptedVector):
+            raise TypeError(f"expected a PaillierEncryptedVector, got {type(other).__name__}")
         if other.public_key != self.public_key:
             raise ValueError("vectors are encrypted under different public keys")
         if len(other) != len(self):
             raise ValueError(f"vector sizes differ: {len(self)} and {len(other)}")
         if other.level != self.level:
-            raise ValueError(f"fixed-point levels differ: {self.level} and {other.level}")
+            raise ValueError(f"fixed-point levels differ: {self.level} and {other.level} (each product with "
+                             "a plaintext adds a level; add_plain adds a plaintext at any level)")
 
-    def __add__(self, other: "EncryptedVector") -> "EncryptedVector":
-        """Elementwise Enc(a) + Enc(b)."""
+    def add(self, other: "PaillierEncryptedVector") -> "PaillierEncryptedVector":
+        """Elementwise Enc(a) + Enc(b) (same key, size and level)."""
         self._same_shape(other)
         nsq = gmpy2.mpz(self.public_key.nsquare)  # gmpy2 products: ~8x faster than Python ints at 4096 bits
-        return EncryptedVector(self.public_key,
+        return PaillierEncryptedVector(self.public_key,
                                [int(gmpy2.mpz(a) * b % nsq) for a, b in zip(self.ciphertexts, other.ciphertexts)],
                                self.level)
 
-    def add_plain(self, values: Any) -> "EncryptedVector":
+    def add_plain(self, values: Any) -> "PaillierEncryptedVector":
         """Elementwise Enc(a) + x for a real vector x, encoded at this vector's level."""
         return self.add_encoded(self.public_key.encode(values, self.level))
 
-    def add_encoded(self, plaintexts: Sequence[int]) -> "EncryptedVector":
+    def neg(self) -> "PaillierEncryptedVector":
+        """Elementwise Enc(-a): the inverse of each ciphertext modulo n^2, same level."""
+        nsq = gmpy2.mpz(self.public_key.nsquare)
+        try:
+            inverses = [int(gmpy2.invert(c, nsq)) for c in self.ciphertexts]
+        except ZeroDivisionError:  # a value sharing a factor with n: not a Paillier ciphertext
+            raise ValueError("a ciphertext is not invertible modulo n^2 (not a valid Paillier ciphertext)") from None
+        return PaillierEncryptedVector(self.public_key, inverses, self.level)
+
+    def add_encoded(self, plaintexts: Sequence[int]) -> "PaillierEncryptedVector":
         """Elementwise Enc(a) + m for integers m (taken modulo n), e.g. masks."""
         if len(plaintexts) != len(self):
             raise ValueError(f"plaintext has {len(plaintexts)} entries, vector has {len(self)}")
         n, nsq = gmpy2.mpz(self.public_key.n), gmpy2.mpz(self.public_key.nsquare)
         # Enc(m) with randomness 1 is 1 + n m; the sum needs no exponentiation.
         cts = [int(gmpy2.mpz(c) * ((n * (int(m) % n) + 1) % nsq) % nsq) for c, m in zip(self.ciphertexts, plaintexts)]
-        return EncryptedVector(self.public_key, cts, self.level)
+        return PaillierEncryptedVector(self.public_key, cts, self.level)
 
-    def mul_plain(self, values: Any, *, processes: Optional[int] = None) -> "EncryptedVector":
+    def mul_plain(self, values: Any, *, processes: Optional[int] = None) -> "PaillierEncryptedVector":
         """Elementwise Enc(a_i) * x_i; the result is one level deeper."""
         scalars = self.public_key.encode_signed(values, 1, "values")
         if scalars.ndim != 1 or scalars.shape[0] != len(self):
@@ -442,9 +465,9 @@ class EncryptedVector:
         bounds = chunk_bounds(len(cts), processes, _MIN_CHUNK_MUL)
         parts = run_chunks(_pm.mul_chunk, [(self.public_key.n, cts[a:b], scalars[a:b]) for a, b in bounds],
                            processes)
-        return EncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
+        return PaillierEncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
 
-    def dot(self, matrix: Any, *, processes: Optional[int] = None) -> "EncryptedVector":
+    def dot(self, matrix: Any, *, processes: Optional[int] = None) -> "PaillierEncryptedVector":
         """Vector-matrix product Enc(a)^T X for a real (size, p) matrix; one level deeper."""
         encoded = self.public_key.encode_signed(matrix, 1, "matrix")
         if encoded.ndim != 2 or encoded.shape[0] != len(self):
@@ -458,22 +481,28 @@ class EncryptedVector:
         bounds = chunk_bounds(len(columns), processes, 1)
         parts = run_chunks(_pm.dot_columns_chunk,
                            [(self.public_key.n, self.ciphertexts, columns[a:b]) for a, b in bounds], processes)
-        return EncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
+        return PaillierEncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
 
-    def sum(self) -> "EncryptedVector":
+    def sum(self) -> "PaillierEncryptedVector":
         """Enc(sum_i a_i) as a one-entry vector."""
         nsq = gmpy2.mpz(self.public_key.nsquare)
         total = gmpy2.mpz(1)
         for c in self.ciphertexts:
             total = total * c % nsq
-        return EncryptedVector(self.public_key, [int(total)], self.level)
+        return PaillierEncryptedVector(self.public_key, [int(total)], self.level)
 
-    def obfuscate(self, *, processes: Optional[int] = None) -> "EncryptedVector":
+    def obfuscate(self, *, processes: Optional[int] = None) -> "PaillierEncryptedVector":
         """Same plaintexts under fresh randomness (one r^n per entry)."""
         cts = _parallel_list(_pm.obfuscate_chunk, self.public_key, self.ciphertexts, processes, _MIN_CHUNK_EXP)
-        return EncryptedVector(self.public_key, cts, self.level, rerandomized=True)
+        return PaillierEncryptedVector(self.public_key, cts, self.level, rerandomized=True)
 
     # -- wire form ---------------------------------------------------------
+    def decrypt(self, secret: Any, *, processes: Optional[int] = None) -> np.ndarray:
+        """The values as float64 (``secret.decrypt(self)``)."""
+        if not isinstance(secret, PaillierPrivateKey):
+            raise TypeError(f"decrypting needs a PaillierPrivateKey, got {type(secret).__name__}")
+        return secret.decrypt(self, processes=processes)
+
     def to_bytes(self, *, processes: Optional[int] = None) -> bytes:
         """Serialize, re-randomizing first unless the ciphertexts are already fresh."""
         vector = self if self.rerandomized else self.obfuscate(processes=processes)
@@ -482,13 +511,17 @@ class EncryptedVector:
         return header + b"".join(c.to_bytes(size, "big") for c in vector.ciphertexts)
 
     @classmethod
-    def from_bytes(cls, public_key: PaillierPublicKey, data: Any) -> "EncryptedVector":
-        """Parse :meth:`to_bytes` output, checking sizes, level and ciphertext range.
+    def from_bytes(cls, key_or_context: Any, data: Any) -> "PaillierEncryptedVector":
+        """Parse :meth:`to_bytes` output under a public (or private) key, checking
+        sizes, level and ciphertext range.
 
         The result is not marked re-randomized: the sender knows its randomness.
         """
+        public_key = key_or_context.public_key if isinstance(key_or_context, PaillierPrivateKey) \
+            else key_or_context
         if not isinstance(public_key, PaillierPublicKey):
-            raise TypeError(f"public_key must be a PaillierPublicKey, got {type(public_key).__name__}")
+            raise TypeError(f"key_or_context must be a PaillierPublicKey (or PaillierPrivateKey), "
+                            f"got {type(public_key).__name__}")
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(f"data must be bytes, got {type(data).__name__}")
         data = bytes(data)
@@ -515,3 +548,7 @@ class EncryptedVector:
         pk = self.public_key.phe
         return [phe.EncryptedNumber(pk, c, self.exponent) for c in self.ciphertexts]
 
+
+
+EncryptedVector = PaillierEncryptedVector
+"""The name of :class:`PaillierEncryptedVector` before CKKS shared its base (kept working)."""
