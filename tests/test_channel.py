@@ -10,7 +10,14 @@ from vflsec.federation import (
     InMemoryHub,
     payload_nbytes,
 )
-from vflsec.federation.channel import ARRAY_DIM_BYTES, ARRAY_HEADER, FIELD_OVERHEAD
+from vflsec.federation.envelope import encode_payload
+
+# Wire sizes from the envelope's schema (federation/envelope.py): an array is a type byte, a dtype
+# string with its length byte ("<f8": 1 + 3), ndim (1), 8 per extent, an 8-byte length and the data.
+
+
+def _array_bytes(ndim: int, data: int, dtype: str = "<f8") -> int:
+    return 1 + 1 + len(dtype) + 1 + 8 * ndim + 8 + data
 
 
 def _pair():
@@ -25,8 +32,8 @@ def test_array_roundtrip_and_byte_accounting():
     got = b.recv("a", "ir")
     np.testing.assert_array_equal(got, x)
     assert got.dtype == np.float64
-    expected = FIELD_OVERHEAD + ARRAY_HEADER + 2 * ARRAY_DIM_BYTES + 96
-    assert payload_nbytes(x) == expected
+    expected = _array_bytes(2, 96)
+    assert payload_nbytes(x) == expected == len(encode_payload(x))
     (rec,) = hub.records
     assert (rec.sender, rec.receiver, rec.tag, rec.nbytes, rec.seq) == ("a", "b", "ir", expected, 0)
     assert hub.total_bytes() == expected
@@ -39,8 +46,8 @@ def test_bytes_by_tag_sums_per_tag():
     a.send("b", "x", np.zeros(10, dtype=np.float32))
     b.send("a", "ct", [b"\x01" * 100, b"\x02" * 50])
     per_tag = hub.bytes_by_tag()
-    assert per_tag["x"] == 2 * (FIELD_OVERHEAD + ARRAY_HEADER + ARRAY_DIM_BYTES + 40)
-    assert per_tag["ct"] == FIELD_OVERHEAD + 2 * FIELD_OVERHEAD + 150
+    assert per_tag["x"] == 2 * _array_bytes(1, 40, "<f4")
+    assert per_tag["ct"] == 1 + 4 + (8 + 100) + (8 + 50)  # type, count, (length, bytes) per item
     assert hub.total_bytes() == sum(per_tag.values())
     assert [r.seq for r in hub.records] == [0, 1, 2]
 
@@ -49,9 +56,23 @@ def test_dict_payload_size_counts_keys_and_bigints():
     n = (1 << 3071) + 12345  # a 3072-bit modulus
     payload = {"n": n, "name": "paillier", "scale": 2.0, "blob": b"abc"}
     size = payload_nbytes(payload)
-    expected = FIELD_OVERHEAD + sum(FIELD_OVERHEAD + len(k) for k in payload)
-    expected += (FIELD_OVERHEAD + 385) + (FIELD_OVERHEAD + 8) + (FIELD_OVERHEAD + 8) + (FIELD_OVERHEAD + 3)
-    assert size == expected
+    expected = 1 + 4 + sum(2 + len(k) for k in payload)  # type, count, (u16 length, key) per key
+    expected += (1 + 4 + 385) + (1 + 4 + 8) + (1 + 8) + (1 + 8 + 3)  # int, str, float, bytes values
+    assert size == expected == len(encode_payload(payload))
+
+
+@pytest.mark.parametrize("payload", [
+    np.array(2.5), np.zeros((0, 3)), np.arange(6, dtype=">i4").reshape(2, 3), np.asfortranarray(np.ones((3, 2))),
+    np.ones((4, 4))[::2, ::2], np.array([True, False]), b"", bytearray(b"xyz"), [], [b"a", bytearray(b"bc")],
+    {}, {"flag": True, "no": False, "neg": -(1 << 70), "zero": 0, "np_int": np.int64(-3), "np_bool": np.bool_(True),
+         "np_float": np.float32(0.5), "text": "h\u00e9", "raw": b"\x00", "arr": np.zeros((2, 1), np.uint8),
+         "blobs": [b"1", b"22"]},
+])
+def test_recorded_size_is_the_envelope_encoding_length(payload):
+    """One wire-size definition: what the hub records is len() of the gRPC encoder's bytes."""
+    hub, a, _ = _pair()
+    a.send("b", "t", payload)
+    assert hub.records[0].nbytes == payload_nbytes(payload) == len(encode_payload(payload))
 
 
 def test_fifo_per_sender_receiver_tag():

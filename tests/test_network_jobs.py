@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("private_set_intersection.python")
 
-from vflsec.dp.sensitivity import clip_row_norms as clip_rows  # noqa: E402
 from vflsec.glm.job import GLMJob, PartyData  # noqa: E402
+from vflsec.glm.model import GLMDesign  # noqa: E402
 from vflsec.glm.runner import run_job  # noqa: E402
 from vflsec.runtime.launch import kill_parties, start_parties, wait_parties, write_local_job  # noqa: E402
 
@@ -46,14 +46,33 @@ def _frames(n=240, seed=0, keep=0.9):
 
 
 def _in_memory(job_table, frames):
+    """The job in one process on the aligned rows, each party's block and the labels built by the
+    model's design (vflsec.glm.model, the job file's defaults: intercept, row_norm "clip")."""
     common = sorted(set.intersection(*[set(f[0]) for f in frames.values()]))
+    design = GLMDesign(loss=job_table["loss"])
     data = {}
     for name, (ids, X, y) in frames.items():
         position = {v: i for i, v in enumerate(ids)}
         order = [position[c] for c in common]
-        data[name] = PartyData(clip_rows(X[order]), None if y is None else np.where(y[order] > 0, 1.0, -1.0))
+        role = "active" if name == job_table["active"] else "passive"
+        data[name] = PartyData(design.block(X[order], role),
+                               None if y is None else design.fit_labels(y[order]).encode(y[order]))
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in job_table.items()}
     return run_job(GLMJob(n_samples=len(common), **fields), data), len(common)
+
+
+def _assert_same_model(outputs, reference, job_table, exact=True):
+    """Every party's written weights (features; the active party's intercept) are the in-memory run's."""
+    design = GLMDesign(loss=job_table["loss"])
+    for name in NAMES:
+        role = "active" if name == job_table["active"] else "passive"
+        coef, intercept = design.split_coef(reference.results[name].coef, role)
+        if exact:
+            np.testing.assert_array_equal(np.array(outputs[name]["coef"]), coef)
+        else:
+            np.testing.assert_allclose(np.array(outputs[name]["coef"]), coef, rtol=0, atol=1e-12)
+        if role == "active":
+            assert outputs[name]["intercept"] == pytest.approx(intercept, rel=0 if exact else 1e-9, abs=0)
 
 
 def _run(tmp_path, job_table, frames, timeout=90.0, **kw):
@@ -84,7 +103,7 @@ def test_three_processes_match_in_memory(tmp_path, protocol):
     reference, n_common = _in_memory(job, frames)
     for name in NAMES:
         assert outputs[name]["n_samples"] == n_common
-        np.testing.assert_array_equal(np.array(outputs[name]["coef"]), reference.results[name].coef)
+    _assert_same_model(outputs, reference, job)
     assert outputs["active"]["history"]["loss"] == reference.results["active"].history["loss"]
     # Bytes of the training messages equal the in-memory hub's accounting.
     ir_bytes = sum(outputs[n]["bytes_sent_by_tag"].get(t, 0) for n in NAMES for t in ("ir_active", "ir_passive"))
@@ -97,9 +116,7 @@ def test_paillier_four_processes_match_in_memory(tmp_path):
     job = _job("paillier", coordinator="coordinator", key_bits=2048, epochs=1, batch_size=20)
     _, outputs = _run(tmp_path, job, frames, timeout=120.0)
     reference, _ = _in_memory(job, frames)
-    for name in NAMES:
-        np.testing.assert_allclose(np.array(outputs[name]["coef"]), reference.results[name].coef,
-                                   rtol=0, atol=1e-12)
+    _assert_same_model(outputs, reference, job, exact=False)
     assert outputs["coordinator"]["coef"] is None
 
 
@@ -139,8 +156,7 @@ def test_killed_passive_stops_others_and_resume_reproduces_model(tmp_path):
     outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
     assert outputs["active"]["start_epoch"] >= 2
     reference, _ = _in_memory(job, frames)
-    for name in NAMES:
-        np.testing.assert_array_equal(np.array(outputs[name]["coef"]), reference.results[name].coef)
+    _assert_same_model(outputs, reference, job)
     assert outputs["active"]["history"]["loss"] == reference.results["active"].history["loss"]
 
 

@@ -43,16 +43,16 @@ def test_final_line():
 
 def test_glm_hdp_output_has_privacy_spent():
     from vflsec.glm.job import GLMJob
-    from vflsec.runtime.glm_kind import _privacy_spent
+    from vflsec.glm.model import privacy_text as _privacy_spent  # what the GLM kind writes to the output
 
     base = dict(n_samples=100, active="a", passives=("b",), epsilon=2.0, delta=1e-5)
     job = GLMJob(protocol="hdp", **base)
     # The mechanism's report: at most the calibrated 2.0, close to it.
-    text = _privacy_spent(job)
+    text = _privacy_spent(job, "active")
     assert re.fullmatch(r"epsilon 1\.9[0-9]* \(delta 1e-05, replace-one\)", text), text
     resumed = _privacy_spent(job, "passive", releases=2)
     assert "over 2 releases" in resumed and "resumed" in resumed, resumed
-    assert _privacy_spent(GLMJob(protocol="plain", **base)) is None
+    assert _privacy_spent(GLMJob(protocol="plain", **base), "active") is None
 
 
 pytest.importorskip("grpc")

@@ -168,19 +168,23 @@ def _run(tmp_path, job, train, test):
 def test_glm_job_prints_the_held_out_accuracy_of_its_weights(tmp_path):
     pytest.importorskip("grpc")
     pytest.importorskip("private_set_intersection.python")
-    from vflsec.dp.sensitivity import clip_row_norms
+    from vflsec.glm.model import GLMDesign
 
     job = dict(protocol="hdp", loss="logistic", lr=0.5, epochs=3, batch_size=32, seed=3, epsilon=4.0, delta=0.01,
                k=1.0, active="active", passives=["passive1", "passive2"], evaluate=True)
     test = _frames(90, seed=1)
     outputs, line = _run(tmp_path, job, _frames(200, seed=0), test)
-    # The held-out rows scored with the weights each party wrote (aligned by ID, clipped as in training).
+    # The held-out rows scored with the weights each party wrote (aligned by ID, prepared as in training:
+    # the model's design, the active party's features within sqrt(1 - c^2)) and the active party's intercept.
     common = sorted(test["active"][0])
-    score = np.zeros(len(common))
+    parts = []
     for name in NAMES:
         ids, X, _ = test[name]
         position = {v: i for i, v in enumerate(ids)}
-        score += clip_row_norms(X[[position[c] for c in common]]) @ np.asarray(outputs[name]["coef"])
+        parts.append(X[[position[c] for c in common]])
+    assert outputs["active"]["intercept"] != 0.0 and "intercept" not in outputs["passive1"]
+    score = GLMDesign().decision_function(parts, [outputs[name]["coef"] for name in NAMES],
+                                          outputs["active"]["intercept"])
     ids, _, y = test["active"]
     labels = y[[ids.index(c) for c in common]] > 0
     expected = float(np.mean((score > 0) == labels))

@@ -166,16 +166,21 @@ def _job(method: str, grid: Union[NetworkGrid, LinkGrid]) -> Dict[str, Any]:
 
 
 def _in_memory(job_table, frames):
-    from ..dp.sensitivity import clip_row_norms as clip_rows
+    """The job in one process, each party's block and the labels built as ``vflsec party`` builds them (the
+    model's design, :mod:`vflsec.glm.model`, with the job file's defaults)."""
     from ..glm.job import GLMJob, PartyData
+    from ..glm.model import GLMDesign
     from ..glm.runner import run_job
 
     common = sorted(set.intersection(*[set(f[0]) for f in frames.values()]))
+    design = GLMDesign(loss=job_table["loss"])
     data = {}
     for name, (ids, X, y) in frames.items():
         position = {v: i for i, v in enumerate(ids)}
         order = [position[c] for c in common]
-        data[name] = PartyData(clip_rows(X[order]), None if y is None else np.where(y[order] > 0, 1.0, -1.0))
+        role = "active" if name == job_table["active"] else "passive"
+        data[name] = PartyData(design.block(X[order], role),
+                               None if y is None else design.fit_labels(y[order]).encode(y[order]))
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in job_table.items()}
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -218,6 +223,19 @@ def _network(job_table, frames, workdir: Path, settings: NetworkSettings, profil
     return outputs, wall, relayed
 
 
+def _coef_diff(job: Dict[str, Any], output: Dict[str, Any], result: Any) -> float:
+    """Largest difference between a party's written model (feature weights, the active party's
+    intercept) and the in-memory run's block, split by the same design."""
+    from ..glm.model import GLMDesign
+
+    role = "active" if output["party"] == job["active"] else "passive"
+    coef, intercept = GLMDesign(loss=job["loss"]).split_coef(result.coef, role)
+    diffs = np.abs(np.array(output["coef"]) - coef).tolist()
+    if intercept is not None:
+        diffs.append(abs(output["intercept"] - intercept))
+    return float(max(diffs, default=0.0))
+
+
 def _bench_method(method: str, grid: NetworkGrid, frames, workdir: Path) -> Dict[str, Any]:
     job = _job(method, grid)
     reference, memory_wall = _in_memory(job, frames)
@@ -225,8 +243,7 @@ def _bench_method(method: str, grid: NetworkGrid, frames, workdir: Path) -> Dict
     training_tags = set(reference.hub.bytes_by_tag())
     net_training_bytes = sum(v for out in outputs.values() for t, v in out["bytes_sent_by_tag"].items()
                              if t in training_tags)
-    diff = max(float(np.max(np.abs(np.array(outputs[p]["coef"]) - reference.results[p].coef)))
-               for p in grid.parties)
+    diff = max(_coef_diff(job, outputs[p], reference.results[p]) for p in grid.parties)
     return {
         "method": method, "job": job, "n_samples": outputs["active"]["n_samples"],
         "in_memory_train_s": memory_wall,

@@ -113,7 +113,8 @@ class PrivacySpent:
     def __str__(self) -> str:
         if self.epsilon is None:
             return f"no DP guarantee ({self.caveat})" if self.caveat else "no DP guarantee"
-        return f"epsilon {self.epsilon:.4g} (delta {self.delta:.3g}, {self.neighbours.replace('_', '-')})"
+        text = f"epsilon {self.epsilon:.4g} (delta {self.delta:.3g}, {self.neighbours.replace('_', '-')})"
+        return f"{text}; not covered: {self.caveat}" if self.caveat else text
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,11 @@ programs can later run over a network transport with a typed envelope
 * a dict ``str -> value`` where value is one of the above, an ``int``
   (arbitrary precision, e.g. a Paillier modulus), a ``float`` or a ``str``.
 
-Anything else raises ``TypeError`` at ``send``. :func:`payload_nbytes` gives
-the size a message occupies on the wire; that is the size the hub records.
+Anything else raises ``TypeError`` at ``send`` (:func:`check_payload`, defined
+with the wire format in :mod:`.envelope`). :func:`payload_nbytes` is the size
+of the payload as the envelope encodes it, ``len(encode_payload(payload))``
+(the bytes gRPC carries, without the envelope's header): that is the size the
+hub records for every message, and the size the gRPC channel records too.
 
 :class:`InMemoryHub` connects endpoints living in one process (one thread per
 party). It copies arrays on send, so parties never share memory, records
@@ -41,6 +44,9 @@ from typing import Any, Deque, Dict, List, Optional, Tuple, cast
 
 import numpy as np
 
+# The payload rules and the wire size are the envelope's (the gRPC encoder's): one definition.
+from .envelope import check_payload, payload_nbytes
+
 __all__ = [
     "Channel",
     "ChannelClosed",
@@ -52,15 +58,6 @@ __all__ = [
     "payload_nbytes",
     "check_payload",
 ]
-
-# Per-field framing of the envelope: a type byte plus a 4-byte length prefix,
-# and for arrays a dtype code and one 8-byte extent per dimension.
-FIELD_OVERHEAD = 5
-ARRAY_HEADER = 8
-ARRAY_DIM_BYTES = 8
-
-_ARRAY_KINDS = "biuf"
-
 
 class ChannelTimeout(TimeoutError):
     """``recv`` waited longer than its timeout."""
@@ -109,105 +106,6 @@ class ReceiptRecord:
     called: float
     returned: float
     sent_before: int = 0  # messages the hub had delivered when it returned (orders it among seq numbers)
-
-
-def _array_nbytes(arr: np.ndarray) -> int:
-    return FIELD_OVERHEAD + ARRAY_HEADER + ARRAY_DIM_BYTES * arr.ndim + int(arr.nbytes)
-
-
-def _check_array(arr: np.ndarray, where: str) -> None:
-    if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.hasobject:
-        raise TypeError(
-            f"{where}: array dtype {arr.dtype} is not wire-encodable "
-            "(numeric bool/int/uint/float dtypes only)"
-        )
-
-
-def _check_bytes_list(value: list, where: str) -> None:
-    for i, item in enumerate(value):
-        if not isinstance(item, (bytes, bytearray)):
-            raise TypeError(
-                f"{where}[{i}] is {type(item).__name__}; lists on the wire hold bytes only"
-            )
-
-
-def _check_dict_value(value: Any, where: str) -> None:
-    if isinstance(value, np.ndarray):
-        _check_array(value, where)
-    elif isinstance(value, (bytes, bytearray, str, float)):
-        pass
-    elif isinstance(value, int):  # includes bool
-        pass
-    elif isinstance(value, np.generic) and value.dtype.kind in _ARRAY_KINDS:
-        pass
-    elif isinstance(value, list):
-        _check_bytes_list(value, where)
-    else:
-        raise TypeError(
-            f"{where} is {type(value).__name__}; dict values on the wire must be an "
-            "array, bytes, int, float, str or a list of bytes"
-        )
-
-
-def check_payload(payload: Any) -> None:
-    """Raise ``TypeError`` unless ``payload`` is wire-encodable (see module doc)."""
-    if isinstance(payload, np.ndarray):
-        _check_array(payload, "payload")
-    elif isinstance(payload, (bytes, bytearray)):
-        pass
-    elif isinstance(payload, list):
-        _check_bytes_list(payload, "payload")
-    elif isinstance(payload, dict):
-        for key, value in payload.items():
-            if not isinstance(key, str):
-                raise TypeError(f"payload dict keys must be str, got {type(key).__name__}")
-            _check_dict_value(value, f"payload[{key!r}]")
-    else:
-        raise TypeError(
-            f"payload of type {type(payload).__name__} is not wire-encodable; send a numeric "
-            "numpy array, bytes, a list of bytes or a dict of those/int/float/str"
-        )
-
-
-def _scalar_nbytes(value: Any) -> int:
-    if isinstance(value, (bytes, bytearray)):
-        return FIELD_OVERHEAD + len(value)
-    if isinstance(value, str):
-        return FIELD_OVERHEAD + len(value.encode("utf-8"))
-    if isinstance(value, float):
-        return FIELD_OVERHEAD + 8
-    if isinstance(value, np.generic):
-        return FIELD_OVERHEAD + int(value.dtype.itemsize)
-    if isinstance(value, int):
-        # Two's-complement big-endian, at least one byte.
-        return FIELD_OVERHEAD + max(1, (int(value).bit_length() + 8) // 8)
-    raise TypeError(f"not a wire scalar: {type(value).__name__}")
-
-
-def _value_nbytes(value: Any) -> int:
-    if isinstance(value, np.ndarray):
-        return _array_nbytes(value)
-    if isinstance(value, list):
-        return FIELD_OVERHEAD + sum(FIELD_OVERHEAD + len(item) for item in value)
-    return _scalar_nbytes(value)
-
-
-def payload_nbytes(payload: Any) -> int:
-    """Wire size in bytes of ``payload``.
-
-    Raw data bytes (array ``nbytes``, ``bytes`` lengths, UTF-8 string
-    lengths, minimal two's-complement length of ints, 8 per float) plus a
-    fixed framing per field: ``FIELD_OVERHEAD`` bytes for every value, list
-    item and dict key, and for arrays ``ARRAY_HEADER`` + ``ARRAY_DIM_BYTES``
-    per dimension for dtype and shape.
-    """
-    check_payload(payload)
-    if isinstance(payload, dict):
-        total = FIELD_OVERHEAD
-        for key, value in payload.items():
-            total += FIELD_OVERHEAD + len(key.encode("utf-8")) + _value_nbytes(value)
-        return total
-    return _value_nbytes(payload)
 
 
 def _copy_value(value: Any) -> Any:

@@ -27,10 +27,11 @@ Value (type byte, then)::
 The decoder is strict: every length is checked against the bytes that
 remain before anything is allocated, unknown type bytes, versions, dtypes or
 trailing bytes are errors (:class:`EnvelopeError`), and nothing is ever
-evaluated or unpickled. The payload rules are those of
-:func:`vflsec.federation.channel.check_payload`, and decoding gives what
+evaluated or unpickled. The payload rules (:func:`check_payload`) are the
+channel contract's (:mod:`vflsec.federation.channel`), decoding gives what
 the in-memory hub delivers (writable C-contiguous array copies, ``bytes``,
-numpy scalars as Python scalars).
+numpy scalars as Python scalars), and :func:`payload_nbytes`, the size every
+channel records for a message, is ``len(encode_payload(payload))``.
 
 Frames (transport chunks, one gRPC message each)::
 
@@ -49,8 +50,6 @@ from typing import Any, Callable, Iterator, List, Optional
 
 import numpy as np
 
-from .channel import check_payload
-
 __all__ = [
     "ENVELOPE_VERSION",
     "Envelope",
@@ -63,6 +62,9 @@ __all__ = [
     "decode_payload",
     "encode_envelope",
     "encode_payload",
+    "encode_envelope_head",
+    "payload_nbytes",
+    "check_payload",
     "split_frames",
 ]
 
@@ -76,6 +78,7 @@ KIND_DONE = 1
 KIND_ABORT = 2
 _KINDS = (KIND_DATA, KIND_DONE, KIND_ABORT)
 
+_ARRAY_KINDS = "biuf"
 _T_ARRAY, _T_BYTES, _T_LIST, _T_DICT, _T_INT, _T_FLOAT, _T_STR, _T_BOOL = range(1, 9)
 _MAX_NDIM = 32
 _MAX_EXTENT = 2**62  # numpy's largest array extent (and element count) is below 2^63
@@ -106,6 +109,63 @@ class Envelope:
     payload: Any
 
 
+# -- the payload rules -----------------------------------------------------------
+
+def _check_array(arr: np.ndarray, where: str) -> None:
+    if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.hasobject:
+        raise TypeError(
+            f"{where}: array dtype {arr.dtype} is not wire-encodable "
+            "(numeric bool/int/uint/float dtypes only)"
+        )
+
+
+def _check_bytes_list(value: list, where: str) -> None:
+    for i, item in enumerate(value):
+        if not isinstance(item, (bytes, bytearray)):
+            raise TypeError(
+                f"{where}[{i}] is {type(item).__name__}; lists on the wire hold bytes only"
+            )
+
+
+def _check_dict_value(value: Any, where: str) -> None:
+    if isinstance(value, np.ndarray):
+        _check_array(value, where)
+    elif isinstance(value, (bytes, bytearray, str, float)):
+        pass
+    elif isinstance(value, int):  # includes bool
+        pass
+    elif isinstance(value, np.generic) and value.dtype.kind in _ARRAY_KINDS:
+        pass
+    elif isinstance(value, list):
+        _check_bytes_list(value, where)
+    else:
+        raise TypeError(
+            f"{where} is {type(value).__name__}; dict values on the wire must be an "
+            "array, bytes, int, float, str or a list of bytes"
+        )
+
+
+def check_payload(payload: Any) -> None:
+    """Raise ``TypeError`` unless ``payload`` is wire-encodable: the payload rules of
+    :mod:`vflsec.federation.channel` (its module docstring)."""
+    if isinstance(payload, np.ndarray):
+        _check_array(payload, "payload")
+    elif isinstance(payload, (bytes, bytearray)):
+        pass
+    elif isinstance(payload, list):
+        _check_bytes_list(payload, "payload")
+    elif isinstance(payload, dict):
+        for key, value in payload.items():
+            if not isinstance(key, str):
+                raise TypeError(f"payload dict keys must be str, got {type(key).__name__}")
+            _check_dict_value(value, f"payload[{key!r}]")
+    else:
+        raise TypeError(
+            f"payload of type {type(payload).__name__} is not wire-encodable; send a numeric "
+            "numpy array, bytes, a list of bytes or a dict of those/int/float/str"
+        )
+
+
 # -- encoding -----------------------------------------------------------------
 
 def _str16(value: str, what: str) -> bytes:
@@ -115,24 +175,27 @@ def _str16(value: str, what: str) -> bytes:
     return _U16.pack(len(raw)) + raw
 
 
-def _encode_value(value: Any, out: List[bytes], *, top: bool) -> None:
+def _encode_value(value: Any, out: List[Any], *, top: bool) -> None:
+    """Append the encoding of ``value`` to ``out`` as bytes-like parts (an
+    array's data as a view of its memory: sizing a payload copies nothing)."""
     if isinstance(value, np.ndarray):
-        arr = np.ascontiguousarray(value)
+        # reshape: ascontiguousarray makes a 0-d array 1-d; the wire keeps its shape.
+        arr = np.ascontiguousarray(value).reshape(value.shape)
         dtype = arr.dtype.str.encode("ascii")
         out.append(_U8.pack(_T_ARRAY) + _U8.pack(len(dtype)) + dtype + _U8.pack(arr.ndim))
         if arr.ndim > _MAX_NDIM:
             raise ValueError(f"arrays on the wire have at most {_MAX_NDIM} dimensions")
         out.append(b"".join(_U64.pack(d) for d in arr.shape))
         out.append(_U64.pack(arr.nbytes))
-        out.append(arr.tobytes())
+        out.append(arr.reshape(-1).view(np.uint8).data)
     elif isinstance(value, (bytes, bytearray)):
         out.append(_U8.pack(_T_BYTES) + _U64.pack(len(value)))
-        out.append(bytes(value))
+        out.append(value)
     elif isinstance(value, list):
         out.append(_U8.pack(_T_LIST) + _U32.pack(len(value)))
         for item in value:
             out.append(_U64.pack(len(item)))
-            out.append(bytes(item))
+            out.append(item)
     elif isinstance(value, dict):
         if not top:
             raise TypeError("dicts do not nest on the wire")
@@ -156,25 +219,43 @@ def _encode_value(value: Any, out: List[bytes], *, top: bool) -> None:
         raise TypeError(f"not wire-encodable: {type(value).__name__}")
 
 
+def _payload_parts(payload: Any) -> List[Any]:
+    check_payload(payload)
+    out: List[Any] = []
+    _encode_value(payload, out, top=True)
+    return out
+
+
 def encode_payload(payload: Any) -> bytes:
     """Bytes of one payload value (TypeError for what ``check_payload`` refuses)."""
-    check_payload(payload)
-    out: List[bytes] = []
-    _encode_value(payload, out, top=True)
-    return b"".join(out)
+    return b"".join(_payload_parts(payload))
 
 
-def encode_envelope(env: Envelope) -> bytes:
+def payload_nbytes(payload: Any) -> int:
+    """The wire size of ``payload``: ``len(encode_payload(payload))``, counted
+    from the same encoding without joining it (TypeError for what
+    ``check_payload`` refuses). The size every channel records per message:
+    the in-memory hub and the gRPC channel alike."""
+    return sum(memoryview(part).nbytes for part in _payload_parts(payload))
+
+
+def encode_envelope_head(env: Envelope) -> bytes:
+    """The envelope's bytes before its payload (magic, version, kind,
+    session, sender, receiver, tag, seq)."""
     if env.kind not in _KINDS:
         raise ValueError(f"unknown envelope kind {env.kind}")
     if not 0 <= env.seq < 2 ** 64:
         raise ValueError("seq out of range")
-    head = b"".join([
+    return b"".join([
         ENVELOPE_MAGIC, _U8.pack(ENVELOPE_VERSION), _U8.pack(env.kind),
         _str16(env.session, "session"), _str16(env.sender, "sender"),
         _str16(env.receiver, "receiver"), _str16(env.tag, "tag"), _U64.pack(env.seq),
     ])
-    return head + encode_payload(env.payload)
+
+
+def encode_envelope(env: Envelope) -> bytes:
+    """:func:`encode_envelope_head` followed by :func:`encode_payload`."""
+    return encode_envelope_head(env) + encode_payload(env.payload)
 
 
 # -- decoding -----------------------------------------------------------------

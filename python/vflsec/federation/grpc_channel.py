@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple, cast
 
 from .address import parse_address
-from .channel import Channel, ChannelClosed, ChannelTimeout, MessageRecord, check_payload, payload_nbytes
+from .channel import Channel, ChannelClosed, ChannelTimeout, MessageRecord
 from .envelope import (
     FRAME_HEADER_BYTES,
     KIND_ABORT,
@@ -54,8 +54,10 @@ from .envelope import (
     Envelope,
     EnvelopeError,
     FrameAssembler,
+    check_payload,
     decode_envelope,
-    encode_envelope,
+    encode_envelope_head,
+    encode_payload,
     split_frames,
 )
 from .tls import TLSFiles, check_party_name
@@ -306,7 +308,9 @@ class GrpcChannel(Channel):
 
     @property
     def records(self) -> List[MessageRecord]:
-        """Messages this party sent (payload wire sizes, as the in-memory hub counts them)."""
+        """Messages this party sent; ``nbytes`` is the length of the payload's
+        encoding in the envelope it went out in (what the in-memory hub counts,
+        :func:`~vflsec.federation.envelope.payload_nbytes`)."""
         with self._cond:
             return list(self._records)
 
@@ -531,7 +535,10 @@ class GrpcChannel(Channel):
         with self._send_locks[receiver]:
             session = self._session
             seq = self._send_seq[(session, receiver)]
-            message = encode_envelope(Envelope(kind, session, self._name, receiver, tag, seq, payload))
+            # The payload's encoding is what this message's record counts (as the in-memory hub's
+            # payload_nbytes: the same encoder), the head the envelope's own framing.
+            body = encode_payload(payload)
+            message = encode_envelope_head(Envelope(kind, session, self._name, receiver, tag, seq, None)) + body
             if len(message) > self.settings.max_message_bytes:
                 raise ValueError(f"message tagged {tag!r} to {receiver!r} is {len(message)} bytes, over the "
                                  f"maximum of {self.settings.max_message_bytes}")
@@ -552,9 +559,8 @@ class GrpcChannel(Channel):
             self._send_seq[(session, receiver)] = seq + 1
         self.wire_bytes_sent += sum(len(f) for f in frames)
         if kind == KIND_DATA:
-            nbytes = payload_nbytes(payload)
             with self._cond:
-                self._records.append(MessageRecord(self._name, receiver, tag, nbytes, len(self._records),
+                self._records.append(MessageRecord(self._name, receiver, tag, len(body), len(self._records),
                                                    time.perf_counter() - self._t0))
 
     def _heartbeat(self, peer: str) -> None:

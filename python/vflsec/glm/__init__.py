@@ -18,6 +18,10 @@ programs follow :mod:`.job` and that calls
 use, and ``VerticalLogisticRegression(protection="<name>")`` runs it (with a
 party named "coordinator" when the protocol has that role).
 
+Model: :mod:`.model`, the one definition of the GLM's design (party blocks,
+row normalisation, intercept column, label encoding), metric and privacy
+report, used by the estimator, the benchmarks' blocks and ``vflsec party``.
+
 Estimator: :class:`VerticalLogisticRegression` (:mod:`.estimator`).
 
 Experiments: :mod:`.fast` (``fit_grid``: the plain/hdp recursion for a grid

@@ -25,24 +25,16 @@ predict in this in-memory setting -- in a real deployment each party keeps
 its block and prediction is itself a VFL protocol (each party sends
 ``X_p w_p`` to the active party, which sums them).
 
-Rows are preprocessed per party with ``row_norm="clip"``:
-``x <- x / max(1, ||x||_2)`` (Algorithm 1 needs ``||x_i|| <= 1`` for each
-party's rows; this is a per-row, data-independent map, applied again at
-prediction).
-
-Intercept (``fit_intercept=True``, the default): the active party appends a
-constant column of value ``c = intercept_scaling`` to its block and first
-projects its feature part onto the ball of radius ``sqrt(1 - c^2)``, so its
-rows ``[x, c]`` still have norm <= 1 and the constant stays exactly ``c``.
-The intercept weight is then an ordinary weight of the active block: HDP-VFL's
-sensitivity lemmas cover it unchanged (it is penalized by ``lam`` and
-clipped with the active block, ``||[w_A, w_c]|| <= k``). Without an intercept
-a logistic model must express the base rate through the features, which
-centred features cannot do: on Credit/Adult (22-24% positives) it then
-predicts the majority class. ``intercept_ = c * w_c``. With ``row_norm=None``
-the rows are used as given plus the constant, so for "hdp" the caller must
-keep the active party's features within ``sqrt(1 - c^2)`` (the protocol
-refuses rows above norm 1).
+The model's design -- the party blocks, the row normalisation
+(``row_norm="clip"``: every row onto the unit ball), the intercept
+(``fit_intercept=True``: the active party's constant column
+``c = intercept_scaling``, its feature part projected onto the ball of radius
+``sqrt(1 - c^2)`` so the DP row bound covers the constant; ``intercept_ =
+c * w_c``), the label encoding, the metric and the privacy report -- is
+:mod:`vflsec.glm.model`'s, the one ``vflsec party`` trains too. With
+``row_norm=None`` the rows are used as given plus the constant, so for "hdp"
+the caller must keep the active party's features within ``sqrt(1 - c^2)``
+(the protocol refuses rows above norm 1).
 """
 from __future__ import annotations
 
@@ -58,47 +50,31 @@ from sklearn.exceptions import NotFittedError
 
 from .._arrays import as_float_array, check_positive_int, check_real
 from .._progress import EpochProgress
-from ..dp.sensitivity import clip_row_norms
-from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, GLMPartyResult, PartyData
+from .job import LOSSES, PENALTIES, GLMJob, GLMPartyResult, PartyData
+from .model import (
+    DEFAULT_INTERCEPT_SCALING,
+    ROW_NORMS,
+    GLMDesign,
+    glm_metric,
+    privacy_spent,
+)
 from .registry import get_protocol
 from .runner import run_job
 
 __all__ = ["VerticalLogisticRegression", "REFERENCE_PROTECTIONS", "design_blocks"]
 
 REFERENCE_PROTECTIONS = ("centralized", "single_party")
-ROW_NORMS = ("clip", None)
-LSQ_TARGET_CLIP = 3.0
 
 
-def _project_blocks(blocks: Sequence[np.ndarray], row_norm: Optional[str], radius: float) -> List[np.ndarray]:
-    """With ``row_norm="clip"``: every party's rows onto the unit ball, the
-    active party's (block 0) onto ``radius`` (room for the intercept column)."""
-    if row_norm != "clip":
-        return list(blocks)
-    projected = [clip_row_norms(X) for X in blocks]
-    if radius < 1.0:
-        projected[0] = clip_row_norms(projected[0], radius)
-    return projected
-
-
-def _with_intercept_column(X: np.ndarray, c: float) -> np.ndarray:
-    """The active party's block with the constant intercept column ``c``."""
-    return np.hstack([X, np.full((X.shape[0], 1), float(c))])
-
-
-def design_blocks(parts: Sequence[np.ndarray], *, fit_intercept: bool = True, intercept_scaling: float = 0.5,
+def design_blocks(parts: Sequence[np.ndarray], *, fit_intercept: bool = True,
+                  intercept_scaling: float = DEFAULT_INTERCEPT_SCALING,
                   row_norm: Optional[str] = "clip") -> List[np.ndarray]:
     """The per-party blocks the vertical protocols train on, exactly as
-    :class:`VerticalLogisticRegression` builds them: every row projected onto
-    the unit ball (``row_norm="clip"``); with an intercept, the active party's
-    feature part onto the ball of radius ``sqrt(1 - c^2)`` and the constant
-    column ``c = intercept_scaling`` appended. (Used by the benchmarks' fast
+    :class:`VerticalLogisticRegression` (and ``vflsec party``) builds them:
+    :meth:`vflsec.glm.model.GLMDesign.blocks`. (Used by the benchmarks' fast
     training path so it sees the same data as the protocols.)"""
-    radius = math.sqrt(1.0 - intercept_scaling * intercept_scaling) if fit_intercept else 1.0
-    blocks = _project_blocks([np.asarray(X, dtype=np.float64) for X in parts], row_norm, radius)
-    if fit_intercept:
-        blocks[0] = _with_intercept_column(blocks[0], intercept_scaling)
-    return blocks
+    design = GLMDesign(fit_intercept=fit_intercept, intercept_scaling=intercept_scaling, row_norm=row_norm)
+    return design.blocks([np.asarray(X, dtype=np.float64) for X in parts])
 
 
 def _logistic_regression_kwargs(l1_ratio: float, C: float) -> Dict[str, Any]:
@@ -156,9 +132,9 @@ class VerticalLogisticRegression(BaseEstimator):
         encryption, one passive party only; default on for "paillier", off
         for "ckks", where it costs a whole ciphertext per batch; without it
         ``history_`` has no ``loss``).
-    row_norm : "clip" (default) or None, see the module docstring.
+    row_norm : "clip" (default) or None, see :mod:`vflsec.glm.model`.
     fit_intercept : bool, default True. The active party holds an intercept
-        as a constant column (see the module docstring).
+        as a constant column (see :mod:`vflsec.glm.model`).
     intercept_scaling : float in (0, 1), the constant ``c`` of that column;
         the active party's features keep the radius ``sqrt(1 - c^2)``.
     timeout : seconds allowed for the whole federated run (None = no limit).
@@ -195,7 +171,12 @@ class VerticalLogisticRegression(BaseEstimator):
     active_radius_ : norm bound of the active party's feature part
         (``sqrt(1 - intercept_scaling^2)``, or 1 without an intercept),
         applied again at prediction.
-    classes_ : the two labels for classification losses.
+    classes_ : the two labels for classification losses (``classes_[1]`` is +1).
+    y_mean_, y_scale_ : least squares: the training labels' mean and standard
+        deviation the targets were standardized with.
+    design_ : the fitted :class:`vflsec.glm.model.GLMDesign` (row
+        normalisation, intercept), applied again at prediction.
+    labels_ : the fitted :class:`vflsec.glm.model.LabelEncoding`.
     history_ : dict with per-epoch lists ``loss`` (and ``accuracy``) seen by the
         active party (HE protocols: ``loss`` only with the encrypted loss, see
         ``he_options``), ``time`` (``wall`` seconds of the run, and
@@ -270,10 +251,9 @@ class VerticalLogisticRegression(BaseEstimator):
         self.verbose = verbose
 
     # -- input handling ------------------------------------------------------
-    def _parts(self, X_parts: Any, *, radius: Optional[float] = None) -> List[np.ndarray]:
-        """Validated per-party blocks after the row preprocessing. ``radius``
-        (the active feature radius) is None while fitting; at prediction it
-        is the fitted one, and the shapes are checked against ``coef_``."""
+    def _parts(self, X_parts: Any, *, fitted: bool = False) -> List[np.ndarray]:
+        """Validated per-party feature arrays (as given: the design projects
+        them); ``fitted``: at prediction, checked against ``coef_``'s shapes."""
         if isinstance(X_parts, np.ndarray) or not isinstance(X_parts, Sequence) or isinstance(X_parts, str):
             raise TypeError(
                 "X_parts must be a list of per-party feature arrays (active party first), "
@@ -287,50 +267,34 @@ class VerticalLogisticRegression(BaseEstimator):
         rows = [X.shape[0] for X in parts]
         if len(set(rows)) != 1:
             raise ValueError(f"parties have different row counts {rows}; rows must be aligned")
-        if radius is not None:
+        if fitted:
             widths = [len(w) for w in self.coef_]
             if len(parts) != len(widths):
                 raise ValueError(f"model was fitted with {len(widths)} parties, got {len(parts)}")
             for i, (X, width) in enumerate(zip(parts, widths)):
                 if X.shape[1] != width:
                     raise ValueError(f"X_parts[{i}] has {X.shape[1]} features, the model expects {width}")
-        else:
-            radius = self._active_radius()
-        return _project_blocks(parts, self.row_norm, radius)
+        return parts
 
-    def _active_radius(self) -> float:
-        """Norm bound of the active party's feature part: ``sqrt(1 - c^2)``
-        leaves room for the constant column ``c`` (1 without intercept)."""
+    def _design(self) -> GLMDesign:
+        """The model's design from the parameters (:mod:`vflsec.glm.model`)."""
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"fit_intercept must be a bool, got {type(self.fit_intercept).__name__}")
-        if not self.fit_intercept:
-            return 1.0
-        c = check_real(self.intercept_scaling, "intercept_scaling", low=0.0, low_inclusive=False,
-                       high=1.0, high_inclusive=False)
-        return math.sqrt(1.0 - c * c)
+        return GLMDesign(loss=self.loss, fit_intercept=bool(self.fit_intercept),
+                         intercept_scaling=self.intercept_scaling, row_norm=self.row_norm)
 
-    def _targets(self, y: Any, n: int) -> np.ndarray:
-        if self.loss in SIGNED_LABEL_LOSSES:
-            y_arr = np.asarray(y)
-            if y_arr.ndim != 1:
-                raise ValueError(f"y must be 1-dimensional, got shape {y_arr.shape}")
-            if y_arr.dtype.kind == "f" and not np.isfinite(y_arr).all():
-                raise ValueError("y contains NaN or infinite values")
-            classes = np.unique(y_arr)
-            if len(classes) != 2:
-                raise ValueError(f"loss {self.loss!r} needs exactly 2 classes in y, got {len(classes)}")
-            self.classes_ = classes
-            signed = np.where(y_arr == classes[1], 1.0, -1.0)
-        else:
-            signed, _ = as_float_array(y, "y", ndim=1, dtype=np.float64)
-            if self.loss == "least_squares":
-                self.y_mean_ = float(signed.mean())
-                self.y_scale_ = float(signed.std()) or 1.0
-                # Clipped to the bound |y| <= 3 that HDP-VFL's least-squares
-                # constants assume (same preprocessing for every protection).
-                signed = np.clip((signed - self.y_mean_) / self.y_scale_, -LSQ_TARGET_CLIP, LSQ_TARGET_CLIP)
+    def _targets(self, labels_of: GLMDesign, y: Any, n: int) -> np.ndarray:
+        """The loss's targets from ``y`` (the label encoding fitted here, kept
+        as ``labels_`` with ``classes_`` or ``y_mean_``/``y_scale_``)."""
+        labels = labels_of.fit_labels(y)
+        signed = labels.encode(y)
         if signed.shape[0] != n:
             raise ValueError(f"y has {signed.shape[0]} entries, X_parts have {n} rows")
+        self.labels_ = labels
+        if labels.classes is not None:
+            self.classes_ = labels.classes
+        if self.loss == "least_squares":
+            self.y_mean_, self.y_scale_ = labels.mean, labels.scale
         return signed
 
     def _batch_size(self, n: int) -> int:
@@ -343,14 +307,15 @@ class VerticalLogisticRegression(BaseEstimator):
             return max(1, min(n, math.ceil(fraction * n)))
         return min(check_positive_int(b, "batch_size"), n)
 
-    def _job(self, protocol_name: str, parts: Sequence[np.ndarray], needs_coordinator: bool) -> GLMJob:
-        """The public job of a fit on the blocks ``parts`` (active first): its
-        ``widths`` are the blocks' column counts, the intercept column included."""
+    def _job(self, protocol_name: str, design: GLMDesign, parts: Sequence[np.ndarray],
+             needs_coordinator: bool) -> GLMJob:
+        """The public job of a fit on the feature arrays ``parts`` (active
+        first): its ``widths`` are the design's blocks', the intercept column
+        included."""
         n, n_parties = parts[0].shape[0], len(parts)
         batch_size = self._batch_size(n)
         passives = tuple(f"passive_{i}" for i in range(n_parties - 1))
-        widths = {"active": parts[0].shape[1] + (1 if self.fit_intercept else 0),
-                  **{name: X.shape[1] for name, X in zip(passives, parts[1:])}}
+        widths = design.widths({name: X.shape[1] for name, X in zip(("active", *passives), parts)}, "active")
         return GLMJob(
             protocol=protocol_name,
             n_samples=n,
@@ -389,32 +354,28 @@ class VerticalLogisticRegression(BaseEstimator):
             raise ValueError(f"row_norm must be one of {ROW_NORMS}, got {self.row_norm!r}")
         if self.he_options is not None and not isinstance(self.he_options, dict):
             raise TypeError(f"he_options must be a dict or None, got {type(self.he_options).__name__}")
-        radius = self._active_radius()
+        design = self._design()
         parts = self._parts(X_parts)
         n = parts[0].shape[0]
-        y_signed = self._targets(y, n)
+        y_signed = self._targets(design, y, n)
         if self.protection in REFERENCE_PROTECTIONS:
             # Validate the shared hyper-parameters the same way for every method.
-            job = self._job("plain", parts, False)
-            self._fit_reference(parts, y_signed)
+            job = self._job("plain", design, parts, False)
+            roles = ["active"] + ["passive"] * (len(parts) - 1)
+            self._fit_reference([design.features(X, role) for X, role in zip(parts, roles)], y_signed)
         else:
             protocol = get_protocol(self.protection)
-            job = self._job(self.protection, parts, protocol.needs_coordinator)
-            self._fit_vfl(job, parts, y_signed)
+            job = self._job(self.protection, design, parts, protocol.needs_coordinator)
+            self._fit_vfl(job, design, design.blocks(parts), y_signed)
         self.batch_size_ = job.batch_size
         self.n_parties_ = len(parts)
-        self.active_radius_ = radius
+        self.design_ = design
+        self.active_radius_ = design.active_radius
         self.privacy_spent_ = self._privacy_spent(job)
         return self
 
     def _privacy_spent(self, job: GLMJob) -> Dict[str, Any]:
-        names = (job.active, *job.passives)
-        if self.protection != "hdp" or not self.noise:
-            return {name: None for name in names}
-        from .hdp import hdp_privacy_spent
-
-        active, passive = hdp_privacy_spent(job, "active"), hdp_privacy_spent(job, "passive")
-        return {name: active if name == job.active else passive for name in names}
+        return {name: privacy_spent(job, job.role_of(name)) for name in (job.active, *job.passives)}
 
     def _progress(self, job: GLMJob) -> Optional[EpochProgress]:
         """The active party's per-epoch line printer for ``verbose`` >= 1 (else None)."""
@@ -429,24 +390,21 @@ class VerticalLogisticRegression(BaseEstimator):
 
         return EpochProgress(job.epochs, emit, epsilon=(lambda: budget) if budget is not None else None)
 
-    def _fit_vfl(self, job: GLMJob, parts: List[np.ndarray], y_signed: np.ndarray) -> None:
-        active_X = parts[0]
-        if self.fit_intercept:
-            active_X = _with_intercept_column(active_X, self.intercept_scaling)
-        data = {job.active: PartyData(active_X, y_signed, progress=self._progress(job))}
-        data.update({name: PartyData(X) for name, X in zip(job.passives, parts[1:])})
+    def _fit_vfl(self, job: GLMJob, design: GLMDesign, blocks: List[np.ndarray], y_signed: np.ndarray) -> None:
+        data = {job.active: PartyData(blocks[0], y_signed, progress=self._progress(job))}
+        data.update({name: PartyData(X) for name, X in zip(job.passives, blocks[1:])})
         start = time.perf_counter()
         run = run_job(job, data, timeout=self.timeout)
         wall = time.perf_counter() - start
         # cast: every GLM protocol's party programs return GLMPartyResult (JobResult holds the base type).
         results = cast(Dict[str, GLMPartyResult], run.results)
-        # cast: the data parties (active, passives) always return their weight block; only a coordinator has None.
-        coef = cast(List[np.ndarray], [results[name].coef for name in (job.active, *job.passives)])
-        if self.fit_intercept:
-            self.intercept_ = float(self.intercept_scaling) * float(coef[0][-1])
-            coef[0] = coef[0][:-1].copy()
-        else:
-            self.intercept_ = 0.0
+        coef = []
+        for name in (job.active, *job.passives):
+            # cast: the data parties (active, passives) always return their weight block; only a coordinator has None.
+            features, intercept = design.split_coef(cast(np.ndarray, results[name].coef), job.role_of(name))
+            coef.append(features)
+            if name == job.active:
+                self.intercept_ = cast(float, intercept)
         self.coef_ = coef
         active = results[job.active]
         history: Dict[str, Any] = {key: list(values) for key, values in active.history.items()}
@@ -504,11 +462,11 @@ class VerticalLogisticRegression(BaseEstimator):
             raise NotFittedError("this VerticalLogisticRegression is not fitted yet; call fit first")
 
     def decision_function(self, X_parts: Sequence[Any]) -> np.ndarray:
-        """``theta = sum_p X_p w_p + intercept_`` on the preprocessed rows
-        (linear predictor, standardized scale for least squares)."""
+        """``theta = sum_p X_p w_p + intercept_`` on the rows as the fitted
+        design preprocesses them (linear predictor, standardized scale for
+        least squares)."""
         self._check_fitted()
-        parts = self._parts(X_parts, radius=self.active_radius_)
-        return sum(X @ w for X, w in zip(parts, self.coef_)) + self.intercept_
+        return self.design_.decision_function(self._parts(X_parts, fitted=True), self.coef_, self.intercept_)
 
     def predict_proba(self, X_parts: Sequence[Any]) -> np.ndarray:
         """Class probabilities ``[P(classes_[0]), P(classes_[1])]`` (loss "logistic" only)."""
@@ -520,19 +478,17 @@ class VerticalLogisticRegression(BaseEstimator):
     def predict(self, X_parts: Sequence[Any]) -> np.ndarray:
         """Class labels (logistic: sigmoid(theta) > 0.5; svm: theta > 0), the
         target for least squares, the mean count exp(theta) for poisson."""
-        theta = self.decision_function(X_parts)
-        if self.loss in SIGNED_LABEL_LOSSES:
-            return self.classes_[(theta > 0).astype(int)]
-        if self.loss == "least_squares":
-            return theta * self.y_scale_ + self.y_mean_
-        return np.exp(theta)
+        theta = self.decision_function(X_parts)  # checks the model is fitted
+        return self.labels_.predict(theta)
 
     def score(self, X_parts: Sequence[Any], y: Any) -> float:
-        """Accuracy for classification losses, R^2 otherwise."""
-        pred = self.predict(X_parts)
+        """Accuracy for classification losses, R^2 otherwise (the model's
+        metric, :func:`vflsec.glm.model.glm_metric`)."""
+        theta = self.decision_function(X_parts)
         y_arr = np.asarray(y)
-        if self.loss in SIGNED_LABEL_LOSSES:
-            return float(np.mean(pred == y_arr))
-        from sklearn.metrics import r2_score
-
-        return float(r2_score(y_arr.astype(np.float64), pred))
+        if y_arr.shape != theta.shape:
+            raise ValueError(f"y has shape {y_arr.shape}, X_parts have {theta.shape[0]} rows")
+        value = glm_metric(self.labels_.loss, theta, y_arr, self.labels_)["value"]
+        if value is None:  # constant labels: scikit-learn's r2_score convention
+            return 1.0 if np.array_equal(self.labels_.predict(theta), y_arr.astype(np.float64)) else 0.0
+        return float(value)

@@ -1,39 +1,77 @@
 """Job kind "glm": a vertical GLM job (:mod:`vflsec.glm`) under ``vflsec party``.
 
-``[job]`` holds the public :class:`~vflsec.glm.job.GLMJob` fields. Labels of
-the signed losses (logistic, svm) may be 0/1 (0 becomes -1) or -1/+1. Every
-data party checkpoints its weight block after each epoch; a protocol with a
-``resume_refusal`` refuses ``--resume``. "hdp" resumes with the repeated
-releases counted: each party's privacy ledger in its checkpoint directory
-(:mod:`vflsec.glm.hdp`), and its ``privacy_spent`` is then the composition of
-every run's releases, above the calibrated epsilon.
+``[job]`` holds the public :class:`~vflsec.glm.job.GLMJob` fields and the
+model's design fields ``fit_intercept`` (default true) and
+``intercept_scaling`` (default 0.5). Each party builds its block as the
+estimator does (:class:`vflsec.glm.model.GLMDesign`: the job's ``row_norm``,
+and for the active party with an intercept its features projected onto the
+ball of radius ``sqrt(1 - c^2)`` and the constant column ``c`` appended), so a
+job trains the model :class:`~vflsec.glm.VerticalLogisticRegression` trains
+on the same rows. ``widths`` (the handshake's, or ``[job.widths]``) count
+every party's feature columns as in its CSV; the job's block widths add the
+intercept column. The active party encodes its labels as the estimator does
+(:class:`~vflsec.glm.model.LabelEncoding`: any two classes for "logistic" /
+"svm", the larger one +1; "least_squares" standardised with the training
+labels' mean and standard deviation; counts for "poisson") and writes the
+encoding beside its weights. Every party's output has its feature weights
+(``coef``); the active party's also the model's ``intercept`` and ``labels``.
+
+Every data party checkpoints its weight block after each epoch; a protocol
+with a ``resume_refusal`` refuses ``--resume``. "hdp" resumes with the
+repeated releases counted: each party's privacy ledger in its checkpoint
+directory (:mod:`vflsec.glm.hdp`), and its ``privacy_spent`` is then the
+composition of every run's releases, above the calibrated epsilon.
 
 Held-out evaluation (``evaluate = true``): each passive party sends the
 active party its partial scores ``X_p w_p`` of the aligned held-out rows
 (tag ``eval_scores``, a float64 vector: anything else, NaN/inf included, is
 refused naming the sender), as prediction with the model does; the active party
-adds its own and scores the sum (:func:`glm_metrics`: accuracy beside the
-majority rate for the classification losses, R^2 otherwise). A key holder
-(coordinator) takes no part: every data party holds its weights in plaintext.
+adds its own (its intercept included) and scores the sum
+(:func:`vflsec.glm.model.glm_metric`: accuracy beside the majority rate for the
+classification losses, R^2 otherwise). A key holder (coordinator) takes no
+part: every data party holds its weights in plaintext.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Mapping, Optional, Set
 
 import numpy as np
 
 from ..glm.job import SIGNED_LABEL_LOSSES, GLMJob, PartyData
+from ..glm.model import DEFAULT_INTERCEPT_SCALING, GLMDesign, LabelEncoding, glm_metric, privacy_text
 from ..glm.registry import get_protocol
 from ..vfl.received import PeerMessageRefused, check_received_array
 from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
 
-__all__ = ["TAG_EVAL_SCORES", "GLMJobKind", "glm_metrics"]
+__all__ = ["DESIGN_FIELDS", "TAG_EVAL_SCORES", "GLMJobKind", "GLMPartyInput", "glm_design", "glm_metrics"]
 
 TAG_EVAL_SCORES = "eval_scores"
+#: the [job] fields of the model's design (vflsec.glm.model), beside the GLMJob's
+DESIGN_FIELDS = {"fit_intercept": True, "intercept_scaling": DEFAULT_INTERCEPT_SCALING}
+
+
+def glm_design(loss: str, fields: Mapping[str, Any], row_norm: str = "clip") -> GLMDesign:
+    """The model design of a job with loss ``loss``, ``[job]`` fields
+    ``fields`` and the job file's ``row_norm`` ("clip" or "none")."""
+    return GLMDesign(loss=loss, fit_intercept=fields.get("fit_intercept", DESIGN_FIELDS["fit_intercept"]),
+                     intercept_scaling=fields.get("intercept_scaling", DESIGN_FIELDS["intercept_scaling"]),
+                     row_norm="clip" if row_norm == "clip" else None)
+
+
+@dataclass
+class GLMPartyInput(PartyData):
+    """A ``vflsec party`` data party's program input: its design block and
+    encoded labels (:class:`~vflsec.glm.job.PartyData`), with the design and
+    label encoding they were built with (for its output and the held-out
+    evaluation)."""
+
+    design: Optional[GLMDesign] = None
+    labels: Optional[LabelEncoding] = None
 
 
 def _jsonable(info: Mapping[str, Any]) -> Dict[str, Any]:
@@ -50,29 +88,14 @@ def _jsonable(info: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _labels_for(loss: str, y: np.ndarray) -> np.ndarray:
+def _csv_labels(loss: str, y: np.ndarray) -> LabelEncoding:
+    """The encoding of labels given as 0/1 or -1/+1 (classification; the
+    convention of :func:`glm_metrics` without an encoding), else the labels as
+    they are (the score already on their scale)."""
     if loss in SIGNED_LABEL_LOSSES:
-        values = set(np.unique(y).tolist())
-        if values <= {0.0, 1.0}:
-            return np.where(y > 0, 1.0, -1.0)
-    return y
-
-
-def _privacy_spent(job: GLMJob, role: str = "active", releases: int = 1) -> Optional[str]:
-    """"hdp" with noise: what the ``role`` party's IR mechanism spent over
-    ``releases`` releases (1, or one more per resume: the party program's
-    ``info["releases"]``), as :func:`vflsec.glm.hdp.hdp_privacy_spent`
-    reports it (what the estimator's ``privacy_spent_`` reports for a run);
-    None for the other protocols and for a party without data."""
-    if job.protocol != "hdp" or not job.noise or role not in ("active", "passive"):
-        return None
-    from ..glm.hdp import hdp_privacy_spent
-
-    spent = hdp_privacy_spent(job, role, releases=releases)
-    if spent.releases == 1:
-        return str(spent)
-    return (f"{spent} over {spent.releases} releases of the IR sequence (the job was resumed: the repeated "
-            f"epochs count again; calibrated for epsilon {job.epsilon:g} per release)")
+        negative = 0.0 if set(np.unique(y).tolist()) <= {0.0, 1.0} else -1.0
+        return LabelEncoding(loss, classes=np.array([negative, 1.0]))
+    return LabelEncoding(loss)
 
 
 class GLMJobKind(JobKind[GLMJob]):
@@ -81,17 +104,28 @@ class GLMJobKind(JobKind[GLMJob]):
     writes_checkpoints = True
 
     def job_fields(self) -> Set[str]:
-        return {f.name for f in dataclasses.fields(GLMJob)} - {"n_samples", "start_epoch"}
+        return ({f.name for f in dataclasses.fields(GLMJob)} - {"n_samples", "start_epoch"}) | set(DESIGN_FIELDS)
 
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> GLMJob:
-        kwargs = dict(fields)
+        kwargs = {k: v for k, v in fields.items() if k not in DESIGN_FIELDS}
         if isinstance(kwargs.get("passives"), list):  # TOML's array; anything else is the job's to refuse
             kwargs["passives"] = tuple(kwargs["passives"])
-        return GLMJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
+        widths = kwargs.pop("widths", None)
+        job = GLMJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
+        design = glm_design(job.loss, fields)  # the design fields' own checks
+        if widths is None:
+            return job
+        # The CSVs' feature columns (announced, or pinned by [job.widths]) -> the blocks' widths.
+        job = dataclasses.replace(job, widths=widths)  # the job's checks of the map (parties, ints >= 1)
+        return dataclasses.replace(job, widths=design.widths(dict(job.widths or {}), job.active))
 
     def check_job(self, job: GLMJob, fields: Mapping[str, Any]) -> None:
         # The protocol lookup, its coordinator and its own checks (e.g. hdp's lr bound, Paillier's key size).
         get_protocol(job.protocol).check_job(job)
+
+    def party_rows(self, job: GLMJob, fields: Mapping[str, Any], row_norm: str, party: str,
+                   X: np.ndarray) -> np.ndarray:
+        return glm_design(job.loss, fields, row_norm).block(X, job.role_of(party))
 
     def check_party(self, job: GLMJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                     y: Optional[np.ndarray]) -> None:
@@ -109,10 +143,14 @@ class GLMJobKind(JobKind[GLMJob]):
         return None if reason is None else f"protocol {job.protocol!r} cannot resume: {reason}"
 
     def party_data(self, job: GLMJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
-                   y: Optional[np.ndarray], checkpoint: Any) -> Optional[PartyData]:
+                   y: Optional[np.ndarray], checkpoint: Any) -> Optional[GLMPartyInput]:
         if X is None:
             return None
-        return PartyData(X, None if y is None else _labels_for(job.loss, y), checkpoint=checkpoint)
+        # X came through party_rows already; the design kept here splits the trained block into the model's terms.
+        design = glm_design(job.loss, fields)
+        labels = None if y is None else design.fit_labels(y)
+        targets = None if labels is None else labels.encode(y)
+        return GLMPartyInput(X, targets, checkpoint=checkpoint, design=design, labels=labels)
 
     def program(self, job: GLMJob, role: str):
         return get_protocol(job.protocol).roles[role]
@@ -125,22 +163,31 @@ class GLMJobKind(JobKind[GLMJob]):
         # decryption of every party's gradient can fall into one wait.
         return 900.0 if get_protocol(job.protocol).needs_coordinator else 300.0
 
-    def summary(self, job: GLMJob, result, output: Optional[Path]) -> Dict[str, Any]:
-        return {"protocol": job.protocol,
-                "coef": None if result.coef is None else [float(v) for v in result.coef],
-                "info": _jsonable(result.info),
-                "privacy_spent": _privacy_spent(job, result.role, int(result.info.get("releases", 1)))}
-
+    def summary(self, job: GLMJob, result, output: Optional[Path], data: Any = None) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"protocol": job.protocol, "coef": None}
+        if result.coef is not None:
+            coef, intercept = np.asarray(result.coef, dtype=np.float64), None
+            if isinstance(data, GLMPartyInput) and data.design is not None:
+                # The model's terms: feature weights, and the active party's intercept c * w_c.
+                coef, intercept = data.design.split_coef(coef, result.role)
+            out["coef"] = [float(v) for v in coef]
+            if intercept is not None:
+                out["intercept"] = intercept
+        if isinstance(data, GLMPartyInput) and data.labels is not None:
+            out["labels"] = data.labels.describe()
+        out["info"] = _jsonable(result.info)
+        out["privacy_spent"] = privacy_text(job, result.role, int(result.info.get("releases", 1)))
+        return out
 
     def evaluation_tags(self, job: GLMJob) -> FrozenSet[str]:
         return frozenset({TAG_EVAL_SCORES})
 
     def evaluate(self, channel: Any, job: GLMJob, role: str, result: Any, X: Optional[np.ndarray],
-                 y: Optional[np.ndarray]) -> Optional[Dict[str, Any]]:
+                 y: Optional[np.ndarray], data: Any = None) -> Optional[Dict[str, Any]]:
         if role not in ("active", "passive") or X is None:
             return None
         coef = np.asarray(result.coef, dtype=np.float64)
-        own = np.asarray(X @ coef, dtype=np.float64)
+        own = np.asarray(X @ coef, dtype=np.float64)  # the active block's constant column adds the intercept
         if role == "passive":
             channel.send(job.active, TAG_EVAL_SCORES, own)
             return None
@@ -156,27 +203,26 @@ class GLMJobKind(JobKind[GLMJob]):
                                          "held-out scores: adding them overflows the float64 range")
         if y is None:
             raise ValueError("the active party has no held-out labels")
-        return glm_metrics(job.loss, score, y)
+        labels = data.labels if isinstance(data, GLMPartyInput) else None
+        return glm_metrics(job.loss, score, y, labels)
 
 
-def glm_metrics(loss: str, score: np.ndarray, y: np.ndarray) -> Dict[str, Any]:
+def glm_metrics(loss: str, score: np.ndarray, y: np.ndarray, labels: Optional[LabelEncoding] = None) -> Dict[str, Any]:
     """The held-out metric of a GLM's scores ``score`` (``x . w`` summed over the
-    parties) against the labels ``y`` as the active party's CSV has them:
-    accuracy (sign of the score) and the majority rate for "logistic"/"svm"
-    (labels 0/1 or -1/+1), R^2 of the prediction (the score for
-    "least_squares", exp(score) for "poisson") otherwise."""
-    score = np.asarray(score, dtype=np.float64)
+    parties, intercept included) against the labels ``y`` as the active party's
+    CSV has them (:func:`vflsec.glm.model.glm_metric`), with the label encoding
+    ``labels`` fitted on the training labels (None: labels 0/1 or -1/+1 for
+    "logistic"/"svm", the score already on the labels' scale otherwise).
+    ValueError for held-out labels of a class the training labels lack."""
     y = np.asarray(y, dtype=np.float64)
-    if loss in SIGNED_LABEL_LOSSES:
-        positive = _labels_for(loss, y) > 0
-        rate = float(np.mean(positive))
-        return {"metric": "accuracy", "value": float(np.mean((score > 0) == positive)), "n": int(len(y)),
-                "baseline": max(rate, 1.0 - rate), "baseline_name": "majority rate"}
-    predicted = score if loss == "least_squares" else np.exp(score)
-    total = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - float(np.sum((y - predicted) ** 2)) / total if total > 0 else None  # constant labels: undefined
-    return {"metric": "R^2", "value": r2, "n": int(len(y)), "baseline": 0.0,
-            "baseline_name": "R^2 of predicting the held-out mean"}
+    if labels is None:
+        labels = _csv_labels(loss, y)
+    elif labels.classes is not None:
+        unknown = sorted(set(np.unique(y).tolist()) - set(np.asarray(labels.classes).tolist()))
+        if unknown:
+            raise ValueError(f"the held-out labels hold {unknown[:5]}, not among the training labels' classes "
+                             f"{np.asarray(labels.classes).tolist()}")
+    return glm_metric(loss, score, y, labels)
 
 
 register_job_kind(GLMJobKind(), replace=True)

@@ -4,11 +4,13 @@ One ``[job]`` table: ``kind`` ("glm", the default, or "splitnn"; see
 :mod:`.kinds`), the public fields of that kind's job (for "glm" the
 :class:`~vflsec.glm.job.GLMJob` fields ``protocol``, ``loss``, ``lr``,
 ``epochs``, ``batch_size``, ``seed``, ``active``, ``passives``,
-``coordinator``, ... with an optional ``[job.options]`` table; for
-"splitnn" see :mod:`.splitnn_kind`), never ``n_samples`` or ``start_epoch``
-(the alignment and ``--resume`` give them), and ``row_norm``: "clip" (each
-party maps its rows to ``x / max(1, ||x||)``; the GLM default) or "none"
-(the split-learning default).
+``coordinator``, ... with an optional ``[job.options]`` table, and the
+model's design ``fit_intercept`` (default true) and ``intercept_scaling``
+(default 0.5), see :mod:`.glm_kind`; for "splitnn" see
+:mod:`.splitnn_kind`), never ``n_samples`` or ``start_epoch`` (the alignment
+and ``--resume`` give them), and ``row_norm``: "clip" (each party maps its
+rows to ``x / max(1, ||x||)``; the GLM default) or "none" (the
+split-learning default).
 
 ``evaluate = true`` (default false) adds a held-out evaluation after
 training: every data party names a CSV of held-out rows in its party
@@ -25,7 +27,8 @@ The parties compare the SHA-256 of the canonical JSON of this description
 (:attr:`JobSpec.digest`) before anything else. A GLM job's digest leaves the
 kind out, so ``kind = "glm"`` written or not, and job files from before job
 kinds existed, give the same digest. A GLM job's ``widths`` (every data
-party's number of feature columns) need not be written: each party announces
+party's number of feature columns in its CSV; the job's block widths add the
+active party's intercept column) need not be written: each party announces
 its own in the handshake and every party agrees on the map there
 (:func:`.handshake.agree_on_job`); a ``[job.widths]`` table pins them, and a
 party whose data differs stops the job before training.

@@ -5,8 +5,10 @@ or ``kind = "splitnn"``). A :class:`JobKind` knows, for its kind:
 
 * which ``[job]`` fields it accepts and how to build the job object
   (a :class:`vflsec.vfl.VFLJob`) once the alignment gave ``n_samples``;
-* how a party turns its aligned CSV rows into the data its role program
-  takes, and which program that is;
+* how a party turns its aligned CSV rows into the rows its program takes
+  (:meth:`JobKind.party_rows`: the job's ``row_norm``, or a model design of
+  the kind's own, e.g. a GLM's intercept column), then into the data its
+  role program takes, and which program that is;
 * what its programs check before they start, of the job's public
   parameters (:meth:`JobKind.check_job`) and of one party's own rows
   (:meth:`JobKind.check_party`), so that ``vflsec party`` refuses a
@@ -32,6 +34,7 @@ from typing import Any, Dict, FrozenSet, Generic, Mapping, Optional, Set, Tuple,
 
 import numpy as np
 
+from ..dp.sensitivity import clip_row_norms
 from ..vfl.job import VFLJob
 from ..vfl.runner import PartyProgram
 
@@ -68,11 +71,23 @@ class JobKind(Generic[JobT]):
         they start, beyond the job object's own (ValueError/TypeError); e.g. a
         GLM protocol's lookup and its parameter checks."""
 
+    def party_rows(self, job: JobT, fields: Mapping[str, Any], row_norm: str, party: str,
+                   X: np.ndarray) -> np.ndarray:
+        """Data party ``party``'s rows (training or held-out, as read from its
+        CSV and aligned) as its program and :meth:`evaluate` take them: by
+        default the job's ``row_norm`` ("clip": every row onto the unit ball,
+        ``x / max(1, ||x||)``; "none": as given). A kind whose model has a
+        design of its own overrides it (GLM: :mod:`vflsec.glm.model`)."""
+        if row_norm == "clip" and X.shape[1] > 0:
+            return clip_row_norms(X)
+        return X
+
     def check_party(self, job: JobT, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                     y: Optional[np.ndarray]) -> None:
-        """The checks of data party ``party``'s own rows (X after the job's
-        row_norm, y the active party's labels as in its CSV, else None) its
-        program makes before it starts (ValueError/TypeError)."""
+        """The checks of data party ``party``'s own rows (X as
+        :meth:`party_rows` gives them, y the active party's labels as in its
+        CSV, else None) its program makes before it starts
+        (ValueError/TypeError)."""
 
     def resume_refusal(self, job: JobT, fields: Mapping[str, Any]) -> Optional[str]:
         """Why ``job`` (described by the ``[job]`` ``fields``) must not
@@ -85,7 +100,8 @@ class JobKind(Generic[JobT]):
     def party_data(self, job: JobT, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                    y: Optional[np.ndarray], checkpoint: Any) -> Any:
         """The ``data`` argument of ``party``'s role program from its aligned
-        rows (X after the job's row_norm; None for a party without data)."""
+        rows (X as :meth:`party_rows` gives them, y the labels as in the CSV;
+        None for a party without data)."""
         raise NotImplementedError
 
     def program(self, job: JobT, role: str) -> PartyProgram:
@@ -105,9 +121,10 @@ class JobKind(Generic[JobT]):
         """Whether a data party of ``role`` may hold no feature columns."""
         return False
 
-    def summary(self, job: JobT, result: Any, output: Optional[Path]) -> Dict[str, Any]:
+    def summary(self, job: JobT, result: Any, output: Optional[Path], data: Any = None) -> Dict[str, Any]:
         """Kind-specific entries of the party's output (JSON-serialisable);
-        may write files beside ``output``."""
+        may write files beside ``output``. ``data``: what :meth:`party_data`
+        gave the program (None for a party without data)."""
         raise NotImplementedError
 
     def evaluation_tags(self, job: JobT) -> FrozenSet[str]:
@@ -115,12 +132,14 @@ class JobKind(Generic[JobT]):
         return frozenset()
 
     def evaluate(self, channel: Any, job: JobT, role: str, result: Any, X: Optional[np.ndarray],
-                 y: Optional[np.ndarray]) -> Optional[Dict[str, Any]]:
+                 y: Optional[np.ndarray], data: Any = None) -> Optional[Dict[str, Any]]:
         """Score the trained model (``result``, this party's program's result) on
-        the aligned held-out rows ``X`` (this party's block, after the job's
-        row_norm; None for a party without data) and labels ``y`` (the active
-        party's). Every party of the job calls it at the same point; the active
-        party returns the metrics (``{"metric": name, "value": ..., "n": rows,
+        the aligned held-out rows ``X`` (this party's block, as
+        :meth:`party_rows` gives it; None for a party without data) and labels
+        ``y`` (the active party's, as in its CSV); ``data`` is what
+        :meth:`party_data` gave the program (None for a party without data).
+        Every party of the job calls it at the same point; the active party
+        returns the metrics (``{"metric": name, "value": ..., "n": rows,
         ...}``), the others None."""
         raise NotImplementedError(f"job kind {self.name!r} has no held-out evaluation")
 

@@ -12,13 +12,16 @@ CSVs; a mistake is one line ``vflsec party: error: <what> -- <fix>`` and exit
 status 2, as is a listen address that cannot be bound); connect to every
 peer (``connect_timeout``); agree on
 the job (:func:`.handshake.agree_on_job`: SHA-256 of the job description
-and every data party's block width, then a fresh random session); entity
+and every data party's number of feature columns, then a fresh random session); entity
 alignment by PSI (:mod:`vflsec.federation.psi`), rows ordered by the sorted
 common IDs; agree on the start epoch (``--resume``: one past the last epoch
 every data party has checkpointed; refused where the job kind says so, e.g. a
 split-learning defense with state of its own; an "hdp" job resumes with the
 repeated releases counted by each party's privacy accountant, and reports the
-larger epsilon); train; with ``evaluate = true`` in the job file,
+larger epsilon); build the rows the program takes (the kind's
+:meth:`~.kinds.JobKind.party_rows`: for a GLM job the design of
+:mod:`vflsec.glm.model`, the model the estimator trains, intercept included);
+train; with ``evaluate = true`` in the job file,
 align the held-out rows (``[party] test_data``) by PSI and score the model
 on them; write the output; tell the peers this party is done.
 
@@ -50,7 +53,6 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from .._progress import EpochProgress
-from ..dp.sensitivity import clip_row_norms
 from ..errors import CommandError
 from . import deadlines
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
@@ -243,9 +245,8 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         job = spec.job(n_samples=n_samples, start_epoch=start_epoch, widths=widths)
         if X is not None:
             order = row_order(ids, common)
-            X = X[order]
-            if spec.row_norm == "clip" and X.shape[1] > 0:
-                X = clip_row_norms(X)
+            # The rows as the program takes them: the job's row_norm, or the kind's model design (GLM: intercept).
+            X = kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, X[order])
             y = y[order] if y is not None else None
         data = kind.party_data(job, spec.fields, cfg.name, X, y, checkpoint)
         logger.info("party %r: %d aligned rows, training a %s job from epoch %d", cfg.name, n_samples, kind.name,
@@ -257,12 +258,12 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
         # The kind's entries (privacy spent, model files) describe the trained model, before any evaluation.
-        kind_summary = kind.summary(job, result, cfg.output)
+        kind_summary = kind.summary(job, result, cfg.output, data)
         evaluation = None
         if spec.evaluate:
             t = time.perf_counter()
             channel.set_recv_timeout(step_timeout, deadlines.PHASE_EVALUATION)
-            evaluation = _evaluate(channel, spec, job, role, result, leader, probe, test_ids, X_test, y_test)
+            evaluation = _evaluate(channel, spec, job, role, result, leader, probe, test_ids, X_test, y_test, data)
             timings["evaluate_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - started
         summary = {
@@ -291,9 +292,11 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
 
 
 def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe, test_ids: List[str],
-              X_test, y_test) -> Optional[Dict[str, Any]]:
-    """Align the held-out rows by PSI (as the training rows) and score the trained
-    model on them (the kind's ``evaluate``); the active party's metrics, else None."""
+              X_test, y_test, data) -> Optional[Dict[str, Any]]:
+    """Align the held-out rows by PSI (as the training rows), prepare them as the
+    training rows (the kind's ``party_rows``) and score the trained model on them
+    (the kind's ``evaluate``, with the program's ``data``); the active party's
+    metrics, else None."""
     from ..federation.psi import align_ids, row_order
 
     X = y = None
@@ -302,11 +305,9 @@ def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe
         if not common:
             raise ValueError("the parties share no held-out IDs; nothing to evaluate on")
         order = row_order(test_ids, common)
-        X = X_test[order]
-        if spec.row_norm == "clip" and X.shape[1] > 0:
-            X = clip_row_norms(X)
+        X = spec.kind.party_rows(job, spec.fields, spec.row_norm, channel.name, X_test[order])
         y = y_test[order] if y_test is not None else None
-    return spec.kind.evaluate(channel, job, role, result, X, y)
+    return spec.kind.evaluate(channel, job, role, result, X, y, data=data)
 
 
 def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool = False) -> int:

@@ -224,7 +224,8 @@ class SplitJobKind(JobKind[SplitJob]):
     def program(self, job: SplitJob, role: str):
         return PROGRAMS[role]
 
-    def summary(self, job: SplitJob, result: SplitPartyResult, output: Optional[Path]) -> Dict[str, Any]:
+    def summary(self, job: SplitJob, result: SplitPartyResult, output: Optional[Path],
+                data: Any = None) -> Dict[str, Any]:
         out: Dict[str, Any] = {
             "bytes_sent_per_epoch": [dict(d) for d in result.bytes_sent],
             "defense": repr(result.defense),
@@ -245,7 +246,7 @@ class SplitJobKind(JobKind[SplitJob]):
         return frozenset({TAG_EVAL_EMBEDDING})
 
     def evaluate(self, channel: Any, job: SplitJob, role: str, result: SplitPartyResult, X: Optional[np.ndarray],
-                 y: Optional[np.ndarray]) -> Optional[Dict[str, Any]]:
+                 y: Optional[np.ndarray], data: Any = None) -> Optional[Dict[str, Any]]:
         torch = require_torch("split learning")
         device = torch.device(job.device)
         if role == "passive":

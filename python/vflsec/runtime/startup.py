@@ -26,7 +26,8 @@ things, and says which file to correct:
 5. a data party's CSVs (:func:`.party_csv.read_party_csv`), the job built
    with the CSV's row count (the aligned rows can only be fewer, so e.g. a
    batch larger than the file is refused now) and the kind's checks of the
-   party's own rows after the job's ``row_norm``
+   party's own rows as its program takes them (:meth:`.kinds.JobKind.party_rows`:
+   the job's ``row_norm``, a GLM's intercept column)
    (:meth:`.kinds.JobKind.check_party`: the labels the loss takes, the
    protocol's row checks such as HDP's unit rows and label bounds, a split
    model's class indices and defense set-up).
@@ -46,7 +47,6 @@ from typing import Any, Iterator, List, Mapping, Optional
 
 import numpy as np
 
-from ..dp.sensitivity import clip_row_norms
 from ..errors import CommandError
 from ..federation.address import parse_address
 from ..vfl.job import VFLJob
@@ -262,7 +262,7 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False)
     with _fix(job_fix, f"{cfg.job} with the {len(rows.ids)} rows of {cfg.data}"):
         job = spec.job(n_samples=len(rows.ids))
         spec.kind.check_job(job, spec.fields)
-    X = clip_row_norms(rows.X) if spec.row_norm == "clip" and rows.X.shape[1] > 0 else rows.X
+    X = spec.kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, rows.X)
     with _fix(f"correct the rows of {cfg.data} or the [job] table of {cfg.job}", f"the rows of {cfg.data}"):
         spec.kind.check_party(job, spec.fields, cfg.name, X, rows.y)
     return PartyStart(config, cfg, spec, probe, role, settings, tls, rows, test_rows, started)
