@@ -22,7 +22,9 @@ def test_table2_table3_report_and_plots(tmp_path):
     acc = splitnn.run_table2({"adult": adult, "mnist": digits}, cfg)
     cells = {(r["dataset"], r["defense"], r["variant"]) for r in acc}
     assert ("digits", "vfl_afe", "full") in cells and ("synthetic", "centralized", None) in cells
-    assert len(acc) == 12 and all(0.0 <= r["value"] <= 1.0 for r in acc)
+    assert len(acc) == 14 and all(0.0 <= r["value"] <= 1.0 for r in acc)  # 6 cells x 2 datasets + 2 majority rates
+    majority = {r["dataset"]: r["value"] for r in acc if r["defense"] == "majority"}
+    assert set(majority) == {"synthetic", "digits"} and 0.5 <= majority["synthetic"] < 1.0
     dp = [r for r in acc if r["defense"] == "vfl_afe"]
     assert all(r["delta"] == 0.01 and r["epsilon_composed"] >= r["epsilon_per_release_accountant"] for r in dp)
     timing = splitnn.run_table3(digits, cfg)

@@ -184,6 +184,10 @@ def _join_halves(parts: List[np.ndarray], shape: Tuple[int, int]) -> np.ndarray:
 def run_table2(datasets: Dict[str, SplitData], cfg: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Test accuracy of centralized / unprotected / VFL-AFE variants (VFL-AFE Table 2)."""
     rows: List[Dict[str, Any]] = []
+    for data in datasets.values():  # the first reference: always predicting the majority class
+        rows.append({"dataset": data.name, "parties": 0, "delta": None, "epsilon": None, "epsilon_composed": None,
+                     "seed": None, "metric": "test_accuracy", "defense": "majority", "variant": None,
+                     "value": majority_rate(data.y_test)})
     cells = [(name, cell, seed) for name in datasets for seed in range(cfg["seeds"])
              for cell in ("centralized", "unprotected", *VARIANTS)]
     for name, cell, seed in tqdm(cells, desc="table2", unit="fit"):
@@ -474,12 +478,18 @@ def _mean(values: List[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
+def majority_rate(y: Any) -> float:
+    """Test accuracy of always predicting the most frequent test label."""
+    _, counts = np.unique(np.asarray(y), return_counts=True)
+    return float(counts.max() / counts.sum())
+
+
 def _table2_summary(rows: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
     out: Dict[str, Dict[str, List[float]]] = {}
     for r in rows:
         if r.get("section", "table2") != "table2":
             continue
-        key = r["defense"] if r["defense"] in ("centralized", "none") else r["variant"]
+        key = r["defense"] if r["defense"] in ("centralized", "none", "majority") else r["variant"]
         key = "unprotected" if key == "none" else key
         out.setdefault(r["dataset"], {}).setdefault(key, []).append(r["value"])
     return {ds: {k: _mean(v) for k, v in cells.items()} for ds, cells in out.items()}
@@ -487,7 +497,8 @@ def _table2_summary(rows: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
 
 def _plot_table2(summary: Dict[str, Dict[str, float]], path: Path, seeds: int) -> bool:
     """Per dataset: test accuracy per Table 2 component (bars: mean of ``seeds``
-    runs), the paper's value as a red tick. A dataset with fewer than 2 cells is
+    runs), the paper's value as a red tick, the majority-class rate as a dashed
+    line. A dataset with fewer than 2 cells is
     left out; False, and no file, when none is left."""
     order = ["centralized", "unprotected", "vanilla", "R", "D", "full"]
     items = [(name, cells) for name, cells in summary.items() if sum(k in cells for k in order) >= 2]
@@ -503,6 +514,9 @@ def _plot_table2(summary: Dict[str, Dict[str, float]], path: Path, seeds: int) -
         px = [i for i, k in enumerate(keys) if k in paper]
         if px:
             ax.plot(px, [paper[keys[i]] for i in px], "r_", ms=22, mew=3, label="paper (its Table 2)")
+        if "majority" in cells:
+            ax.axhline(100 * cells["majority"], color="black", ls="--", lw=1,
+                       label=f"majority class ({100 * cells['majority']:.1f}%)")
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels(keys, rotation=20)
         ax.set_ylabel("test accuracy (%)")
@@ -510,7 +524,7 @@ def _plot_table2(summary: Dict[str, Dict[str, float]], path: Path, seeds: int) -
         lo = min([100 * v for v in cells.values()] + list(paper.values()))
         ax.set_ylim(max(0, lo - 10), 100)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below: no bar hidden
     fig.suptitle("VFL-AFE Table 2: accuracy per component")
     fig.tight_layout()
     save_figure(fig, path)
@@ -555,20 +569,20 @@ def _report(result: Dict[str, Any]) -> str:
     summary = _table2_summary(result["accuracy"])
     if summary:
         lines += ["", "## Table 2: test accuracy (%)", ""]
-        headers = ["dataset", "centralized", "unprotected", "vanilla", "+R", "+D", "full (VFL-AFE)",
-                   "epsilon per release", "composed epsilon"]
+        headers = ["dataset", "majority class", "centralized", "unprotected", "vanilla", "+R", "+D",
+                   "full (VFL-AFE)", "epsilon per release", "composed epsilon"]
         table = []
         for name, cells in summary.items():
             dp_rows = [r for r in _section_rows(result, "table2") if r["dataset"] == name and r["epsilon_composed"]]
             table.append([name] + [100 * cells[k] if k in cells else None
-                                   for k in ("centralized", "unprotected", "vanilla", "R", "D", "full")]
+                                   for k in ("majority", "centralized", "unprotected", "vanilla", "R", "D", "full")]
                          + ([dp_rows[0]["epsilon"], epsilon_cell(dp_rows[0]["epsilon_composed"], claims_dp=True,
                                                                  mechanisms=audit_mechanisms(result, AFE_MECHANISMS))]
                             if dp_rows else [None, None]))
             paper = PAPER_TABLE2.get(name)
             if paper:
-                table.append([f"{name} (paper)", None, None, paper["vanilla"], paper["R"], paper["D"], paper["full"],
-                              "not stated", None])
+                table.append([f"{name} (paper)", None, None, None, paper["vanilla"], paper["R"], paper["D"],
+                              paper["full"], "not stated", None])
         lines += [markdown_table(headers, table), "",
                   f"Composed epsilon: each sample's embedding is released once per epoch, so {cfg['epochs']} "
                   "Gaussian releases compose (the defense's accountant, vflsec.dp) at the same delta.",

@@ -56,16 +56,17 @@ def _table2(result: Dict[str, Any]) -> List[str]:
     rows = _section(result, "table2")
     out = []
     for name, sub in _by_dataset(rows):
-        cell = {key: _mean([r["value"] for r in sub if (r["defense"] if r["defense"] in ("centralized", "none")
+        cell = {key: _mean([r["value"] for r in sub if (r["defense"] if r["defense"] in ("centralized", "none",
+                                                                                         "majority")
                                                         else r["variant"]) == key])
-                for key in ("centralized", "none", "vanilla", "R", "D", "full")}
+                for key in ("majority", "centralized", "none", "vanilla", "R", "D", "full")}
         base = cell["none"]
         if base is None:
             continue
         text = f"On {name}, unprotected split learning reaches {100 * base:.1f}%"
         if cell["centralized"] is not None:
             text += f" (one model on all features: {100 * cell['centralized']:.1f}%)"
-        measured = {k: v for k, v in cell.items() if v is not None}
+        measured = {k: v for k, v in cell.items() if v is not None and k != "majority"}
         costs = {k: 100 * (base - measured[k]) for k, _ in _COMPONENTS if k in measured}
         dp = next((r for r in sub if r.get("epsilon_composed")), None)
         if "full" in costs and dp is not None:
@@ -81,6 +82,14 @@ def _table2(result: Dict[str, Any]) -> List[str]:
                     extra = costs[key] - costs["vanilla"]
                     text += (f", adding {label} costs {extra:.1f} more" if extra >= 0
                              else f", adding {label} wins back {-extra:.1f}")
+        majority = cell["majority"]
+        if majority is not None:
+            below = [label for key, label in (("vanilla", "vanilla"), ("R", "+R"), ("D", "+D"), ("full", "full"))
+                     if key in measured and measured[key] <= majority + 0.005]
+            text += f". Always predicting the majority class scores {100 * majority:.1f}%"
+            if below:
+                text += (f"; {', '.join(below)} {'is' if len(below) == 1 else 'are'} within half a point of it or "
+                         "below: at this epsilon the protected model barely learns")
         out.append(text + ".")
     return out
 
