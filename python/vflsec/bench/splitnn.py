@@ -187,7 +187,7 @@ def run_table2(datasets: Dict[str, SplitData], cfg: Dict[str, Any]) -> List[Dict
     for data in datasets.values():  # the first reference: always predicting the majority class
         rows.append({"dataset": data.name, "parties": 0, "delta": None, "epsilon": None, "epsilon_composed": None,
                      "seed": None, "metric": "test_accuracy", "defense": "majority", "variant": None,
-                     "value": majority_rate(data.y_test)})
+                     "value": majority_rate(data.y_test), "n": int(len(data.y_test))})
     cells = [(name, cell, seed) for name in datasets for seed in range(cfg["seeds"])
              for cell in ("centralized", "unprotected", *VARIANTS)]
     for name, cell, seed in tqdm(cells, desc="table2", unit="fit"):
@@ -492,6 +492,8 @@ def _table2_summary(rows: List[Dict[str, Any]]) -> Dict[str, Dict[str, float]]:
         key = r["defense"] if r["defense"] in ("centralized", "none", "majority") else r["variant"]
         key = "unprotected" if key == "none" else key
         out.setdefault(r["dataset"], {}).setdefault(key, []).append(r["value"])
+        if key == "majority" and r.get("n"):
+            out[r["dataset"]]["majority_n"] = [float(r["n"])]  # the test rows behind the rate (plot legend)
     return {ds: {k: _mean(v) for k, v in cells.items()} for ds, cells in out.items()}
 
 
@@ -515,13 +517,14 @@ def _plot_table2(summary: Dict[str, Dict[str, float]], path: Path, seeds: int) -
         if px:
             ax.plot(px, [paper[keys[i]] for i in px], "r_", ms=22, mew=3, label="paper (its Table 2)")
         if "majority" in cells:
+            rows = f", {n_label(int(cells['majority_n']), 'test rows')}" if "majority_n" in cells else ""
             ax.axhline(100 * cells["majority"], color="black", ls="--", lw=1,
-                       label=f"majority class ({100 * cells['majority']:.1f}%)")
+                       label=f"majority class ({100 * cells['majority']:.1f}%{rows})")
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels(keys, rotation=20)
         ax.set_ylabel("test accuracy (%)")
         ax.set_title(name)
-        lo = min([100 * v for v in cells.values()] + list(paper.values()))
+        lo = min([100 * v for k, v in cells.items() if k != "majority_n"] + list(paper.values()))
         ax.set_ylim(max(0, lo - 10), 100)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below: no bar hidden
