@@ -120,20 +120,24 @@ def test_paillier_four_processes_match_in_memory(tmp_path):
     assert outputs["coordinator"]["coef"] is None
 
 
+def _kill_passive2_after_checkpoints(tmp_path, procs, epochs=3):
+    """Kill passive2 once it has checkpointed ``epochs`` epochs (mid-run, most likely mid-epoch)."""
+    ckpt = tmp_path / "checkpoints" / "passive2"
+    deadline = time.monotonic() + 60
+    while not (ckpt.is_dir() and len(list(ckpt.glob("*.npz"))) >= epochs):
+        assert time.monotonic() < deadline, "passive2 never checkpointed"
+        assert procs["passive2"].process.poll() is None, procs["passive2"].stderr_path.read_text()
+        time.sleep(0.005)
+    procs["passive2"].process.kill()
+
+
 def test_killed_passive_stops_others_and_resume_reproduces_model(tmp_path):
     frames = _frames(n=200)
     job = _job("plain", epochs=40, batch_size=20)
     local = write_local_job(tmp_path, job, frames, network=FAST_NETWORK)
     procs = start_parties(local, env=_env())
     try:
-        # Kill passive2 once it has checkpointed a few epochs (mid-run, most likely mid-epoch).
-        ckpt = tmp_path / "checkpoints" / "passive2"
-        deadline = time.monotonic() + 60
-        while not (ckpt.is_dir() and len(list(ckpt.glob("*.npz"))) >= 3):
-            assert time.monotonic() < deadline, "passive2 never checkpointed"
-            assert procs["passive2"].process.poll() is None, procs["passive2"].stderr_path.read_text()
-            time.sleep(0.005)
-        procs["passive2"].process.kill()
+        _kill_passive2_after_checkpoints(tmp_path, procs)
         killed_at = time.monotonic()
         others = {n: procs[n] for n in ("active", "passive1")}
         status = wait_parties(others, FAST_NETWORK["peer_timeout"] + 10)
@@ -172,13 +176,7 @@ def test_killed_hdp_job_resumes_with_the_repeated_releases_counted(tmp_path):
     local = write_local_job(tmp_path, job, frames, network=FAST_NETWORK)
     procs = start_parties(local, env=_env())
     try:
-        ckpt = tmp_path / "checkpoints" / "passive2"
-        deadline = time.monotonic() + 60
-        while not (ckpt.is_dir() and len(list(ckpt.glob("*.npz"))) >= 3):
-            assert time.monotonic() < deadline, "passive2 never checkpointed"
-            assert procs["passive2"].process.poll() is None, procs["passive2"].stderr_path.read_text()
-            time.sleep(0.005)
-        procs["passive2"].process.kill()
+        _kill_passive2_after_checkpoints(tmp_path, procs)
         wait_parties({n: procs[n] for n in ("active", "passive1")}, FAST_NETWORK["peer_timeout"] + 10)
     finally:
         kill_parties(procs)

@@ -161,27 +161,8 @@ def _active_sequence(world: int, reply, job) -> np.ndarray:
 
     peer = _ScriptedPeer("active", reply, _schedule(job))
     x, y = _active_data(world)
-    PROTOCOL["active"](_Renamed(peer, "active", "passive"), job, PartyData(x, y))
+    PROTOCOL["active"](peer, job, PartyData(x, y))
     return np.concatenate(peer.sent)
-
-
-class _Renamed(Channel):
-    """The scripted peer seen from the active party: it is named "active"
-    itself and talks to "passive" (the script)."""
-
-    def __init__(self, peer: _ScriptedPeer, name: str, other: str):
-        super().__init__()
-        self._peer, self._name, self._other = peer, name, other
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def _send(self, receiver: str, tag: str, payload: Any) -> None:
-        self._peer._send(receiver, tag, payload)
-
-    def _recv(self, sender: str, tag: str, timeout: Optional[float]) -> Any:
-        return self._peer._recv(sender, tag, timeout)
 
 
 def _hdp_runner(role: str, sequence, scale: float, values: Tuple[float, ...]) -> Callable[[int, int], Scores]:

@@ -279,9 +279,6 @@ class PLDAccountant(PrivacyAccountant):
         return _pld_epsilon(tuple(self.history), self.neighbours, delta)
 
 
-_PLD_CACHE: Dict[Tuple[Tuple[Release, ...], str], Any] = {}
-
-
 @functools.lru_cache(maxsize=4096)
 def _pld_epsilon(history: Tuple[Release, ...], neighbours: str, delta: float) -> float:
     """Epsilon at ``delta`` of the composed PLD (cached: reading it off a long PMF
@@ -289,12 +286,10 @@ def _pld_epsilon(history: Tuple[Release, ...], neighbours: str, delta: float) ->
     return float(_pld_of(history, neighbours).get_epsilon_for_delta(delta))
 
 
+@functools.lru_cache(maxsize=256)
 def _pld_of(history: Tuple[Release, ...], neighbours: str) -> Any:
     """The composed PLD of ``history`` (cached: calibration searches ask again)."""
-    key = (history, neighbours)
-    pld = _PLD_CACHE.get(key)
-    if pld is not None:
-        return pld
+    pld = None
     dp = _dp_accounting()
     PLD = dp.pld.privacy_loss_distribution
     rel = dp.NeighboringRelation
@@ -304,20 +299,16 @@ def _pld_of(history: Tuple[Release, ...], neighbours: str) -> Any:
     if mu_squared > 0.0:
         pld = PLD.from_gaussian_mechanism(standard_deviation=1.0 / math.sqrt(mu_squared), sensitivity=1.0,
                                           value_discretization_interval=_PLD_DISCRETIZATION)
+    relation = rel.REPLACE_ONE if neighbours == "replace_one" else rel.ADD_OR_REMOVE_ONE
     for r in history:
         if r.sampling_rate == 1.0:
             continue
-        else:
-            relation = rel.REPLACE_ONE if neighbours == "replace_one" else rel.ADD_OR_REMOVE_ONE
-            part = PLD.from_gaussian_mechanism(standard_deviation=r.noise_multiplier, sensitivity=1.0,
-                                               sampling_prob=r.sampling_rate, neighboring_relation=relation,
-                                               value_discretization_interval=_PLD_DISCRETIZATION)
-            if r.count > 1:
-                part = part.self_compose(r.count)
+        part = PLD.from_gaussian_mechanism(standard_deviation=r.noise_multiplier, sensitivity=1.0,
+                                           sampling_prob=r.sampling_rate, neighboring_relation=relation,
+                                           value_discretization_interval=_PLD_DISCRETIZATION)
+        if r.count > 1:
+            part = part.self_compose(r.count)
         pld = part if pld is None else pld.compose(part)
-    if len(_PLD_CACHE) > 256:
-        _PLD_CACHE.clear()
-    _PLD_CACHE[key] = pld
     return pld
 
 

@@ -36,6 +36,7 @@ from .accountant import (
     PLD_MIN_DELTA,
     PrivacySpent,
     Release,
+    _check_delta,  # one home for the delta rule
     check_neighbours,
     make_accountant,
 )
@@ -63,10 +64,6 @@ def _check_accountant(accountant: str) -> str:
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got {accountant!r}")
     return accountant
-
-
-def _check_delta(delta) -> float:
-    return check_real(delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
 
 
 def _check_multiplier(noise_multiplier) -> float:
