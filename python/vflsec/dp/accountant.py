@@ -279,10 +279,28 @@ class PLDAccountant(PrivacyAccountant):
         return _pld_epsilon(tuple(self.history), self.neighbours, delta)
 
 
+def _gaussian_mu(history: Tuple[Release, ...]) -> Optional[float]:
+    """Gaussian DP's mu of ``history`` when every release is an unsubsampled Gaussian
+    (their (Delta/sigma)^2 add up: the composition is one Gaussian), else None."""
+    if any(r.sampling_rate != 1.0 for r in history):
+        return None
+    return math.sqrt(sum(r.count / r.noise_multiplier ** 2 for r in history))
+
+
 @functools.lru_cache(maxsize=4096)
 def _pld_epsilon(history: Tuple[Release, ...], neighbours: str, delta: float) -> float:
     """Epsilon at ``delta`` of the composed PLD (cached: reading it off a long PMF
-    takes tens of milliseconds, and calibration searches and reports ask again)."""
+    takes tens of milliseconds, and calibration searches and reports ask again).
+
+    Where every release is an unsubsampled Gaussian the composition is one Gaussian
+    and its epsilon is read off the exact curve instead: a discretized PLD of a large
+    mu (epsilon in the hundreds) needs gigabytes of PMF, and is only a pessimistic
+    approximation of that same curve."""
+    mu = _gaussian_mu(history)
+    if mu is not None:
+        from .gaussian import gaussian_epsilon_of_ratio
+
+        return gaussian_epsilon_of_ratio(mu, delta)
     return float(_pld_of(history, neighbours).get_epsilon_for_delta(delta))
 
 

@@ -105,6 +105,33 @@ def gaussian_delta(epsilon, sigma, sensitivity=1.0) -> float:
                          f"sensitivity={sensitivity:g}: {exc}") from None
 
 
+def gaussian_epsilon_of_ratio(ratio: float, delta: float) -> float:
+    """Smallest epsilon at which the Gaussian mechanism with Delta/sigma = ``ratio`` is
+    (epsilon, ``delta``)-DP, on the exact curve (Balle & Wang 2018, Thm 8); 0 where
+    ``delta`` is already reached at epsilon 0. Gaussians compose into one Gaussian
+    (ratios add in squares), so this is also the exact epsilon of a composition."""
+    ratio = check_real(ratio, "ratio", low=0.0, low_inclusive=False)
+    delta = _check_delta(delta)
+    target = math.log(delta)
+    if _log_delta(0.0, ratio) <= target:
+        return 0.0
+
+    def excess(epsilon: float) -> float:  # decreasing in epsilon
+        return max(_log_delta(epsilon, ratio), -1e6) - target
+
+    hi = max(1.0, ratio * ratio)
+    for _ in range(200):
+        if excess(hi) < 0.0:
+            break
+        hi *= 2.0
+    else:  # pragma: no cover - unreachable for a finite ratio
+        raise ValueError(f"could not bracket the Gaussian epsilon at ratio {ratio:g}, delta {delta:g}")
+    epsilon = float(brentq(excess, 0.0, hi, xtol=1e-13, rtol=4.0 * np.finfo(float).eps, maxiter=500))
+    while excess(epsilon) > 0.0:  # the root to the side that keeps delta at most the target
+        epsilon = epsilon * (1.0 + 1e-13) + 1e-15
+    return epsilon
+
+
 def _analytic_ratio(epsilon: float, delta: float) -> float:
     """Largest Delta/sigma whose exact delta at ``epsilon`` is at most ``delta``.
 
