@@ -122,9 +122,8 @@ cv_folds = 5
 test_size = 0.2
 seed = 0
 selection_mean_candidates = 10.0
-he_methods = []
+he_accuracy = {}
 he_split_seeds = 1
-he_accuracy_budget = 1.0
 he_key_bits = 2048
 figure2 = false
 learning_rate = 2.0
@@ -138,7 +137,7 @@ runtime_sizes = [400]
 runtime_epochs = [1]
 runtime_epochs_n = 400
 runtime_batch_size = 100
-runtime_he_budget = 1.0
+runtime_he_batches = {}
 runtime_paillier_3072 = false
 quick = true
 """
@@ -157,6 +156,7 @@ def _numbers(obj, key=""):
     return obj
 
 
+@pytest.mark.slow  # two full tiny runs, or a subprocess interrupted mid-run: seconds
 def test_bench_glm_same_seed_gives_identical_results(tmp_path, capsys):
     config = tmp_path / "tiny.toml"
     config.write_text(TINY_GLM)
@@ -173,6 +173,7 @@ def test_bench_glm_same_seed_gives_identical_results(tmp_path, capsys):
     assert _numbers(a["runtime"]) == _numbers(b["runtime"])
 
 
+@pytest.mark.slow  # two full tiny runs, or a subprocess interrupted mid-run: seconds
 def test_sigint_mid_run_writes_partial_results_and_exits_130(tmp_path):
     config = tmp_path / "tiny.toml"
     config.write_text(TINY_GLM.replace("runtime_sizes = [400]", "runtime_sizes = [400, 4000, 40000]"))

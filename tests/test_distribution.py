@@ -23,9 +23,19 @@ NAMES = ("active", "passive1", "passive2")
 
 def test_all_extra_is_every_optional_dependency():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    union = {r for name in ("torch", "he", "net", "bench") for r in extras[name]}
+    union = {r for name in ("torch", "he", "net", "bench", "baselines") for r in extras[name]}
     assert set(extras["all"]) == union
     assert "torch==2.13.0" in extras["all"]
+    assert set(extras["paillier"]) <= set(extras["he"])
+
+
+def test_the_core_install_needs_no_plotting_or_progress_bars():
+    """matplotlib and tqdm are the bench extra's: `import vflsec` and every command but
+    `vflsec bench` work without them (.ci/build-wheel imports vflsec in a core-only venv)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = " ".join(project["dependencies"])
+    assert "matplotlib" not in core and "tqdm" not in core
+    assert {r.split(">")[0] for r in project["optional-dependencies"]["bench"]} == {"matplotlib", "tqdm"}
 
 
 def test_build_wheel_script_is_an_executable_bash_script():

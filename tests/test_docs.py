@@ -14,6 +14,7 @@ pytest.importorskip("mkdocstrings_handlers.python")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # builds the docs in a subprocess
 def test_api_reference_builds_strictly(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
                             cwd=ROOT, capture_output=True, text=True, timeout=600)

@@ -26,6 +26,7 @@ JOB_FILE = ROOT / "examples" / "job-splitnn.toml"
 NAMES = ("active", "passive1", "passive2")
 
 
+@pytest.mark.slow  # a python subprocess (the example script) after a training run
 def test_example_splitnn_held_out_score(tmp_path):
     torch.set_num_threads(1)
     split = vertical_split(load_dataset("breast"), [10, 10, 10], seed=0)

@@ -21,7 +21,8 @@ from vflsec import dp, kernels  # noqa: E402
 from vflsec.kernels import NoiseGenerator  # noqa: E402
 
 # hypothesis itself warns when it casts generated floats into float16 arrays
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+# slow: a thousand hypothesis cases per function (.ci/sanitize runs them against the instrumented build).
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")]
 
 FUZZ = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow],
                 derandomize=True)

@@ -159,6 +159,7 @@ def test_fuzzy_cmeans_max_iter_capped() -> None:
         kernels.fuzzy_cmeans(np.arange(8.0).reshape(4, 2), 2, max_iter=2**31 - 1)
 
 
+@pytest.mark.slow  # accountant inversion at the tightest tolerance
 def test_noise_multiplier_tolerance_bounded() -> None:
     t = time.monotonic()
     with pytest.raises(ValueError, match="tolerance"):

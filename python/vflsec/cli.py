@@ -13,28 +13,13 @@ and exit status 130.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from typing import Any, List, NoReturn, Optional
+from typing import Any, List, NoReturn, Optional, Tuple
 
-from .bench.common import PartialRunError
 from .errors import CommandError, missing_dataset, missing_module, require_extra
 
-# name -> module under vflsec.bench exposing add_arguments(parser) and run(**args)
-BENCHMARKS = {
-    "kernels": "vflsec.bench.kernels",
-    "glm": "vflsec.bench.glm",
-    "network": "vflsec.bench.network",
-    "splitnn": "vflsec.bench.splitnn",
-    "privacy": "vflsec.bench.privacy",
-    "he": "vflsec.bench.he",
-}
-# optional modules a benchmark cannot run without (bench glm checks its HE methods itself)
-BENCH_REQUIRES = {
-    "splitnn": ("torch", "dp_accounting"),
-    "privacy": ("torch", "dp_accounting"),
-    "he": ("phe", "gmpy2", "tenseal"),
-}
+# vflsec.bench is imported only by `vflsec bench ...`, and of its benchmarks only the one named
+# (vflsec.bench.registry lists them without importing them): every other command starts fast.
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -64,24 +49,42 @@ class CommandParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _build_parser() -> CommandParser:
-    from .bench.command import add_config_arguments
+def _words(argv: List[str]) -> Tuple[Optional[str], Optional[str]]:
+    """The command and the word after it (``bench glm`` -> ("bench", "glm")), options skipped."""
+    words = [a for a in argv if not a.startswith("-")]
+    return (words[0] if words else None), (words[1] if len(words) > 1 else None)
 
+
+def _build_parser(argv: List[str]) -> CommandParser:
     parser = CommandParser(prog="vflsec", description="Secure compute for vertical federated learning.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an error instead of the one-line message")
     sub = parser.add_subparsers(dest="command", parser_class=CommandParser)
     bench = sub.add_parser("bench", help="run a benchmark and write its results")
-    bench_sub = bench.add_subparsers(dest="benchmark", required=True, parser_class=CommandParser)
-    for name, module_name in BENCHMARKS.items():
-        module = importlib.import_module(module_name)
-        p = bench_sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
-        module.add_arguments(p)
-        add_config_arguments(p, name)
-        p.set_defaults(_module=module)
+    command, benchmark = _words(argv)
+    if command == "bench":
+        _add_bench_commands(bench, benchmark, argv)
     _add_network_commands(sub)
     return parser
+
+
+def _add_bench_commands(bench: Any, selected: Optional[str], argv: List[str]) -> None:
+    """Every registered benchmark as a subcommand; only ``selected`` is imported (for its flags)."""
+    from .bench.registry import EXPERIMENTS, load_experiment
+    from .bench.runner import add_arguments
+
+    bench_sub = bench.add_subparsers(dest="benchmark", required=True, parser_class=CommandParser)
+    for name, entry in EXPERIMENTS.items():
+        p = bench_sub.add_parser(name, help=entry.summary, description=entry.summary)
+        if name != selected:
+            continue
+        if not {"-h", "--help", "--print-config"} & set(argv):
+            # before the benchmark is imported or any work starts (every report draws its plots)
+            require_extra("matplotlib", *entry.requires)
+        experiment = load_experiment(name)
+        add_arguments(p, experiment)
+        p.set_defaults(_experiment=experiment)
 
 
 def _add_network_commands(sub: Any) -> None:
@@ -143,7 +146,9 @@ def _run_network_command(args: argparse.Namespace) -> int:
 
 def _command_name(args: Optional[argparse.Namespace], argv: List[str]) -> str:
     if args is None or getattr(args, "command", None) is None:
-        return "vflsec"
+        # a benchmark's missing extra is refused while its parser is built, before args exist
+        command, benchmark = _words(argv)
+        return f"vflsec bench {benchmark}" if command == "bench" and benchmark else "vflsec"
     words = ["vflsec", args.command]
     for attr in ("benchmark", "certs_command"):
         if getattr(args, attr, None):
@@ -175,14 +180,18 @@ def _dispatch(parser: CommandParser, args: argparse.Namespace) -> int:
     if args.command != "bench":
         parser.print_help()
         return 2
-    from .bench.command import run_command
-
-    if not getattr(args, "print_config", False):
-        require_extra(*BENCH_REQUIRES.get(args.benchmark, ()))  # before any work starts
+    from .bench.errors import BenchConfigError
+    from .bench.runner import run
 
     options = {k: v for k, v in vars(args).items()
-               if k not in ("command", "benchmark", "_module", "version", "debug")}
-    return run_command(args._module, args.benchmark, options)
+               if k not in ("command", "benchmark", "_experiment", "version", "debug")}
+    try:
+        run(args._experiment, options)
+    except BenchConfigError as exc:
+        fix = "" if " -- " in str(exc) else (f"edit the configuration or flag (vflsec bench {args.benchmark} "
+                                             "--print-config shows the shipped one)")
+        raise CommandError(" ".join(str(exc).split()), fix) from None
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -192,8 +201,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     debug = "--debug" in argv[:end]
     argv = [a for a in argv[:end] if a != "--debug"] + argv[end:]
     args: Optional[argparse.Namespace] = None
+    if argv == ["--version"]:  # without building the parser: nothing else is imported
+        from . import __version__
+
+        print(__version__)
+        return 0
     try:
-        parser = _build_parser()
+        parser = _build_parser(argv)
         args, unknown = parser.parse_known_args(argv)
         if unknown:  # said by the command's own parser, not the top-level one
             sys.stderr.write(f"{_command_name(args, argv)}: error: unrecognized arguments: {' '.join(unknown)} "
@@ -214,7 +228,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if debug:
             raise
         prog = _command_name(args, argv)
-        if isinstance(exc, PartialRunError):
+        # only a benchmark raises it, and then vflsec.bench.errors is loaded
+        partial_run_error = getattr(sys.modules.get("vflsec.bench.errors"), "PartialRunError", None)
+        if partial_run_error is not None and isinstance(exc, partial_run_error):
             done = f"; the finished cells are in {exc.out} (marked partial)"
             exc = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
         else:

@@ -18,7 +18,8 @@ EXTRAS = {
     "tenseal": "he", "phe": "he", "gmpy2": "he",
     "torch": "torch", "dp_accounting": "torch",
     "grpc": "net", "google": "net", "cryptography": "net", "private_set_intersection": "net",
-    "skfuzzy": "bench", "faiss": "bench",
+    "matplotlib": "bench", "tqdm": "bench",
+    "skfuzzy": "baselines", "faiss": "baselines", "opendp": "baselines",
 }
 
 BUILT_IN = "breast and synthetic are built in"

@@ -136,9 +136,9 @@ def sampled_scores(sample: Callable[[int, int, int], np.ndarray], runs: int, see
 def stack_runs(run_once: Callable[[Any], np.ndarray], runs: int, state: Any, desc: str = "runs") -> np.ndarray:
     """``runs`` outputs of ``run_once(state)`` as rows of one array (a progress bar
     on stderr for the long ones)."""
-    from tqdm import tqdm
+    from .._progress import progress
 
     rows: List[np.ndarray] = []
-    for _ in tqdm(range(runs), desc=desc, unit="run", leave=False, disable=runs < 500, mininterval=1.0):
+    for _ in progress(range(runs), desc=desc, unit="run", leave=False, disable=runs < 500):
         rows.append(np.asarray(run_once(state), dtype=np.float64).ravel())
     return np.stack(rows)

@@ -167,7 +167,7 @@ def _active_sequence(world: int, reply, job) -> np.ndarray:
 
 def _hdp_runner(role: str, sequence, scale: float, values: Tuple[float, ...]) -> Callable[[int, int], Scores]:
     def run(runs: int, seed: int) -> Scores:
-        from tqdm import tqdm
+        from .._progress import progress
 
         clean = _job(noise=False)
         gap, label, reply, direction = _worst_pattern(sequence, clean, scale, case_seed(seed, role, "search"),
@@ -176,8 +176,8 @@ def _hdp_runner(role: str, sequence, scale: float, values: Tuple[float, ...]) ->
         outs = []
         for world in (0, 1):
             rows = []
-            for r in tqdm(range(runs), desc=f"hdp {role} world {world}", unit="run", leave=False,
-                          disable=runs < 500, mininterval=1.0):
+            for r in progress(range(runs), desc=f"hdp {role} world {world}", unit="run", leave=False,
+                              disable=runs < 500):
                 job = _job(noise=True, noise_seed=case_seed(seed, role, world, r))
                 rows.append(sequence(world, reply, job))
             outs.append(np.stack(rows))

@@ -14,7 +14,6 @@ from ``--seed`` (an experiment setting: the product's default is OS entropy).
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -86,35 +85,31 @@ def violations(rows: List[Dict[str, Any]]) -> List[str]:
 def run(quick: bool = False, mechanisms: Optional[List[str]] = None, seed: int = 0, out: Optional[Path] = None,
         runs: Optional[int] = None, rerender: Optional[Path] = None) -> Dict[str, Any]:
     """Run the selected cases; write and render the results; AuditFailed on a violation."""
-    from tqdm import tqdm
-
-    from ..bench.common import git_revision, machine_info, package_versions, write_json
+    from .._progress import progress
+    from ..bench.common import write_json
+    from ..bench.envelope import close_envelope, open_envelope
 
     if rerender is not None:
-        from ..bench.common import read_results
+        from ..bench.runner import read_results
 
         saved = read_results(Path(rerender), "audit.json")
         render(saved, Path(rerender))
         return saved
     out = Path(out) if out is not None else Path("bench-out") / "audit"
     selected = _select(load_cases(), mechanisms)
-    load_before = os.getloadavg()
-    t0 = time.perf_counter()
+    result: Dict[str, Any] = open_envelope("audit", versions=["numpy", "scipy", "torch", "dp-accounting"],
+                                           seed=seed, quick=quick)
     rows = []
-    bar = tqdm(selected, desc="vflsec audit", unit="case")
-    for case in bar:
+    for case in progress(selected, desc="vflsec audit", unit="case"):
         n = runs if runs is not None else (case.runs_quick if quick else case.runs_full)
-        bar.set_postfix_str(f"{case.name} ({n} runs per world)")
         rows.append(audit_case(case, runs=n, seed=seed))
-    result: Dict[str, Any] = {
-        "quick": quick, "seed": seed, "confidence": DEFAULT_CONFIDENCE,
+    result.update({
+        "confidence": DEFAULT_CONFIDENCE,
         "noise": f"seeded ChaCha20 streams derived from --seed {seed} (an experiment setting; the product's "
                  "default is OS entropy)",
-        "machine": machine_info(), "versions": package_versions(["vflsec", "numpy", "scipy", "torch",
-                                                                 "dp-accounting"]),
-        "git": git_revision(), "load_average_before": load_before, "load_average_after": os.getloadavg(),
-        "seconds": time.perf_counter() - t0, "cases": rows, "violations": violations(rows),
-    }
+        "cases": rows, "violations": violations(rows),
+    })
+    close_envelope(result)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "audit.json", result)
     print(render(result, out))
@@ -180,8 +175,11 @@ def render(result: Dict[str, Any], out: Path) -> str:
     pairs = "\n".join(f"- **{r['case']}**: {r['pair']}" + (
         "; " + ", ".join(f"{k}: {_fmt(v) if isinstance(v, float) else v}" for k, v in r["notes"].items())
         if r["notes"] else "") + f" (claim from {r['claim_source']})" for r in rows)
-    load = "/".join(f"{v:.2f}" for v in result["load_average_before"])
-    load_after = "/".join(f"{v:.2f}" for v in result["load_average_after"])
+    from ..bench.envelope import load_averages
+
+    before, after = load_averages(result)
+    load = "/".join(f"{v:.2f}" for v in before or ())
+    load_after = "/".join(f"{v:.2f}" for v in after or ())
     text = (f"# vflsec privacy audit\n\n{'Quick' if result['quick'] else 'Full'} audit, seed {result['seed']}, "
             f"git {result.get('git') or 'unknown'}; {result['seconds']:.0f} s on {result['machine']['cpu']} "
             f"({result['machine']['logical_cores']} logical cores), load average (1/5/15 min) {load} before, "
@@ -203,10 +201,14 @@ def render(result: Dict[str, Any], out: Path) -> str:
 def plot(rows: List[Dict[str, Any]], path: Path) -> None:
     """Per case with a claim: lower bound / claim and fitted / claim (with its
     interval) on one axis; the 1.0 line is the claim."""
-    from ..bench.common import n_label, pyplot, save_figure
+    try:
+        from ..bench.common import n_label, pyplot, save_figure
 
+        plt = pyplot()
+    except ImportError:  # matplotlib is the bench extra's; the audit's verdict does not need it
+        print(f"{path.name} not written: matplotlib is not installed (pip install 'vflsec[bench]')")
+        return
     claimed = [r for r in rows if r["claimed_epsilon"]]
-    plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 0.5 * max(len(claimed), 1) + 1.8))
     ys = np.arange(len(claimed))
     lower = [r["lower_bound_over_claim"] for r in claimed]

@@ -1,25 +1,13 @@
-"""Shared pieces of the benchmarks: timing, machine description, output files."""
+"""What the benchmarks share besides the runner: timing (median wall and CPU time), seeds and
+the DP-noise label, strict JSON, markdown tables with epsilon and audit cells, and figures."""
 from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import statistics
-import subprocess
 import time
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
-
-
-class PartialRunError(RuntimeError):
-    """A benchmark failed mid-run after writing its finished cells to ``out``
-    (``results.json`` marked ``"partial": true``); the cause is chained."""
-
-    def __init__(self, out: Path) -> None:
-        super().__init__(f"the run failed; the finished cells are in {out} (marked partial)")
-        self.out = out
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 
 def derived_seed(base: Optional[int], *parts: Any) -> Optional[int]:
@@ -75,58 +63,6 @@ def median_cpu_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1)
     return statistics.median(cpu), statistics.median(wall)
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def machine_info() -> Dict[str, Any]:
-    """CPU model, SIMD flags the dispatcher sees, cores, memory, OS."""
-    from .. import cpu_features, get_num_threads
-
-    mem_gib: Optional[float] = None
-    try:
-        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
-    return {
-        "cpu": cpu_model(),
-        "cpu_features": cpu_features(),
-        "logical_cores": os.cpu_count(),
-        "vflsec_threads": get_num_threads(),
-        "memory_gib": mem_gib,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-    }
-
-
-def package_versions(names: Iterable[str]) -> Dict[str, Optional[str]]:
-    out: Dict[str, Optional[str]] = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def git_revision() -> Optional[str]:
-    """The checkout's short commit; ``$VFLSEC_GIT_REVISION`` where the tree is a
-    copy without ``.git`` (a run on a borrowed GPU machine, .ci/gpu-check)."""
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5, check=True
-        ).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return os.environ.get("VFLSEC_GIT_REVISION") or None
-
-
 def write_json(path: Path, payload: Dict[str, Any]) -> None:
     """Strict JSON (RFC 8259): NaN and +-inf, which strict parsers reject,
     are written as null."""
@@ -166,26 +102,6 @@ def _json_default(obj: Any) -> Any:
     except ImportError:  # pragma: no cover
         pass
     raise TypeError(f"not JSON serializable: {type(obj).__name__}")
-
-
-def read_results(directory: Path, name: str = "results.json") -> Dict[str, Any]:
-    """The saved results ``directory/name`` of an earlier run (``--rerender DIR``);
-    a one-line BenchConfigError when it cannot be read."""
-    from .config import BenchConfigError
-
-    path = Path(directory) / name
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise BenchConfigError(f"--rerender {directory}: cannot read {path} ({exc}) -- give the folder of an "
-                               f"earlier run") from None
-
-
-def add_rerender_argument(parser: Any, name: str = "results.json") -> None:
-    """``--rerender DIR``: run nothing, write DIR's report and plots again from DIR/``name``."""
-    parser.add_argument("--rerender", type=Path, default=None, metavar="DIR",
-                        help=f"run nothing: write DIR's report and plots again from DIR/{name} (its numbers are "
-                             "not touched)")
 
 
 def markdown_table(headers: List[str], rows: List[List[Any]]) -> str:

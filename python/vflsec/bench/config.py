@@ -1,9 +1,9 @@
 """Benchmark configurations as data: shipped TOML files read into typed, validated dataclasses.
 
-Every benchmark's grid lives in ``vflsec/bench/configs/<bench>.toml`` (one
-table per variant: ``[full]`` and ``[quick]``, plus e.g. ``[cuda.full]``),
-and the published numbers a benchmark compares against in
-``configs/papers/<paper>.toml``. Both ship inside the package and are read
+Every benchmark's grid lives in ``vflsec/bench/experiments/<bench>/<bench>.toml``
+(one table per variant: ``[full]`` and ``[quick]``, plus e.g. ``[cuda.full]``),
+and the published numbers and claims a benchmark compares against in
+``vflsec/bench/papers/<paper>.toml``. Both ship inside the package and are read
 through :mod:`importlib.resources`, so ``vflsec bench NAME --print-config``
 and the defaults work from an installed wheel.
 
@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type, TypeVar
 
+from .errors import BenchConfigError
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python < 3.11 (requires-python is >= 3.9): the same API, as in runtime/config.py
@@ -36,8 +38,6 @@ T = TypeVar("T")
 _NONE_WHEN_ABSENT = "none_when_absent"
 
 
-class BenchConfigError(ValueError):
-    """A benchmark configuration that does not validate (one line: file, table, key, what is allowed)."""
 
 
 def spec(*, low: Optional[float] = None, high: Optional[float] = None, low_inclusive: bool = True,
@@ -55,15 +55,19 @@ def optional_field(**kwargs: Any) -> Dict[str, Any]:
 
 
 # -- reading files -------------------------------------------------------------------------
-def _configs_dir():
-    return resources.files("vflsec.bench") / "configs"
+def _shipped(name: str) -> Tuple[Any, str]:
+    """(resource, path shown) of ``name``: ``papers/<paper>`` or a benchmark's grid."""
+    bench = resources.files("vflsec.bench")
+    if name.startswith("papers/"):
+        return bench.joinpath("papers", f"{name.split('/', 1)[1]}.toml"), f"vflsec/bench/{name}.toml"
+    return bench.joinpath("experiments", name, f"{name}.toml"), f"vflsec/bench/experiments/{name}/{name}.toml"
 
 
 def shipped_config_text(name: str) -> str:
-    """The text of the shipped ``configs/<name>.toml`` (``name`` may be ``papers/<paper>``)."""
-    entry = _configs_dir().joinpath(*f"{name}.toml".split("/"))
+    """The text of benchmark ``name``'s shipped grid (``name`` may be ``papers/<paper>``)."""
+    entry, shown = _shipped(name)
     if not entry.is_file():
-        raise BenchConfigError(f"no shipped configuration {name!r} (looked for configs/{name}.toml in vflsec.bench)")
+        raise BenchConfigError(f"no shipped configuration {name!r} (looked for {shown})")
     return entry.read_text(encoding="utf-8")
 
 
@@ -130,9 +134,11 @@ def load_variant(cls: Type[T], name: str, variant: str, path: Optional[Path] = N
 
 
 def load_paper(cls: Type[T], paper: str) -> T:
-    """The published numbers of ``configs/papers/<paper>.toml`` as a validated ``cls``."""
+    """The published numbers of ``papers/<paper>.toml`` as a validated ``cls`` (its
+    ``[[claims]]`` are read by :func:`.claims.load_claims`, not here)."""
     document, source = read_document(f"papers/{paper}")
-    return _from_table(cls, document, source, "")
+    numbers = {key: value for key, value in document.items() if key != "claims"}
+    return _from_table(cls, numbers, source, "")
 
 
 def with_overrides(config: T, source: str, **overrides: Any) -> T:

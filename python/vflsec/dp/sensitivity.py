@@ -36,7 +36,7 @@ per-party clip ``||w^p|| <= k``.
    (``lr <= 2 / (beta_theta + lam)``, 7.97 for the logistic loss), but the
    parties' steps are coupled through ``theta``: for two parties and
    ``lr`` in (3.99, 7.97] the joint step expands distances by up to
-   ``|1 - lr * 2 beta_theta|`` per step (``tests/test_hdp_bound.py`` builds
+   ``|1 - lr * 2 beta_theta|`` per step (``tests/glm/test_hdp_bound.py`` builds
    such a pair of datasets; the IR distance then exceeds the paper's bound
    many times over).
 2. *Weight divergence.* Neighbouring datasets differ in one row i (the

@@ -246,7 +246,7 @@ class InMemoryHub:
     @property
     def receipts(self) -> List[ReceiptRecord]:
         """Copy of every completed ``recv``, in completion order (with
-        :attr:`records`, what :mod:`.cost_model` replays over a link)."""
+        :attr:`records`, enough to replay the run's timing over a network link)."""
         with self._cond:
             return list(self._receipts)
 

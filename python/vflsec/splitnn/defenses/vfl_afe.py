@@ -116,7 +116,7 @@ The pairwise-distance statistics and the FCM are vflsec's kernels
 (:func:`vflsec.kernels.pairwise_distance_stats`,
 :func:`vflsec.kernels.fuzzy_cmeans`), which take CUDA tensors as they are:
 embeddings and gradients on a GPU stay there. (The benchmark's baseline with
-``torch.cdist`` and a numpy FCM lives in :mod:`vflsec.bench.splitnn_afe`.)
+``torch.cdist`` and a numpy FCM lives in :mod:`vflsec.bench.experiments.splitnn.baseline`.)
 
 Every parameter is keyword-only (``VFLAFE(t=10.0, epsilon=5.0)``) and stored
 as given; :meth:`VFLAFE.check_params` (called by ``setup()``) validates them.

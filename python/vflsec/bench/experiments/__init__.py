@@ -1,0 +1,1 @@
+"""The benchmarks, one folder each (see :mod:`vflsec.bench.experiment`)."""

@@ -1,0 +1,189 @@
+"""PNG plots of ``vflsec bench glm``: accuracy against epsilon with every
+reference, the paper's Figure 2 grid, runtime against epochs and n."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Sequence
+
+import numpy as np
+
+from ...common import n_label, pyplot, save_figure
+from .summary import runtime_series, stats
+
+__all__ = ["plot_accuracy", "plot_figure2", "plot_runtime", "plot_tradeoff"]
+
+# Reference lines: distinct colour and dash for each, so overlapping values stay readable.
+_REFERENCE_STYLE = {
+    "majority": ("tab:red", ":"),
+    "single_party": ("tab:brown", "-."),
+    "centralized_sklearn": ("black", "-"),
+    "centralized_gd": ("tab:gray", (0, (5, 1))),
+    "plain": ("tab:blue", "--"),
+    "taylor": ("tab:cyan", (0, (1, 1))),
+    "paillier": ("tab:green", (0, (3, 1, 1, 1))),
+    "ckks": ("tab:purple", (0, (3, 2, 1, 2, 1, 2))),
+}
+_DP_STYLE = {
+    ("headline", "analytic"): ("tab:orange", "o", "HDP-VFL headline (analytic)"),
+    ("headline", "classic"): ("tab:olive", "v", "HDP-VFL headline (classic, ε < 1 only)"),
+    ("tuned_wide_grid", "analytic"): ("tab:pink", "s", "tuned wide grid (ε excludes search)"),
+    ("private_selection", "analytic"): ("tab:green", "D", "private selection (ε includes search)"),
+}
+
+
+def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
+    plt = pyplot()
+    n = len(summary)
+    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 7.4), squeeze=False)
+    for ax, (name, ds) in zip(axes[0], summary.items()):
+        lowest = min(stats(v)[0] for v in ds["reference"].values()) if ds["reference"] else 0.5
+        for key, (color, marker, label) in _DP_STYLE.items():
+            cells = ds["dp"].get(key, {})
+            eps = sorted(cells)
+            if len(eps) < 1:
+                continue
+            points = [stats(cells[e]) for e in eps]
+            ax.errorbar(eps, [s[0] for s in points], yerr=[s[1] for s in points], color=color, marker=marker,
+                        capsize=3, lw=1.4, label=f"{label} (n={max(s[2] for s in points)}/point)")
+            lowest = min([lowest] + [s[0] - s[1] for s in points if s[2]])
+        for method, (color, dash) in _REFERENCE_STYLE.items():
+            if method in ds["reference"]:
+                mean, _, count = stats(ds["reference"][method])
+                ax.axhline(mean, color=color, linestyle=dash, lw=1.3, label=f"{method} {mean:.3f} (n={count})")
+        ax.set_xscale("log")
+        ax.set_xlabel("ε for the whole training run (δ = 0.01)")
+        ax.set_ylabel("test accuracy")
+        ax.set_title(name)
+        ax.set_ylim(max(0.0, lowest - 0.05), 1.0)
+        ax.grid(alpha=0.3)
+        # Below the panel: the curves and reference lines stay visible.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    fig.suptitle("Accuracy vs privacy budget (cf. HDP-VFL Fig. 1), with every reference")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def plot_figure2(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
+    """Heat map of HDP-VFL accuracy over (e, k) at epsilon = 1; False if no data."""
+    items = [(name, ds) for name, ds in summary.items() if ds["figure2"]]
+    if not items:
+        return False
+    plt = pyplot()
+    name, ds = items[0]
+    es = sorted({e for e, _ in ds["figure2"]})
+    ks = sorted({k for _, k in ds["figure2"]})
+    grid = np.array([[stats(ds["figure2"][(e, k)]["hdp"])[0] for k in ks] for e in es])
+    runs = max(stats(cell["hdp"])[2] for cell in ds["figure2"].values())
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    image = ax.imshow(grid, cmap="viridis", vmin=0.4, vmax=1.0, origin="lower")
+    for i in range(len(es)):
+        for j in range(len(ks)):
+            ax.text(j, i, f"{grid[i, j]:.3f}", ha="center", va="center", color="white", fontsize=10)
+    ax.set_xticks(range(len(ks)), [f"k = {k:g}" for k in ks])
+    ax.set_yticks(range(len(es)), [f"e = {e}" for e in es])
+    ax.set_title(f"HDP-VFL test accuracy on {name}, ε = 1, mean of {n_label(runs, 'runs/cell')} (cf. the "
+                 "paper's Fig. 2:\ne 5 -> 15: 0.9 -> 0.6; k 0.1 -> 0.5: 0.5 -> 0.9)", fontsize=9)
+    fig.colorbar(image, ax=ax, label="test accuracy")
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True
+
+
+def plot_runtime(rows: Sequence[Dict[str, Any]], epochs_n: int, path: Path) -> bool:
+    """Wall time and bytes sent against epochs (at ``epochs_n``) and against n
+    (one epoch): one column of two panels per axis with at least one series of
+    2 or more points (:func:`.report.runtime_series`); False, and no file, when
+    neither has one."""
+    series = runtime_series(rows, epochs_n)
+    if not series:
+        return False
+    plt = pyplot()
+    axes_x = list(series)
+    fig, axes = plt.subplots(2, len(axes_x), figsize=(5.5 * len(axes_x) + 1, 8), squeeze=False)
+    colors = {m: f"C{i}" for i, m in enumerate(dict.fromkeys(r["method"] for r in rows))}
+    xlabels = {"epochs": f"epochs (n = {epochs_n})", "n": "n samples (1 epoch)"}
+    for col, axis in enumerate(axes_x):
+        for method, pts in series[axis].items():
+            for row, (index, ylabel) in enumerate(((1, "wall time (s)"), (2, "bytes sent"))):
+                ax = axes[row][col]
+                ax.plot([p[0] for p in pts], [p[index] for p in pts], marker="o", color=colors[method],
+                        label=f"{method} ({n_label(1, 'run/point')})")
+                ext = [p for p in pts if p[3]]
+                if ext:
+                    ax.plot([p[0] for p in ext], [p[index] for p in ext], "x", color=colors[method], ms=10)
+                ax.set_xlabel(xlabels[axis])
+                ax.set_ylabel(f"{ylabel}, log scale")
+        for row in range(2):
+            axes[row][col].set_yscale("log")
+            axes[row][col].grid(alpha=0.3)
+            axes[row][col].legend(fontsize=8)
+    fig.suptitle("Runtime and bytes (cf. HDP-VFL Fig. 3); x = extrapolated from measured batches")
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True
+
+
+def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, Any]], epochs_n: int,
+                  path: Path) -> bool:
+    """The DP-vs-HE trade-off: test accuracy against the time and the bytes of one
+    epoch at n = ``epochs_n`` (runtime grid, synthetic data of Adult's shape), one
+    point per method and, for HDP-VFL, per epsilon; one row of panels per dataset.
+    HE points use the HE run's accuracy where it ran, else the Taylor reference
+    (the accuracy Paillier and CKKS reach). False when the run has no runtime cell
+    at that size."""
+    cost = {r["method"]: (r["seconds"], r["bytes"]) for r in runtime if r["n"] == epochs_n and r["epochs"] == 1}
+    if "plain" not in cost or not summary:
+        return False
+
+    def points(ds: Dict[str, Any]) -> int:
+        n = sum(1 for m in ("plain", "paillier", "ckks") if m in cost and
+                (m in ds["reference"] or (m != "plain" and "taylor" in ds["reference"])))
+        return n + (len(ds["dp"].get(("headline", "analytic"), {})) if "hdp" in cost else 0)
+
+    names = [name for name in summary if points(summary[name]) >= 2]  # a one-point panel shows no trade-off
+    if not names:
+        return False
+    plt = pyplot()
+    fig, axes = plt.subplots(len(names), 2, figsize=(11, 3.6 * len(names)), squeeze=False)
+    for row, name in enumerate(names):
+        ds = summary[name]
+        for col, (index, xlabel) in enumerate(((0, "wall time of one epoch (s)"), (1, "bytes of one epoch"))):
+            ax = axes[row][col]
+            for method, label in (("plain", "plain VFL"), ("paillier", "Paillier"), ("ckks", "CKKS")):
+                if method not in cost:
+                    continue
+                acc_key = method if method in ds["reference"] else ("taylor" if method != "plain" else None)
+                if acc_key is None or acc_key not in ds["reference"]:
+                    continue
+                acc, _, n = stats(ds["reference"][acc_key])
+                color = _REFERENCE_STYLE.get(method, ("black", "-"))[0]
+                suffix = "" if acc_key == method else " (Taylor reference accuracy)"
+                ax.plot([cost[method][index]], [acc], marker="s", ms=9, color=color, ls="none",
+                        label=f"{label}{suffix} (n={n})")
+            dp = ds["dp"].get(("headline", "analytic"), {})
+            if "hdp" in cost and dp:
+                eps = sorted(dp)
+                accs = [stats(dp[e])[0] for e in eps]
+                ax.plot([cost["hdp"][index]] * len(eps), accs, marker="o", color="tab:orange", ls="none",
+                        label=f"HDP-VFL headline, ε = {eps[0]:g}..{eps[-1]:g} (n={len(dp[eps[0]])} each)")
+                labelled: list = []
+                for e, a in sorted(zip(eps, accs), key=lambda p: -p[0]):  # largest ε first; skip overlaps
+                    if all(abs(a - b) > 0.004 for b in labelled):
+                        ax.annotate(f"ε={e:g}", (cost["hdp"][index], a), textcoords="offset points",
+                                    xytext=(6, -3), fontsize=7)
+                        labelled.append(a)
+            for ref in ("majority", "single_party"):
+                if ref in ds["reference"]:
+                    c, ls = _REFERENCE_STYLE[ref]
+                    ax.axhline(stats(ds["reference"][ref])[0], color=c, ls=ls, lw=1,
+                               label=f"{ref.replace('_', ' ')} (n={len(ds['reference'][ref])})")
+            ax.set_xscale("log")
+            ax.set_xlabel(f"{xlabel}, log scale (n = {epochs_n})")
+            ax.set_ylabel("test accuracy")
+            ax.set_title(f"{name}: accuracy against {'time' if index == 0 else 'bytes'}", fontsize=10)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="best")
+    fig.suptitle("DP vs HE trade-off: accuracy (each dataset) against the cost of one epoch (runtime grid)")
+    fig.tight_layout()
+    save_figure(fig, path)
+    return True

@@ -1,0 +1,118 @@
+"""The runtime side of ``vflsec bench glm`` (the HDP-VFL paper's Fig. 3).
+
+Wall time, phases (compute / crypto / messaging) and bytes of each method on
+synthetic data of Adult's shape, over epochs and over n. An HE method listed
+in the grid's ``runtime_he_batches`` measures at most that many batches per
+cell: a cell with more is measured on whole epochs (or, when one epoch has
+more, a prefix of whole batches of one epoch) and extrapolated linearly in the
+number of rows (an HE epoch's last batch is larger). Such cells say so
+(``extrapolated``, ``measured_batches``, ``measured_rows``) and are drawn as
+crosses. What is measured is decided by the configuration alone, never by how
+long a cell would take on this machine.
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .grid import DELTA, LAM, LEARNING_RATE, PAPER_FIG1
+
+__all__ = ["he_measurement", "run_runtime"]
+
+
+def run_runtime(rows: List[Dict[str, Any]], *, sizes: Sequence[int], epoch_counts: Sequence[int], epochs_n: int,
+                features: Sequence[int], methods: Sequence[str], batch_size: int,
+                he_batches: Mapping[str, int], paillier_3072: bool = False,
+                lr: float = LEARNING_RATE) -> List[Dict[str, Any]]:
+    """Wall time, phases and bytes for each method (Paillier with 2048-bit keys), each
+    cell appended to ``rows`` as it finishes (and ``rows`` returned). ``he_batches``:
+    HE method -> the most batches a cell measures (:func:`he_measurement`); a method
+    not in it is measured in full. ``paillier_3072`` adds one 3072-bit Paillier cell
+    (n = ``epochs_n``, one epoch): the cost of 128-bit security. ``lr``: the
+    experiment's learning rate (glm.toml's ``learning_rate``)."""
+    from ...._progress import progress
+    from ....data import make_synthetic
+
+    cells = [(epochs_n, e) for e in epoch_counts] + [(n, 1) for n in sizes if not (n == epochs_n and 1 in epoch_counts)]
+    cache: Dict[tuple, Any] = {}
+    for n, epochs in progress(cells, desc="runtime", unit="cell"):
+        ds = make_synthetic(n_samples=n, features_per_party=list(features), seed=0)
+        parts = np.split(ds.X, np.cumsum(features)[:-1], axis=1)
+        for method in methods:
+            rows.append(_runtime_cell(method, parts, ds.y, n, epochs, batch_size, he_batches.get(method), cache,
+                                      lr=lr))
+        if paillier_3072 and n == epochs_n and epochs == 1:
+            rows.append(_runtime_cell("paillier", parts, ds.y, n, 1, batch_size, he_batches.get("paillier"), cache,
+                                      key_bits=3072, label="paillier-3072", lr=lr))
+    return rows
+
+
+def he_measurement(n: int, epochs: int, batch_size: int, max_batches: Optional[int]) -> Tuple[int, int, int]:
+    """``(rows, epochs, batches)`` an HE cell of ``epochs`` epochs over ``n`` rows measures
+    when it may measure at most ``max_batches`` batches (None: no limit). An HE job joins
+    an epoch's partial last chunk to the batch before it (``vflsec.glm.he_vfl.he_batches``):
+    ``floor(n / b)`` batches per epoch. Within the limit the whole run; else as many whole
+    epochs as fit; else a prefix of whole batches of one epoch."""
+    per_epoch = max(1, n // batch_size)
+    total = epochs * per_epoch
+    if max_batches is None or max_batches >= total:
+        return n, epochs, total
+    if max_batches >= per_epoch:
+        ep = max_batches // per_epoch
+        return n, ep, ep * per_epoch
+    return max_batches * batch_size, 1, max_batches
+
+
+def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, epochs: int, batch_size: int,
+                  max_batches: Optional[int], cache: Dict[tuple, Any], *, key_bits: int = 2048,
+                  label: Optional[str] = None, lr: float = LEARNING_RATE) -> Dict[str, Any]:
+    from ....glm import VerticalLogisticRegression
+
+    cell = {"dataset": "synthetic(adult-shape)", "method": label or method, "n": n, "epochs": epochs}
+    if method == "paillier":
+        cell["key_bits"] = key_bits
+
+    def fit(rows: int, ep: int):
+        with warnings.catch_warnings():
+            # The 2048-bit Paillier key warns by design: the rows carry key_bits and the report says so.
+            warnings.filterwarnings("ignore", message=".*2048.*")
+            model = VerticalLogisticRegression(protection=method, epsilon=1.0, delta=DELTA, lam=LAM,
+                                               lr=lr, epochs=ep, batch_size=min(batch_size, rows),
+                                               k=PAPER_FIG1.k,
+                                               seed=0, key_bits=key_bits)
+            t0 = time.perf_counter()
+            model.fit([p[:rows] for p in parts], y[:rows])
+            return time.perf_counter() - t0, model.history_
+
+    def cached_fit(rows: int, ep: int):
+        # Cells at the same n and key share their measured runs (same data, same batches).
+        key = (method, key_bits, n, rows, ep)
+        if key not in cache:
+            if method in ("paillier", "ckks"):
+                cache[key] = fit(rows, ep)
+            else:
+                # Milliseconds: one run is at the mercy of the machine; the median of 3 is reported.
+                runs = [fit(rows, ep) for _ in range(3)]
+                cache[key] = (float(np.median([r[0] for r in runs])), runs[-1][1])
+        return cache[key]
+
+    if method in ("paillier", "ckks"):
+        measured_rows, ep, measured_batches = he_measurement(n, epochs, batch_size, max_batches)
+        secs, hist = cached_fit(measured_rows, ep)
+        if (measured_rows, ep) != (n, epochs):
+            # Scale by rows, not batches: an epoch's last batch is larger
+            # (n = 10,000, b = 3,200: 3,600 rows), and HE work is per row.
+            scale = epochs * n / (ep * measured_rows)
+            return {**cell, "seconds": secs * scale, "extrapolated": True, "measured_batches": measured_batches,
+                    "measured_rows": ep * measured_rows, "measured_seconds": secs,
+                    "bytes": int(hist["total_bytes"] * scale),
+                    "phases": {k: v * scale for k, v in hist["time"].items() if k != "wall"}}
+        return {**cell, "seconds": secs, "extrapolated": False, "measured_batches": measured_batches,
+                "bytes": int(hist["total_bytes"]), "phases": {k: v for k, v in hist["time"].items() if k != "wall"}}
+    secs, hist = cached_fit(n, epochs)
+    return {**cell, "seconds": secs, "extrapolated": False, "measured_batches": epochs * math.ceil(n / batch_size),
+            "bytes": int(hist["total_bytes"]), "phases": {k: v for k, v in hist["time"].items() if k != "wall"}}
