@@ -59,8 +59,8 @@ def _shipped(name: str) -> Tuple[Any, str]:
     """(resource, path shown) of ``name``: ``papers/<paper>`` or a benchmark's grid."""
     bench = resources.files("vflsec.bench")
     if name.startswith("papers/"):
-        return bench.joinpath("papers", f"{name.split('/', 1)[1]}.toml"), f"vflsec/bench/{name}.toml"
-    return bench.joinpath("experiments", name, f"{name}.toml"), f"vflsec/bench/experiments/{name}/{name}.toml"
+        return bench / "papers" / f"{name.split('/', 1)[1]}.toml", f"vflsec/bench/{name}.toml"
+    return bench / "experiments" / name / f"{name}.toml", f"vflsec/bench/experiments/{name}/{name}.toml"
 
 
 def shipped_config_text(name: str) -> str:
