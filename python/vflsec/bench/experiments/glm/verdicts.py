@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...claims import Claim, judge, load_claims, verdict_table
+from ...envelope import load_averages
 from .summary import dp_mean, ref_mean
 
 __all__ = ["ACCURACY", "LINKS", "PAPER", "RUNTIME", "accuracy_measurements", "claims_section", "network_citation",
@@ -142,7 +143,7 @@ def network_citation(network: Dict[str, Any], source: str) -> Dict[str, Any]:
     (its ``results.json`` content): the link rows, the job and the source."""
     return {"source": source, "links": network.get("links", []), "job": network.get("links_job", {}),
             "model_answer": network.get("links_model_answer", []),
-            "load": {k: network.get("machine", {}).get(k) for k in ("load_start", "load_end")}}
+            "load": dict(zip(("start", "end"), load_averages(network)))}
 
 
 def _bound(claim: Claim) -> float:
