@@ -107,6 +107,35 @@ def test_paillier_four_processes_match_in_memory(run_glm_job):
     assert outputs["coordinator"]["coef"] is None
 
 
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::vflsec.he.WeakKeyWarning")  # 2048 bits on purpose: speed
+def test_paillier_dp_four_processes_match_in_memory_and_report_the_guarantee(run_glm_job):
+    # HE-VFL with a DP model (vflsec.glm.he_dp) under `vflsec party`: the key holder's seeded noise
+    # makes the run reproducible; the masks differ between runs, so the rounding to the noise
+    # lattice (below sigma 2^-21 per value) leaves the weights equal to about 1e-9, not bit for bit.
+    import dataclasses
+
+    from vflsec.glm.model import privacy_text
+
+    frames = _frames(n=60)
+    job = _job("paillier_dp", coordinator="coordinator", key_bits=2048, epochs=2, batch_size=20, k=2.0,
+               epsilon=5.0, delta=1e-5, noise_seed=7)
+    _, outputs = run_glm_job(job, frames, timeout=120.0)
+    reference, n_common = _in_memory(job, frames)
+    design = GLMDesign(loss=job["loss"])
+    for name in NAMES:
+        role = "active" if name == job["active"] else "passive"
+        coef, _ = design.split_coef(reference.results[name].coef, role)
+        np.testing.assert_allclose(np.array(outputs[name]["coef"]), coef, rtol=0, atol=1e-6)
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in job.items()}
+    agreed = dataclasses.replace(GLMJob(n_samples=n_common, **fields),
+                                 widths={"active": 4, "passive1": 2, "passive2": 2})  # + the intercept column
+    text = privacy_text(agreed, "active")
+    assert text is not None and text.startswith("epsilon 4.9") and "colluding with the key holder" in text
+    assert all(outputs[name]["privacy_spent"] == text for name in NAMES)
+    assert outputs["coordinator"]["privacy_spent"] is None and outputs["coordinator"]["coef"] is None
+
+
 def test_killed_passive_stops_others_and_resume_reproduces_model(killed_job, fast_network, run_parties,
                                                                   party_outputs):
     frames = _frames(n=200)

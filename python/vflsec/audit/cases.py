@@ -16,8 +16,8 @@ An :class:`AuditCase` knows
   from separate calibration runs.
 
 ``CASES`` is the registry; :func:`register_case` adds to it. The case modules
-(:mod:`.cases_lattice`, :mod:`.cases_glm`, :mod:`.cases_splitnn`) register
-theirs on import (:func:`load_cases`).
+(:mod:`.cases_lattice`, :mod:`.cases_glm`, :mod:`.cases_splitnn`,
+:mod:`.cases_central_dp`) register theirs on import (:func:`load_cases`).
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ class AuditCase:
 
 
 CASES: Dict[str, AuditCase] = {}
-CASE_MODULES = ("cases_lattice", "cases_glm", "cases_splitnn")
+CASE_MODULES = ("cases_lattice", "cases_glm", "cases_splitnn", "cases_central_dp")
 
 
 def register_case(case: AuditCase) -> AuditCase:

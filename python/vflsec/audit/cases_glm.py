@@ -30,9 +30,17 @@ and the distinguisher is the projection on their difference.
 
 Private selection (``selection_score``): one run's noisy validation count,
 released by the product's score mechanism; the pair is counts c and c + 1.
+
+HE-VFL with a DP model (``he_dp_gradient``): one step's masked gradients of
+both blocks of a two-party job through the real party scheme (mask, unmask)
+and key holder (lattice rounding and noise) of "taylor_dp" and "paillier_dp",
+on the pair of :func:`_he_dp_pair` (weights at the clip bound, the changed
+row tilted against them: the largest change a search finds).
 """
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -234,3 +242,107 @@ register_case(AuditCase(
     pair=f"a validation count of {SCORE_COUNT:g} or {SCORE_COUNT + 1:g} correct rows (one row changed)",
     claim=_score_claim, run=_score_run, runs_full=1_000_000, runs_quick=200_000))
 
+
+
+# -- HE-VFL with a DP model: the key holder's noisy gradients ---------------------------------
+# A one-epoch job of two parties with two columns each, weights at the clip bound k, the changed row
+# tilted against them (_he_dp_pair), every other row of the batch zero. The release is one step's masked
+# gradients of both blocks through the real party scheme (mask, unmask) and key holder (lattice
+# rounding and noise); the distinguisher projects the unmasked values on the worlds' difference.
+HE_DP_K, HE_DP_ROWS, HE_DP_WIDTH = 5.0, 8, 2
+HE_DP_PARTIES = ("active", "passive")
+
+
+def _he_dp_job(protocol: str, noise_seed: Optional[int] = None):
+    from ..glm.job import GLMJob
+
+    return GLMJob(protocol=protocol, n_samples=HE_DP_ROWS, batch_size=HE_DP_ROWS, epochs=1, lr=1.0, k=HE_DP_K,
+                  epsilon=EPSILON, delta=DELTA, noise_seed=noise_seed, key_bits=2048, active="active",
+                  passives=("passive",), coordinator="coordinator",
+                  widths={party: HE_DP_WIDTH for party in HE_DP_PARTIES})
+
+
+def _he_dp_classes(protocol: str) -> Tuple[Any, Any, Any, Callable[[Any, np.ndarray], Any]]:
+    """``(party scheme, key holder, noise units, encrypt)`` of an HE-DP protocol; ``encrypt`` is the
+    scheme's plain encryption of the batch residual, as the active party forms it (the DP scheme's own
+    ``encrypt`` checks a passive party's partial-score bound, which a residual need not meet)."""
+    if protocol == "paillier_dp":
+        from ..glm.paillier import PaillierScheme
+        from ..glm.paillier_dp import PaillierDPKeyHolder, PaillierDPScheme, noise_units
+
+        return PaillierDPScheme, PaillierDPKeyHolder, noise_units, PaillierScheme.encrypt
+    from ..glm.taylor import PlaintextScheme
+    from ..glm.taylor_dp import TaylorDPKeyHolder, TaylorDPScheme
+    from ..glm.taylor_dp import noise_units as taylor_units
+
+    return TaylorDPScheme, TaylorDPKeyHolder, taylor_units, PlaintextScheme.encrypt
+
+
+def _he_dp_pair() -> Tuple[List[List[np.ndarray]], np.ndarray, np.ndarray]:
+    """The blocks' rows of either world (row 0 changed) and each world's residual ``theta + s(y)``:
+    with weights ``k e_1`` in every block, row 0 is ``(-a, +-sqrt(1 - a^2))`` at every party with label
+    +1, ``a`` maximising ``(P k a + 2) sqrt(1 - a^2)`` (residual ``-(P k a + 2)`` in both worlds, the
+    worlds' rows apart by ``2 sqrt(1 - a^2)`` per block: the largest change of ``X^T r`` a search over
+    pairs of rows finds, tests/glm/test_he_dp.py)."""
+    pk = len(HE_DP_PARTIES) * HE_DP_K
+    a = (-2.0 + math.sqrt(4.0 + 8.0 * pk * pk)) / (4.0 * pk)
+    rows = [[np.zeros((HE_DP_ROWS, HE_DP_WIDTH)) for _ in HE_DP_PARTIES] for _ in (0, 1)]
+    for world, sign in ((0, 1.0), (1, -1.0)):
+        for block in rows[world]:
+            block[0] = (-a, sign * math.sqrt(1.0 - a * a))
+    residual = np.zeros(HE_DP_ROWS)
+    residual[0] = -(pk * a + 2.0)  # theta = -P k a, y = +1: s = -2
+    return rows, residual, residual.copy()
+
+
+def _he_dp_claim(protocol: str) -> Callable[[], Claim]:
+    def claim() -> Claim:
+        from ..glm.he_dp import he_dp_privacy_spent
+
+        spent = he_dp_privacy_spent(_he_dp_job(protocol))
+        return Claim(spent.epsilon, spent.delta, spent.neighbours,
+                     "he_dp_privacy_spent(job) (one epoch: every row released once)")
+    return claim
+
+
+def _he_dp_runner(protocol: str) -> Callable[[int, int], Scores]:
+    def run(runs: int, seed: int) -> Scores:
+        from .._progress import progress
+        from ..glm import he_dp
+
+        scheme_class, holder_class, units, encrypt = _he_dp_classes(protocol)
+        rows, r0, r1 = _he_dp_pair()
+        residuals = (r0, r1)
+        clean = [np.concatenate([block.T @ residuals[world] for block in rows[world]]) for world in (0, 1)]
+        mechanism = he_dp.gradient_mechanism(_he_dp_job(protocol), units(_he_dp_job(protocol)))
+        outs = []
+        for world in (0, 1):
+            job = _he_dp_job(protocol, noise_seed=case_seed(seed, protocol, world))
+            with warnings.catch_warnings():  # a 2048-bit key keeps the runs short; its size is not audited
+                warnings.simplefilter("ignore", UserWarning)
+                holder = holder_class(job)  # one key and one noise stream per world
+            scheme = scheme_class(holder.public_payload(), job)
+            released = []
+            for _ in progress(range(runs), desc=f"{protocol} world {world}", unit="run", leave=False,
+                              disable=runs < 500):
+                values = []
+                for block in rows[world]:
+                    payload, state = scheme.masked_dot(encrypt(scheme, residuals[world]), block, 1.0)
+                    values.append(scheme.unmask(holder.answer_gradient(payload, HE_DP_WIDTH), state, HE_DP_WIDTH))
+                released.append(np.concatenate(values))
+            outs.append(np.stack(released))
+        scores = project(outs[0], outs[1], clean[1] - clean[0])
+        gap = float(np.linalg.norm(clean[1] - clean[0]))
+        return Scores(scores.world0, scores.world1, gap / mechanism.sensitivity,
+                      {"clean distance": gap, "stated sensitivity": mechanism.sensitivity,
+                       "sigma": mechanism.sigma})
+    return run
+
+
+for _protocol, _full, _quick in (("taylor_dp", 20_000, 2_000), ("paillier_dp", 4_000, 400)):
+    register_case(AuditCase(
+        name=f"he_dp_gradient[{_protocol}]", mechanism="he_dp_gradient",
+        pair=f"two parties, two columns each, weights k e_1 (k = {HE_DP_K:g}); row 0 = (-a, +-sqrt(1 - a^2)) at "
+             "every party with label +1, a maximising (P k a + 2) sqrt(1 - a^2), the other rows 0; one step's "
+             "masked gradients through the party scheme and the key holder",
+        claim=_he_dp_claim(_protocol), run=_he_dp_runner(_protocol), runs_full=_full, runs_quick=_quick))

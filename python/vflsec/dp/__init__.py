@@ -9,6 +9,9 @@
   mechanisms (``MECHANISMS``), :class:`GaussianMechanism` and
   :class:`SubsampledGaussianMechanism` (sensitivity, neighbour relation,
   calibration, lattice release, reported guarantee).
+* :mod:`.objective_perturbation` -- objective perturbation for L2-regularised
+  GLMs (Kifer, Smith & Thakurta 2012, replace-one): minimum regulariser,
+  calibration and guarantee.
 * :mod:`.accountant` -- PLD and RDP accountants with an explicit neighbour
   relation (``replace_one``, the VFL default, or ``add_remove``), history,
   ``state_dict`` for checkpoints.

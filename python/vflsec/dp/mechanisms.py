@@ -17,6 +17,9 @@ the epsilon it reports -- so no caller computes a sigma or an epsilon by hand
 * :class:`SubsampledGaussianMechanism` -- DP-SGD's release: the sum of
   per-record contributions clipped to norm ``C``, Poisson-subsampled at rate
   ``q``, plus ``N(0, (zC)^2)``.
+* :class:`vflsec.dp.objective_perturbation.ObjectivePerturbationMechanism` --
+  a minimiser of a regularised GLM objective with a Gaussian linear term
+  (its guarantee is the objective-perturbation theorem, not a Gaussian's).
 
 Every mechanism is created under a name of :data:`MECHANISMS`, the catalogue
 of the product's DP paths; ``vflsec audit`` has an audit for each name and a
@@ -78,6 +81,25 @@ MECHANISMS: Dict[str, MechanismInfo] = _catalogue(
                   "vflsec.splitnn.defenses.dp_sgd"),
     MechanismInfo("selection_score", "one run's validation count of correct predictions (private selection)",
                   "1 (one row changes the count by at most 1)", "vflsec.glm.tuning"),
+    MechanismInfo("central_dp_sgd", "the central-DP reference's Poisson-subsampled sum of per-row logistic-loss "
+                  "gradients on the joined rows (||x|| <= 1), each clipped to norm C",
+                  "C per record (a replaced record moves a sampled sum by up to 2C; C under add/remove)",
+                  "vflsec.glm.central_dp"),
+    MechanismInfo("central_output_perturbation", "the central-DP reference's minimiser of the mean logistic loss "
+                  "+ (lam/2)||theta||^2 on the joined rows (||x|| <= 1), plus Gaussian noise",
+                  "2 / (n lam) under replace-one (Chaudhuri, Monteleoni & Sarwate 2011, Cor. 8), times 1 + 1e-6 for "
+                  "the solver's gradient tolerance", "vflsec.glm.central_dp"),
+    MechanismInfo("central_objective_perturbation", "the central-DP reference's minimiser of the mean logistic loss "
+                  "+ (lam/2)||theta||^2 + b.theta/n on the joined rows (||x|| <= 1), b Gaussian",
+                  "a replaced row moves the objective's gradient by up to 2 (in the span of the two rows) and its "
+                  "Hessian by one rank-1 term <= 1/4 (Kifer, Smith & Thakurta 2012, Thm 2, replace-one; "
+                  "vflsec.dp.objective_perturbation)", "vflsec.glm.central_dp"),
+    MechanismInfo("he_dp_gradient", "one step's gradients of every data party's block in HE-VFL with a DP model "
+                  "(paillier_dp, ckks_dp, taylor_dp): the key holder rounds each masked decryption to the noise "
+                  "lattice and adds the lattice Gaussian; composed over the epochs (each row in one batch per epoch)",
+                  "sqrt(P) (P k + 2 max|s(y)|) in units of X^T (theta + s(y)) per replaced row, replace-one (P data "
+                  "parties, rows of norm <= 1 per party, weights clipped to k), plus fixed-point / CKKS / float "
+                  "errors and the lattice rounding", "vflsec.glm.he_dp"),
     MechanismInfo("noise_embedding", "embeddings + N(0, scale^2) with no clipping (a baseline)",
                   "unbounded: no guarantee", "vflsec.splitnn.defenses.baselines", claims=False),
     MechanismInfo("noise_gradient", "returned gradients + N(0, scale^2) with no clipping (a baseline)",

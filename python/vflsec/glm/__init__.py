@@ -10,7 +10,9 @@ shared :func:`vflsec.vfl.run_programs`). Separate processes:
 Protocols: ``"plain"`` (:mod:`.plain`, IRs in the clear) and ``"hdp"``
 (:mod:`.hdp`, HDP-VFL), both on the IR-exchange loop of :mod:`.ir_exchange`;
 ``"paillier"``, ``"ckks"`` and ``"taylor"`` (the same flow in the clear, a
-reference) on the HE-VFL flow of :mod:`.he_vfl`.
+reference) on the HE-VFL flow of :mod:`.he_vfl`; with a DP model (the key
+holder noises every decrypted gradient, :mod:`.he_dp`) ``"paillier_dp"``,
+``"ckks_dp"`` and ``"taylor_dp"``.
 Adding a protocol: write a module ``vflsec/glm/<name>.py`` whose role
 programs follow :mod:`.job` and that calls
 ``register_protocol("<name>", {"active": ..., "passive": ...,
@@ -23,6 +25,10 @@ row normalisation, intercept column, label encoding), metric and privacy
 report, used by the estimator, the benchmarks' blocks and ``vflsec party``.
 
 Estimator: :class:`VerticalLogisticRegression` (:mod:`.estimator`).
+
+Central-DP reference: :class:`CentralDPLogisticRegression` (:mod:`.central_dp`),
+DP logistic regression on the joined features (DP-SGD, objective or output
+perturbation): the ceiling of the vertical DP protocols at the same guarantee.
 
 Experiments: :mod:`.fast` (``fit_grid``: the plain/hdp recursion for a grid
 of jobs at once, equal to the party programs) and :mod:`.tuning`
@@ -37,6 +43,7 @@ from .runner import JobResult, PartyError, run_job
 from . import hdp, plain  # noqa: F401  (registers the built-in protocols)
 
 __all__ = [
+    "CentralDPLogisticRegression",
     "GLMJob",
     "GLMPartyResult",
     "JobResult",
@@ -60,4 +67,8 @@ def __getattr__(name: str):
         from .estimator import VerticalLogisticRegression
 
         return VerticalLogisticRegression
+    if name == "CentralDPLogisticRegression":
+        from .central_dp import CentralDPLogisticRegression
+
+        return CentralDPLogisticRegression
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

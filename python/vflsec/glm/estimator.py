@@ -4,7 +4,9 @@
 
 * ``"plain"`` -- idealized non-private VFL (IRs in the clear);
 * ``"hdp"`` -- HDP-VFL, Gaussian noise on every released IR;
-* any other registered protocol name (e.g. ``"paillier"``, ``"ckks"``),
+* any other registered protocol name (e.g. ``"paillier"``, ``"ckks"``, and
+  with a DP model ``"paillier_dp"``, ``"ckks_dp"``: HE-VFL whose key holder
+  adds Gaussian noise to every decrypted gradient, :mod:`vflsec.glm.he_dp`),
   looked up in :mod:`vflsec.glm.registry`;
 * ``"centralized"`` -- the non-federated reference: scikit-learn
   ``LogisticRegression`` on all parties' features joined (loss "logistic"
@@ -109,9 +111,12 @@ class VerticalLogisticRegression(BaseEstimator):
     ----------
     protection : "hdp" (default), "plain", "centralized", "single_party" or a
         registered protocol name ("paillier", "ckks", "taylor" = the HE flow in the
-        clear, ...).
+        clear, "paillier_dp" / "ckks_dp" = HE-VFL with a DP model, "taylor_dp"
+        = its flow in the clear, ...).
     epsilon, delta, calibration : DP budget for the whole training run and
-        the Gaussian calibration ("analytic" or the paper's "classic").
+        the Gaussian calibration ("analytic" or the paper's "classic"; the
+        HE-DP protocols calibrate by PLD accounting and refuse "classic").
+        A budget a protocol cannot honour is refused (ValueError).
     loss : "logistic" (default), "svm" (L2-loss SVM), "least_squares"
         (targets are standardized internally and clipped to +-3 standard
         deviations) or "poisson" (counts; "hdp" needs the public bound
@@ -130,7 +135,8 @@ class VerticalLogisticRegression(BaseEstimator):
         protocol-specific public options passed to ``GLMJob.options``, e.g.
         ``{"encrypted_loss": True}``: the Taylor loss per epoch under
         encryption, one passive party only; default on for "paillier", off
-        for "ckks", where it costs a whole ciphertext per batch; without it
+        for "ckks", where it costs a whole ciphertext per batch; refused by the
+        HE-DP protocols, where it would leave the DP guarantee; without it
         ``history_`` has no ``loss``).
     row_norm : "clip" (default) or None, see :mod:`vflsec.glm.model`.
     fit_intercept : bool, default True. The active party holds an intercept
@@ -184,7 +190,10 @@ class VerticalLogisticRegression(BaseEstimator):
         ``party_time`` (that split per party), ``bytes_by_tag``,
         ``total_bytes``, ``n_messages``, and for "hdp" ``sigma_active``,
         ``sigma_passive``, the sensitivities and, with noise, the active
-        party's ``releases`` (1) and ``epsilon_spent``.
+        party's ``releases`` (1) and ``epsilon_spent``; for the HE-DP protocols
+        ``dp_noise_multiplier``, ``dp_sigma_gradient`` (the noise std on a
+        party's gradient), ``dp_sensitivity_gradient``,
+        ``dp_releases_per_row`` (the epochs) and ``epsilon_spent``.
     privacy_spent_ : {party name: vflsec.dp.PrivacySpent or None}. For "hdp"
         with noise, each data party's released IR sequence is one Gaussian
         mechanism calibrated to ``(epsilon, delta)`` for the whole run
@@ -193,8 +202,15 @@ class VerticalLogisticRegression(BaseEstimator):
         own report, :meth:`~vflsec.dp.GaussianMechanism.privacy_spent`
         (``releases=1``, PLD accountant, replace-one neighbours): at most
         ``epsilon`` ("classic" calibrates more noise than needed, and is an
-        (epsilon, delta) guarantee only for epsilon < 1). None for every party
-        of a protection without DP noise (plain, HE, references, noise=False).
+        (epsilon, delta) guarantee only for epsilon < 1). For "paillier_dp",
+        "ckks_dp" and "taylor_dp" with noise, one guarantee for every data party
+        (:func:`vflsec.glm.he_dp.he_dp_privacy_spent`): every block's noisy
+        gradients over the run ("he_dp_gradient", one release per epoch for each
+        row, PLD, replace-one), which covers every party's weights and the
+        final model against every other data party; its ``caveat`` names what
+        it does not cover (the key holder, who sees gradients masked but not
+        noised, in collusion with a party). None for every party of a
+        protection without DP noise (plain, HE, references, noise=False).
 
     Using an unfitted model raises ``sklearn.exceptions.NotFittedError``.
     """

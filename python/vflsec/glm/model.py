@@ -32,7 +32,8 @@ defined here, once:
 * **Metric** (:func:`glm_metric`): accuracy (beside the majority rate) for the
   classification losses, R^2 of the prediction otherwise.
 * **Privacy report** (:func:`privacy_spent`): what a party's released IR
-  sequence spent under "hdp" with noise (the mechanism's own report).
+  sequence spent under "hdp" with noise (the mechanism's own report), or the
+  guarantee of the noisy gradients of an HE protocol with a DP model.
 
 The least-squares standardisation uses the training labels' statistics: they
 are not covered by epsilon (the same holds for the per-party feature scaling
@@ -271,15 +272,23 @@ def glm_metric(loss: str, theta: Any, y: Any, labels: LabelEncoding) -> Dict[str
 
 
 def privacy_spent(job: GLMJob, role: str, releases: int = 1) -> Any:
-    """What party ``role``'s released IR sequence spent: for "hdp" with noise
-    the mechanism's own report over ``releases`` releases of the sequence (1,
-    or one more per resume), a :class:`vflsec.dp.PrivacySpent`; None for every
-    other protocol, for ``noise=False`` and for a party without data."""
-    if job.protocol != "hdp" or not job.noise or role not in _ROLES:
+    """What party ``role``'s releases spent, a :class:`vflsec.dp.PrivacySpent`:
+    for "hdp" with noise the mechanism's own report over ``releases`` releases
+    of the party's IR sequence (1, or one more per resume); for an HE protocol
+    with a DP model ("paillier_dp", "ckks_dp", "taylor_dp") the guarantee of
+    every block's noisy gradients, the same for every data party
+    (:func:`vflsec.glm.he_dp.he_dp_privacy_spent`). None for every other
+    protocol, for ``noise=False`` and for a party without data."""
+    if not job.noise or role not in _ROLES:
         return None
-    from .hdp import hdp_privacy_spent
+    if job.protocol == "hdp":
+        from .hdp import hdp_privacy_spent
 
-    spent = hdp_privacy_spent(job, role, releases=releases)
+        spent = hdp_privacy_spent(job, role, releases=releases)
+    else:
+        from .he_dp import he_dp_privacy_spent
+
+        spent = he_dp_privacy_spent(job)
     if job.loss == "least_squares" and spent is not None:
         # The targets' standardisation reads the labels the release protects: say so on the report.
         import dataclasses
@@ -299,7 +308,7 @@ def privacy_text(job: GLMJob, role: str, releases: int = 1) -> Optional[str]:
     spent = privacy_spent(job, role, releases)
     if spent is None:
         return None
-    if spent.releases == 1:
+    if releases == 1:  # an HE-DP guarantee counts one release per epoch: spent.releases is the epochs there
         return str(spent)
     return (f"{spent} over {spent.releases} releases of the IR sequence (the job was resumed: the repeated "
             f"epochs count again; calibrated for epsilon {job.epsilon:g} per release)")

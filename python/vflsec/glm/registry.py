@@ -43,7 +43,7 @@ from ..vfl.result import PartyResult
 __all__ = ["ROLES", "Protocol", "available_protocols", "get_protocol", "register_protocol"]
 
 # Modules of this package that define protocols (imported lazily by name).
-_BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks")
+_BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks", "paillier_dp", "ckks_dp")
 
 PartyProgram = Callable[..., PartyResult]
 JobCheck = Callable[[Any], Any]
