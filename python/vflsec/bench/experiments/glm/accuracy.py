@@ -72,37 +72,22 @@ def select_headline(cv: Dict[str, np.ndarray], dataset: str, grid: Sequence[Hype
 
 
 def search_epsilon(epsilon: float, runs: int) -> float:
-    """Epsilon (at delta = :data:`DELTA`) of ``runs`` Gaussian mechanisms each
-    calibrated (analytic) to ``(epsilon, DELTA)``: what the cross-validation
-    search costs a record that appears in every run's training rows. The
-    validation scoring is not counted (it is not private), so this is a lower
-    bound of the search's true cost.
-
-    Exact Gaussian composition: ``runs`` releases with noise multiplier ``z``
-    are one Gaussian release with multiplier ``z / sqrt(runs)`` (Gaussian DP),
-    whose epsilon at ``DELTA`` is read off its exact curve (Balle & Wang 2018,
-    :func:`vflsec.dp.gaussian_delta`). A discretized privacy-loss distribution
-    would need memory growing with the composed epsilon (gigabytes at
-    epsilon = 100 and 37 runs)."""
-    from scipy.optimize import brentq
-
-    from ....dp import GaussianMechanism, gaussian_delta
+    """Epsilon (at delta = :data:`DELTA`) of ``runs`` Gaussian mechanisms
+    each calibrated (analytic) to ``(epsilon, DELTA)``, composed by the DP
+    layer's accountant: what the cross-validation search costs a record that
+    appears in every run's training rows. The validation scoring is not
+    counted (it is not private), so this is a lower bound of the search's
+    true cost."""
+    from ....dp import GaussianMechanism
 
     # An HDP run's mechanism calibrated to (epsilon, DELTA); its multiplier does not depend on the
-    # sensitivity (1 here).
+    # sensitivity (1 here), and privacy_spent composes `runs` releases of it (exactly: they are
+    # unsubsampled Gaussians, one Gaussian together).
     mechanism = GaussianMechanism.calibrated("hdp_passive_ir", epsilon=epsilon, delta=DELTA, sensitivity=1.0,
                                              method="analytic")
-    sigma = float(mechanism.noise_multiplier) / math.sqrt(runs)
-
-    def excess(log_eps: float) -> float:  # decreasing in epsilon
-        return gaussian_delta(math.exp(log_eps), sigma) - DELTA
-
-    lo, hi = math.log(epsilon) - 1.0, math.log(epsilon * runs) + 1.0
-    while excess(lo) < 0.0:  # the composition never costs less than one run: a safety margin only
-        lo -= 1.0
-    while excess(hi) > 0.0:
-        hi += 1.0
-    return float(math.exp(brentq(excess, lo, hi, xtol=1e-15, rtol=4.0 * np.finfo(float).eps, maxiter=500)))
+    epsilon_spent = mechanism.privacy_spent(count=runs).epsilon
+    assert epsilon_spent is not None  # a Gaussian mechanism always has a guarantee
+    return float(epsilon_spent)
 
 
 class _Rows:
