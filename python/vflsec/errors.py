@@ -20,6 +20,7 @@ EXTRAS = {
     "grpc": "net", "google": "net", "cryptography": "net", "private_set_intersection": "net",
     "matplotlib": "bench", "tqdm": "bench",
     "skfuzzy": "baselines", "faiss": "baselines", "opendp": "baselines",
+    "pyarrow": "data", "pandas": "data",
 }
 
 BUILT_IN = "breast and synthetic are built in"

@@ -1,31 +1,48 @@
 """Datasets for the vertical-GLM experiments and their vertical partition.
 
-* :mod:`.loaders` -- Breast (scikit-learn), Adult, Credit (files), synthetic.
+* :mod:`.loaders` -- Breast (scikit-learn), Adult, Credit (files), synthetic;
+  ``load_dataset`` by name, ``register_dataset`` for more names.
+* :mod:`.tables` -- a party's own CSV/Parquet file (``read_table``) and the
+  in-process alignment of several parties' tables by ID (``align``).
+* :mod:`.table_dataset` -- a table file as a dataset: ``"csv:PATH"`` names.
 * :mod:`.partition` -- train/test and party split with per-party scaling to
   ``||x_i^P|| <= 1``.
 """
 from .loaders import (
     DATASETS,
     Dataset,
+    dataset_names,
+    is_dataset_name,
     load_adult,
     load_breast,
     load_credit,
     load_dataset,
     make_synthetic,
+    register_dataset,
 )
 from .partition import PAPER_SPLITS, PAPER_SPLITS_AS_PUBLISHED, SCALINGS, VerticalSplit, vertical_split
+from .tables import Alignment, PartyTable, TableError, align, read_table, table_columns
 
 __all__ = [
     "DATASETS",
+    "Alignment",
     "Dataset",
     "PAPER_SPLITS",
     "PAPER_SPLITS_AS_PUBLISHED",
+    "PartyTable",
     "SCALINGS",
+    "TableError",
     "VerticalSplit",
+    "align",
+    "dataset_names",
+    "is_dataset_name",
     "load_adult",
     "load_breast",
     "load_credit",
     "load_dataset",
     "make_synthetic",
+    "read_table",
+    "register_dataset",
+    "table_columns",
     "vertical_split",
 ]

@@ -3,7 +3,9 @@
 Breast cancer ships with scikit-learn. Adult and Credit are read from files
 (the layout of the shared datasets folder, or a flat folder), found in
 ``data_dir`` or else the ``VFLSEC_DATA`` environment variable. A synthetic
-logistic model with known weights needs nothing.
+logistic model with known weights needs nothing. A user's own table file is
+a dataset too (``"csv:PATH"``/``"parquet:PATH"``, :mod:`.table_dataset`), and
+any other loader can be given a name with :func:`register_dataset`.
 
 Every dataset records its *attributes*: the original columns before
 encoding. A categorical attribute one-hot encoded into several columns stays
@@ -14,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -24,14 +26,19 @@ from .dataset import Dataset, _find_file, _one_column_attributes, _read_text
 __all__ = [
     "DATASETS",
     "Dataset",
+    "dataset_names",
+    "is_dataset_name",
     "load_adult",
     "load_breast",
     "load_credit",
     "load_dataset",
     "make_synthetic",
+    "register_dataset",
 ]
 
+# The built-in names (registered ones: dataset_names()).
 DATASETS = ("breast", "adult", "credit", "synthetic", "mnist", "energy", "california_housing", "diabetes")
+_REGISTERED: Dict[str, Callable[..., Dataset]] = {}
 
 
 # --------------------------------------------------------------------- breast
@@ -264,18 +271,70 @@ def make_synthetic(n_samples: int = 1000, features_per_party: Sequence[int] = (5
 
 # --------------------------------------------------------------------- dispatch
 
+def register_dataset(name: str, loader: Callable[..., Dataset], *, replace: bool = False) -> None:
+    """Give ``loader`` a dataset name that :func:`load_dataset` (and so the
+    benchmarks' ``--datasets``) accepts.
+
+    ``loader(data_dir, **kw)`` returns a :class:`Dataset` (``data_dir``:
+    :func:`load_dataset`'s, possibly None; ``kw``: its extra keywords).
+    The built-in names and names with ``:`` (``csv:PATH``) cannot be taken;
+    registering a name again needs ``replace=True``. Registration lasts for
+    the process.
+    """
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise ValueError(f"a dataset name is a non-empty string without surrounding spaces, got {name!r}")
+    if ":" in name:
+        raise ValueError(f"dataset name {name!r}: names with ':' are csv:PATH/parquet:PATH files -- choose a name "
+                         "without ':'")
+    if name in DATASETS:
+        raise ValueError(f"{name!r} is a built-in dataset -- register the loader under another name")
+    if not callable(loader):
+        raise TypeError(f"loader must be callable (data_dir) -> Dataset, got {type(loader).__name__}")
+    if name in _REGISTERED and not replace:
+        raise ValueError(f"dataset {name!r} is already registered -- pass replace=True to replace its loader")
+    _REGISTERED[name] = loader
+
+
+def dataset_names() -> Tuple[str, ...]:
+    """The built-in dataset names, then the registered ones."""
+    return DATASETS + tuple(_REGISTERED)
+
+
+def is_dataset_name(name: Any) -> bool:
+    """True for a name :func:`load_dataset` takes: built in, registered, or
+    ``csv:PATH``/``parquet:PATH`` (the file itself is checked when loaded)."""
+    from .table_dataset import is_table_name
+
+    return isinstance(name, str) and (name in DATASETS or name in _REGISTERED or is_table_name(name))
+
+
 def load_dataset(name: str, *, data_dir: Any = None, **kw: Any) -> Dataset:
     """Load a dataset by name: ``"breast"``, ``"adult"``, ``"credit"``,
     ``"synthetic"``, ``"mnist"`` or the regression sets ``"energy"``,
-    ``"california_housing"``, ``"diabetes"``.
+    ``"california_housing"``, ``"diabetes"``; a name given by
+    :func:`register_dataset`; or a table file of your own,
+    ``"csv:PATH"``/``"parquet:PATH"`` with options after ``#``
+    (``"csv:bank.csv#label=income&positive=>50K"``; the label is the last
+    column unless named: :mod:`vflsec.data.table_dataset`).
 
-    ``data_dir`` is used by the file-backed datasets (adult, credit); extra
-    keywords go to the loader (e.g. ``split=`` for adult, ``n_samples=`` for
-    synthetic).
+    ``data_dir`` is used by the file-backed datasets (adult, credit; a
+    relative table PATH not found in the current directory); extra keywords
+    go to the loader (e.g. ``split=`` for adult, ``n_samples=`` for
+    synthetic, ``label_column=`` for a table file).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, got {type(name).__name__}")
     loader: Callable[..., Dataset]
+    if name.startswith(("csv:", "parquet:")):
+        from .table_dataset import load_table_dataset
+
+        return load_table_dataset(name, data_dir=data_dir, **kw)
+    if name in _REGISTERED:
+        data = _REGISTERED[name](data_dir, **kw)
+        if not isinstance(data, Dataset):
+            raise TypeError(f"the loader registered as {name!r} returned {type(data).__name__}, not a "
+                            "vflsec.data.Dataset")
+        return data
     if name == "breast":
         loader, takes_dir = load_breast, False
     elif name == "adult":
@@ -293,7 +352,8 @@ def load_dataset(name: str, *, data_dir: Any = None, **kw: Any) -> Dataset:
 
         return load_regression_dataset(name, data_dir=data_dir, **kw)
     else:
-        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
+        raise ValueError(f"unknown dataset {name!r}; valid names: {', '.join(dataset_names())}, or csv:PATH / "
+                         "parquet:PATH for a table file of your own")
     if takes_dir:
         return loader(data_dir=data_dir, **kw)
     return loader(**kw)  # breast and synthetic need no files; data_dir is not used

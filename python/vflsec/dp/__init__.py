@@ -15,6 +15,8 @@
 * :mod:`.accountant` -- PLD and RDP accountants with an explicit neighbour
   relation (``replace_one``, the VFL default, or ``add_remove``), history,
   ``state_dict`` for checkpoints.
+* :mod:`.delta_rule` -- the default delta ``min(1e-5, 1/(10 n))`` and the
+  warning for a delta of at least ``1/n``.
 * :mod:`.accounting` -- composed (epsilon, delta) over a run with the
   ``dp-accounting`` library (imported on use).
 """
@@ -28,6 +30,7 @@ from .accountant import (
     RDPAccountant,
     make_accountant,
 )
+from .delta_rule import check_delta_for_rows, default_delta
 from .gaussian import GAUSSIAN_METHODS, PrivacyWarning, gaussian_delta, gaussian_sigma
 from .losses import LOSSES, LossConstants, loss_constants, loss_gradient, loss_value
 from .mechanisms import MECHANISMS, GaussianMechanism, GaussianPart, SubsampledGaussianMechanism
@@ -58,8 +61,10 @@ __all__ = [
     "LossConstants",
     "PrivacyWarning",
     "ROW_NORM_TOLERANCE",
+    "check_delta_for_rows",
     "check_row_norms",
     "clip_row_norms",
+    "default_delta",
     "gaussian_delta",
     "gaussian_sigma",
     "hdp_max_lr",
