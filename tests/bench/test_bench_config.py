@@ -159,8 +159,25 @@ def test_glm_defaults_equal_the_removed_literals():
     grids = dict(learning_rate=2.0, grid_batch_sizes=(256, 1024, 3200), grid_epochs=(5, 10, 15),
                  grid_k=(0.1, 0.3, 1.0, 3.0, 10.0), plain_extra_batch_sizes=(32, 64),
                  runtime_methods=("plain", "hdp", "ckks", "paillier"), runtime_features=(35, 73))
-    assert E.load_config(False) == E.GLMBenchConfig(**old_full, **grids) == E.GLMBenchConfig()
-    assert E.load_config(True) == E.GLMBenchConfig(**old_quick, **grids) == E.GLMBenchConfig.quick_run()
+    # Issue 26 added the HE+DP runtime cells and the DP spectrum's grids (new keys, no former literals).
+    dp_runtime = dict(runtime_methods=("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp"))
+    spectrum = dict(spectrum_epsilons=(0.1, 1.0, 10.0), spectrum_deltas=(1e-5, 0.01), central_sgd_momentum=0.9,
+                    central_sgd_epochs=(5, 15), central_sgd_lr=(0.5, 2.0), central_output_lam_scales=(0.3, 1.0, 3.0),
+                    opacus_epsilons=(1.0,))
+    spectrum_full = dict(spectrum, central_sgd_sampling_rates=(0.01, 0.0625), central_objective_lams=(1e-5, 1e-4, 1e-3),
+                         he_dp_batch_sizes=(1024, 3200), he_dp_epochs=(2, 5, 10), he_dp_k=(2.0, 3.0, 5.0),
+                         he_dp_accuracy={"paillier_dp": ("breast", "adult"), "ckks_dp": ("breast", "adult")},
+                         he_dp_accuracy_epsilons={"paillier_dp": (1.0,), "ckks_dp": (0.1, 1.0, 10.0)})
+    spectrum_quick = dict(spectrum, spectrum_deltas=(1e-5,), central_sgd_epochs=(5,), central_output_lam_scales=(1.0,),
+                          central_sgd_sampling_rates=(0.0625,), central_objective_lams=(1e-3,),
+                          he_dp_batch_sizes=(1024,), he_dp_epochs=(2, 5), he_dp_k=(3.0, 5.0),
+                          he_dp_accuracy={"paillier_dp": ("breast",), "ckks_dp": ("breast",)},
+                          he_dp_accuracy_epsilons={"paillier_dp": (1.0,), "ckks_dp": (1.0,)})
+    old_full["runtime_he_batches"] = {"paillier": 14, "paillier_dp": 14}
+    full = E.GLMBenchConfig(**old_full, **dict(grids, **dp_runtime), **spectrum_full)
+    quick = E.GLMBenchConfig(**old_quick, **dict(grids, **dp_runtime), **spectrum_quick)
+    assert E.load_config(False) == full == E.GLMBenchConfig()
+    assert E.load_config(True) == quick == E.GLMBenchConfig.quick_run()
     # The hyperparameter grids, built as they were.
     lr = 2.0
     wide = tuple(E.HyperParams(lr, e, b, k) for b in (256, 1024, 3200) for e in (5, 10, 15)

@@ -19,7 +19,8 @@ from vflsec.bench.experiments.glm.grid import PAPER_GRID, WIDE_GRID, GLMBenchCon
 ROOT = Path(__file__).resolve().parents[2]
 TINY = GLMBenchConfig.quick_run(split_seeds=1, noise_draws=1, epsilons=(0.1, 1.0, 10.0), he_accuracy={},
                                 runtime_sizes=(400,), runtime_epochs=(1, 2), runtime_epochs_n=400,
-                                runtime_batch_size=100, runtime_he_batches={})
+                                runtime_batch_size=100, runtime_he_batches={}, spectrum_epsilons=(1.0,),
+                                spectrum_deltas=(1e-5,), he_dp_accuracy={}, opacus_epsilons=())
 
 
 def test_grids_and_seeds():
@@ -61,7 +62,7 @@ def test_every_reference_and_family_is_present(tiny_run):
     assert any("single_party" in m for m in methods)
     families = {r["family"] for r in rows}
     assert families == {"reference", "headline", "tuned_paper_grid", "tuned_wide_grid", "private_selection",
-                        "figure2"}
+                        "figure2", "spectrum"}
     # The headline was selected on other data (the built-in synthetic set in a one-dataset run).
     assert tiny_run["headline"]["breast"]["selected_on"] == ["synthetic"]
     # Classic calibration only where it is an (epsilon, delta) guarantee.
@@ -85,7 +86,7 @@ def test_plain_vfl_learns_like_centralized_and_dp_shows_a_tradeoff(tiny_run):
 
 @pytest.mark.slow  # two full tiny runs, or a subprocess interrupted mid-run: seconds
 def test_same_seed_reproduces_and_os_entropy_does_not():
-    config = replace(TINY, epsilons=(1.0,), figure2=False)
+    config = replace(TINY, epsilons=(1.0,), figure2=False, spectrum_epsilons=())
     a = [r["accuracy"] for r in accuracy.run_accuracy(config)["rows"]]
     b = [r["accuracy"] for r in accuracy.run_accuracy(config)["rows"]]
     assert a == b

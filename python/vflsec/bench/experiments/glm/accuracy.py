@@ -5,8 +5,9 @@ seed, noise draw) with the test accuracy and the configuration used. The
 phases: (1) cross-validation of HDP-VFL over the wide grid on every split's
 training rows; (2) the headline configuration of each dataset, selected on
 the other datasets' CV scores; (3) test accuracy of the references, the
-headline, the tuned configurations, private selection and Figure 2. The HE
-accuracy cells (Paillier, CKKS) are those the grid's ``he_accuracy`` names.
+headline, the tuned configurations, private selection and Figure 2; (4) the DP
+spectrum (:mod:`.spectrum`). The HE accuracy cells (Paillier, CKKS) are those
+the grid's ``he_accuracy`` names.
 """
 from __future__ import annotations
 
@@ -201,6 +202,10 @@ def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, sta
             _private_selection_rows(rows, prep, config)
         if config.figure2 and name == "breast":
             _figure2_rows(rows, preps[name], config)
+    # Phase 4: the DP spectrum (central-DP ceiling, HDP-VFL and HE+DP at the same budgets).
+    from .spectrum import run_spectrum
+
+    run_spectrum(config, preps, rows.rows, result, log)
     return result
 
 

@@ -66,14 +66,15 @@ def prepare_split(dataset: Any, parties: Any, *, split_seed: int, test_size: flo
 
 
 def hdp_jobs(n: int, n_parties: int, hp: HyperParams, *, epsilons: Sequence[float], calibration: str,
-             noise_seeds: Sequence[Optional[int]], split_seed: int) -> List[Any]:
-    """One "hdp" GLMJob per (epsilon, noise seed) pair, in that order."""
+             noise_seeds: Sequence[Optional[int]], split_seed: int, delta: float = DELTA) -> List[Any]:
+    """One "hdp" GLMJob per (epsilon, noise seed) pair, in that order, at ``delta``
+    (default the paper's :data:`DELTA`)."""
     from ....glm import GLMJob
 
     hp = hp.for_rows(n)
     passives = tuple(f"passive{i}" for i in range(1, n_parties))
     return [GLMJob("hdp", n_samples=n, lr=hp.lr, epochs=hp.epochs, batch_size=hp.batch_size, k=hp.k, lam=LAM,
-                   seed=split_seed, passives=passives, epsilon=float(eps), delta=DELTA, calibration=calibration,
+                   seed=split_seed, passives=passives, epsilon=float(eps), delta=float(delta), calibration=calibration,
                    noise_seed=seed)
             for eps, seed in zip(epsilons, noise_seeds)]
 
@@ -156,10 +157,11 @@ def _cross_validate(prep: PreparedSplit, grid: Sequence[HyperParams], width: int
 
 
 def cv_accuracy(prep: PreparedSplit, grid: Sequence[HyperParams], epsilons: Sequence[float], *, folds: int,
-                base_seed: Optional[int], tag: str) -> np.ndarray:
+                base_seed: Optional[int], tag: str, delta: float = DELTA) -> np.ndarray:
     """Mean ``folds``-fold CV accuracy of HDP-VFL (analytic calibration) on
     ``prep``'s training rows: array ``(len(grid), len(epsilons))``. One noise
-    draw per fold and cell, seeded from ``base_seed`` (None: OS entropy).
+    draw per fold and cell, seeded from ``base_seed`` (None: OS entropy);
+    ``delta`` defaults to the paper's :data:`DELTA`.
 
     The per-party scaling statistics were computed on the whole training set
     (the folds share them); the folds' validation rows are scored without
@@ -169,7 +171,7 @@ def cv_accuracy(prep: PreparedSplit, grid: Sequence[HyperParams], epsilons: Sequ
         seeds = [cell_seed(base_seed, tag, prep.dataset, prep.split_seed, "cv", fold, i, j)
                  for j in range(len(epsilons))]
         return hdp_jobs(n, prep.n_parties, grid[i], epsilons=epsilons, calibration="analytic", noise_seeds=seeds,
-                        split_seed=prep.split_seed)
+                        split_seed=prep.split_seed, delta=delta)
 
     return _cross_validate(prep, grid, len(epsilons), folds=folds, jobs_for=jobs_for)
 

@@ -51,6 +51,7 @@ __all__ = [
     "GLMBenchConfig",
     "GLMExperiment",
     "HDPVFLPaper",
+    "HE_DP_METHODS",
     "HE_METHODS",
     "HyperParams",
     "LAM",
@@ -66,6 +67,8 @@ __all__ = [
 ]
 
 HE_METHODS = ("paillier", "ckks")
+HE_DP_METHODS = ("paillier_dp", "ckks_dp")
+RUNTIME_METHODS = ("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp")
 
 
 @dataclass(frozen=True)
@@ -190,8 +193,8 @@ class GLMBenchConfig:
     plain_extra_batch_sizes: Tuple[int, ...] = field(default=(32, 64), metadata=spec(low=1))
     # Runtime grid (synthetic data of Adult's shape: its one-hot widths of the
     # active / passive blocks under PAPER_SPLITS).
-    runtime_methods: Tuple[str, ...] = field(default=("plain", "hdp", "ckks", "paillier"),
-                                             metadata=spec(choices=("plain", "hdp", "ckks", "paillier")))
+    runtime_methods: Tuple[str, ...] = field(default=("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp"),
+                                             metadata=spec(choices=RUNTIME_METHODS))
     runtime_features: Tuple[int, ...] = field(default=(35, 73), metadata=spec(low=1, non_empty=True))
     runtime_sizes: Tuple[int, ...] = field(default=(10000, 20000, 50000, 100000), metadata=spec(low=2))
     runtime_epochs: Tuple[int, ...] = field(default=(1, 2, 5, 10), metadata=spec(low=1))
@@ -199,9 +202,41 @@ class GLMBenchConfig:
     runtime_batch_size: int = field(default=3200, metadata=spec(low=1))
     # HE runtime cells: method -> the most batches one cell measures (the rest of
     # its run extrapolated linearly in rows); a method not listed is measured in full.
-    runtime_he_batches: Dict[str, int] = field(default_factory=lambda: {"paillier": 14},
-                                               metadata=spec(keys=HE_METHODS, low=1))
+    runtime_he_batches: Dict[str, int] = field(default_factory=lambda: {"paillier": 14, "paillier_dp": 14},
+                                               metadata=spec(keys=HE_METHODS + HE_DP_METHODS, low=1))
     runtime_paillier_3072: bool = True
+    # The DP spectrum (spectrum.py): every DP method at these budgets, each method's configuration
+    # selected per (epsilon, delta) by CV on the other datasets of the run.
+    spectrum_epsilons: Tuple[float, ...] = field(default=(0.1, 1.0, 10.0),
+                                                 metadata=spec(low=0, low_inclusive=False))
+    spectrum_deltas: Tuple[float, ...] = field(default=(1e-5, 0.01),
+                                               metadata=spec(low=0, low_inclusive=False, high=0.5, non_empty=True))
+    # The central-DP ceiling's candidates (CentralDPLogisticRegression on the joined features).
+    # DP-SGD: sampling rates x epochs x learning rates, heavy-ball momentum central_sgd_momentum.
+    central_sgd_sampling_rates: Tuple[float, ...] = field(default=(0.01, 0.0625),
+                                                          metadata=spec(low=0, low_inclusive=False, high=1))
+    central_sgd_epochs: Tuple[int, ...] = field(default=(5, 15), metadata=spec(low=1))
+    central_sgd_lr: Tuple[float, ...] = field(default=(0.5, 2.0), metadata=spec(low=0, low_inclusive=False))
+    central_sgd_momentum: float = field(default=0.9, metadata=spec(low=0, high=0.99))
+    # Output perturbation: lam = scale * 50 / (n epsilon) (the estimator's default is scale 1).
+    central_output_lam_scales: Tuple[float, ...] = field(default=(0.3, 1.0, 3.0),
+                                                         metadata=spec(low=0, low_inclusive=False))
+    # Objective perturbation: lam (a value below the theorem's minimum at a dataset's n is not a candidate there).
+    central_objective_lams: Tuple[float, ...] = field(default=(1e-5, 1e-4, 1e-3),
+                                                      metadata=spec(low=0, low_inclusive=False))
+    # HE-VFL with a DP model: its grid (taylor_dp, the same flow in the clear, is CV'd and run on every
+    # split; paillier_dp / ckks_dp for real on he_dp_accuracy's datasets at he_dp_accuracy_epsilons).
+    he_dp_batch_sizes: Tuple[int, ...] = field(default=(1024, 3200), metadata=spec(low=1))
+    he_dp_epochs: Tuple[int, ...] = field(default=(2, 5, 10), metadata=spec(low=1))
+    he_dp_k: Tuple[float, ...] = field(default=(2.0, 3.0, 5.0), metadata=spec(low=0, low_inclusive=False))
+    he_dp_accuracy: Dict[str, Tuple[str, ...]] = field(
+        default_factory=lambda: {"paillier_dp": ("breast", "adult"), "ckks_dp": ("breast", "adult")},
+        metadata=spec(keys=HE_DP_METHODS))
+    he_dp_accuracy_epsilons: Dict[str, Tuple[float, ...]] = field(
+        default_factory=lambda: {"paillier_dp": (1.0,), "ckks_dp": (0.1, 1.0, 10.0)},
+        metadata=spec(keys=HE_DP_METHODS, low=0, low_inclusive=False))
+    # The independent library (Opacus DP-SGD) beside the ceiling at these budgets (first spectrum delta).
+    opacus_epsilons: Tuple[float, ...] = field(default=(1.0,), metadata=spec(low=0, low_inclusive=False))
     quick: bool = False
 
     @property
@@ -238,10 +273,21 @@ class GLMBenchConfig:
         return tuple(m for m, names in self.he_accuracy.items() if dataset in names)
 
     def he_methods(self) -> Tuple[str, ...]:
-        """Every HE method the run trains (accuracy or runtime cells): their libraries must import."""
+        """Every HE scheme the run trains (accuracy or runtime cells, with or without DP): their
+        libraries must import."""
         used = {m for m, names in self.he_accuracy.items() if set(names) & set(self.datasets)}
-        used |= set(self.runtime_methods) & set(HE_METHODS)
+        used |= {m[:-3] for m, names in self.he_dp_accuracy.items() if set(names) & set(self.datasets)}
+        used |= {m.replace("_dp", "") for m in self.runtime_methods} & set(HE_METHODS)
         return tuple(m for m in HE_METHODS if m in used)
+
+    def he_dp_accuracy_methods(self, dataset: str) -> Tuple[str, ...]:
+        """The HE+DP methods with accuracy cells on ``dataset`` (in ``he_dp_accuracy``'s order)."""
+        return tuple(m for m, names in self.he_dp_accuracy.items() if dataset in names)
+
+    @property
+    def spectrum_budgets(self) -> Tuple[Tuple[float, float], ...]:
+        """Every (epsilon, delta) of the DP spectrum, delta-major."""
+        return tuple((float(e), float(d)) for d in self.spectrum_deltas for e in self.spectrum_epsilons)
 
     @classmethod
     def quick_run(cls, **overrides: Any) -> "GLMBenchConfig":
@@ -291,8 +337,8 @@ class GLMExperiment(Experiment):
     against epsilon beside every reference, the paper's Figure 2, runtime and bytes."""
 
     name = "glm"
-    quick_help = ("the [quick] grid: built-in Breast data, 2 splits x 2 noise draws, no HE accuracy cell (the "
-                  "taylor row gives their accuracy), a small runtime grid (about a minute on 2 idle cores)")
+    quick_help = ("the [quick] grid: built-in Breast data, 2 splits x 2 noise draws, Paillier and CKKS on one "
+                  "split, a small runtime grid, the DP spectrum at one delta (about two minutes on 2 cores)")
     versions = ("numpy", "scikit-learn", "phe", "gmpy2", "tenseal", "dp-accounting")
     seed_key = "seed"
     overrides = (
@@ -326,7 +372,8 @@ class GLMExperiment(Experiment):
         from ....data import DATASETS, load_dataset
         from ....errors import missing_dataset, require_extra
 
-        for name in list(grid.datasets) + [d for names in grid.he_accuracy.values() for d in names]:
+        listed = [d for table in (grid.he_accuracy, grid.he_dp_accuracy) for names in table.values() for d in names]
+        for name in list(grid.datasets) + listed:
             if name not in DATASETS:
                 raise BenchConfigError(f"unknown dataset {name!r} -- choose from {', '.join(DATASETS)}")
         for name in grid.datasets:

@@ -31,10 +31,25 @@ _DP_STYLE = {
 }
 
 
+_SPECTRUM_STYLE = {
+    "central_dp": ("black", "o", "central-DP ceiling"),
+    "hdp": ("tab:orange", "s", "HDP-VFL"),
+    "taylor_dp": ("tab:green", "^", "HE+DP (taylor_dp, in the clear)"),
+    "paillier_dp": ("darkgreen", "P", "HE+DP Paillier"),
+    "ckks_dp": ("tab:purple", "X", "HE+DP CKKS"),
+}
+
+
 def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
+    """Top row: HDP-VFL's families against epsilon (delta 0.01) with every reference.
+    Bottom row (runs with the DP spectrum): every DP method at the same (epsilon, delta)."""
     plt = pyplot()
     n = len(summary)
-    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 7.4), squeeze=False)
+    spectrum = any(ds.get("spectrum") for ds in summary.values())
+    fig, axes = plt.subplots(2 if spectrum else 1, n, figsize=(6.2 * n, 14.0 if spectrum else 7.4), squeeze=False)
+    if spectrum:
+        for ax, (name, ds) in zip(axes[1], summary.items()):
+            _plot_spectrum(ax, name, ds)
     for ax, (name, ds) in zip(axes[0], summary.items()):
         lowest = min(stats(v)[0] for v in ds["reference"].values()) if ds["reference"] else 0.5
         for key, (color, marker, label) in _DP_STYLE.items():
@@ -58,9 +73,42 @@ def plot_accuracy(summary: Dict[str, Dict[str, Any]], path: Path) -> None:
         ax.grid(alpha=0.3)
         # Below the panel: the curves and reference lines stay visible.
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
-    fig.suptitle("Accuracy vs privacy budget (cf. HDP-VFL Fig. 1), with every reference")
+    fig.suptitle("Accuracy vs privacy budget (cf. HDP-VFL Fig. 1), with every reference"
+                 + ("; bottom: every DP method at the same (ε, δ)" if spectrum else ""))
     fig.tight_layout()
     save_figure(fig, path)
+
+
+def _plot_spectrum(ax: Any, name: str, ds: Dict[str, Any]) -> None:
+    """One dataset's DP spectrum: mean ± std per method; delta 1e-5 solid, larger deltas dashed."""
+    deltas = sorted({d for _, d in ds.get("spectrum", {})})
+    lowest = 1.0
+    for (method, delta), cells in sorted(ds.get("spectrum", {}).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        if method not in _SPECTRUM_STYLE or not cells:
+            continue
+        color, marker, label = _SPECTRUM_STYLE[method]
+        eps = sorted(cells)
+        points = [stats(cells[e]) for e in eps]
+        dash = "-" if delta == deltas[0] else "--"
+        # Offset the deltas a little along x so overlapping error bars stay readable.
+        shift = 1.0 + 0.06 * deltas.index(delta)
+        ax.errorbar([e * shift for e in eps], [p[0] for p in points], yerr=[p[1] for p in points], color=color,
+                    marker=marker, ls=dash if len(eps) > 1 else "none", capsize=3, lw=1.3,
+                    label=f"{label}, δ={delta:g} (n={max(p[2] for p in points)}/point)")
+        lowest = min([lowest] + [p[0] - p[1] for p in points if p[2]])
+    for method in ("majority", "single_party", "plain", "centralized_sklearn"):
+        if method in ds["reference"]:
+            ref_color, ref_dash = _REFERENCE_STYLE[method]
+            mean, _, count = stats(ds["reference"][method])
+            ax.axhline(mean, color=ref_color, linestyle=ref_dash, lw=1.1, label=f"{method} {mean:.3f} (n={count})")
+            lowest = min(lowest, mean)
+    ax.set_xscale("log")
+    ax.set_xlabel("ε for the whole training run (δ as labelled; replace-one neighbours)")
+    ax.set_ylabel("test accuracy")
+    ax.set_title(f"{name}: the DP spectrum")
+    ax.set_ylim(max(0.0, lowest - 0.05), 1.0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
 
 
 def plot_figure2(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
@@ -172,6 +220,7 @@ def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str
                         ax.annotate(f"ε={e:g}", (cost["hdp"][index], a), textcoords="offset points",
                                     xytext=(6, -3), fontsize=7)
                         labelled.append(a)
+            _he_dp_points(ax, ds, cost, index)
             for ref in ("majority", "single_party"):
                 if ref in ds["reference"]:
                     c, ls = _REFERENCE_STYLE[ref]
@@ -187,3 +236,31 @@ def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str
     fig.tight_layout()
     save_figure(fig, path)
     return True
+
+
+def _he_dp_points(ax: Any, ds: Dict[str, Any], cost: Dict[str, Any], index: int) -> None:
+    """HE+DP on the trade-off: each encrypted protocol's cost with DP at every epsilon of
+    the spectrum's smallest delta (its own accuracy where it ran, else taylor_dp's), and the
+    central-DP ceiling's accuracy at the same budgets as a reference line."""
+    spectrum = ds.get("spectrum") or {}
+    deltas = sorted({d for _, d in spectrum})
+    if not deltas:
+        return
+    delta = deltas[0]
+    for method, color in (("paillier_dp", "darkgreen"), ("ckks_dp", "tab:purple")):
+        if method not in cost:
+            continue
+        cells = dict(spectrum.get(("taylor_dp", delta), {}))
+        cells.update(spectrum.get((method, delta), {}))
+        eps = sorted(cells)
+        if not eps:
+            continue
+        accs = [stats(cells[e])[0] for e in eps]
+        ax.plot([cost[method][index]] * len(eps), accs, marker="^", color=color, ls="none",
+                label=f"{method} ε = {eps[0]:g}..{eps[-1]:g}, δ={delta:g}")
+        for e, a in zip(eps, accs):
+            ax.annotate(f"ε={e:g}", (cost[method][index], a), textcoords="offset points", xytext=(6, 2), fontsize=6)
+    ceiling = spectrum.get(("central_dp", delta), {}).get(1.0)
+    if ceiling:
+        ax.axhline(stats(ceiling)[0], color="black", ls="-.", lw=1,
+                   label=f"central-DP ceiling at ε=1, δ={delta:g} (not a VFL protocol: no cost)")

@@ -12,6 +12,7 @@ import numpy as np
 from ...common import audit_cell, audit_legend, epsilon_cell, markdown_table
 from ...envelope import load_text
 from .grid import DELTA, PAPER_FIGURE2_TEXT
+from .spectrum_report import spectrum_conclusion, spectrum_section
 from .summary import dp_mean, ref_mean, runtime_series, stats, summarize
 from .verdicts import claims_section
 
@@ -164,6 +165,7 @@ def conclusion(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, A
             parts.append(f"Tuning on the evaluated data reaches {tuned:.3f} at ε = 1 but is not covered by ε; "
                          f"accounted private selection reaches {dp_mean(ds, 1.0, 'private_selection'):.3f}.")
         lines.append(" ".join(parts))
+        lines.append("")
     if never_better:
         lines.append(f"For ε <= 10, HDP-VFL does not beat the active party training alone on "
                      f"{', '.join(never_better)}: "
@@ -189,7 +191,8 @@ def render_report(result: Dict[str, Any]) -> str:
     m = result.get("machine") or {}
     seeded = cfg.get("seed") is not None
     lines = [
-        "# vflsec bench glm: HDP-VFL vs Paillier and CKKS on vertical logistic regression", "",
+        "# vflsec bench glm: DP vs HE on vertical logistic regression (HDP-VFL, HE+DP, the central-DP ceiling, "
+        "Paillier, CKKS)", "",
         f"Machine: {m.get('cpu')}, {m.get('logical_cores')} cores. `uptime` {load_text(result)}. "
         f"Wall time of the run: {result.get('seconds', 0) / 60:.1f} min."
         + (" **Partial run** (interrupted): only the finished cells are shown." if result.get("partial") else ""),
@@ -244,6 +247,7 @@ def render_report(result: Dict[str, Any]) -> str:
             lines.append(_figure2_table(ds))
             lines.append("")
     rt = result.get("runtime") or []
+    lines += spectrum_section(summary, acc.get("spectrum", {}).get("selected", {}), rt)
     if rt:
         lines.append("## Runtime\n")
         lines.append("Paillier with 2048-bit keys (the paper's and FATE's setting; ~112-bit security) unless the "
@@ -266,6 +270,13 @@ def render_report(result: Dict[str, Any]) -> str:
     lines.append("")
     lines.append("## Conclusion\n")
     lines += conclusion(summary, rt)
+    spectrum = spectrum_conclusion(summary, rt)
+    if spectrum:
+        lines.append("")
+        lines.append("The DP spectrum, per dataset:")
+        lines.append("")
+        for paragraph in spectrum:
+            lines += [paragraph, ""]
     return "\n".join(lines) + "\n"
 
 

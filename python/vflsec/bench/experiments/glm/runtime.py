@@ -1,7 +1,10 @@
 """The runtime side of ``vflsec bench glm`` (the HDP-VFL paper's Fig. 3).
 
 Wall time, phases (compute / crypto / messaging) and bytes of each method on
-synthetic data of Adult's shape, over epochs and over n. An HE method listed
+synthetic data of Adult's shape, over epochs and over n. The HE-VFL protocols
+with a DP model (``paillier_dp``, ``ckks_dp``) run the same cells as their
+protocol without DP (epsilon 1, delta 0.01, the same clip k), so their ratio is
+the cost of the key holder's noise. An HE method listed
 in the grid's ``runtime_he_batches`` measures at most that many batches per
 cell: a cell with more is measured on whole epochs (or, when one epoch has
 more, a prefix of whole batches of one epoch) and extrapolated linearly in the
@@ -19,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .grid import DELTA, LAM, LEARNING_RATE, PAPER_FIG1
+from .grid import DELTA, HE_DP_METHODS, HE_METHODS, LAM, LEARNING_RATE, PAPER_FIG1
 
 __all__ = ["he_measurement", "run_runtime"]
 
@@ -73,7 +76,8 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
     from ....glm import VerticalLogisticRegression
 
     cell = {"dataset": "synthetic(adult-shape)", "method": label or method, "n": n, "epochs": epochs}
-    if method == "paillier":
+    he = method in HE_METHODS + HE_DP_METHODS
+    if method.startswith("paillier"):
         cell["key_bits"] = key_bits
 
     def fit(rows: int, ep: int):
@@ -92,7 +96,7 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
         # Cells at the same n and key share their measured runs (same data, same batches).
         key = (method, key_bits, n, rows, ep)
         if key not in cache:
-            if method in ("paillier", "ckks"):
+            if he:
                 cache[key] = fit(rows, ep)
             else:
                 # Milliseconds: one run is at the mercy of the machine; the median of 3 is reported.
@@ -100,7 +104,7 @@ def _runtime_cell(method: str, parts: List[np.ndarray], y: np.ndarray, n: int, e
                 cache[key] = (float(np.median([r[0] for r in runs])), runs[-1][1])
         return cache[key]
 
-    if method in ("paillier", "ckks"):
+    if he:
         measured_rows, ep, measured_batches = he_measurement(n, epochs, batch_size, max_batches)
         secs, hist = cached_fit(measured_rows, ep)
         if (measured_rows, ep) != (n, epochs):

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["dp_mean", "ref_mean", "runtime_series", "stats", "summarize"]
+__all__ = ["dp_mean", "ref_mean", "runtime_series", "spectrum_mean", "stats", "summarize"]
 
 
 def runtime_series(rows: Sequence[Dict[str, Any]], epochs_n: int) -> Dict[str, Dict[str, List[Tuple[Any, ...]]]]:
@@ -40,11 +40,17 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """dataset -> {"reference": method -> [acc], "dp": (family, calibration) -> eps -> [acc],
     "search": family -> eps -> search epsilon, "figure2": (e, k) -> {"hdp": [...], "plain": [...]},
     "skipped": method -> estimated seconds (rows of runs before issue 25, whose HE accuracy
-    cells were skipped when estimated over a time budget)}."""
+    cells were skipped when estimated over a time budget), "spectrum": (method, delta) -> eps ->
+    [acc] (the DP spectrum's rows, :mod:`.spectrum`), "spectrum_rows": those rows}."""
     out: Dict[str, Dict[str, Any]] = {}
     for r in rows:
         ds = out.setdefault(r["dataset"], {"reference": {}, "dp": {}, "search": {}, "figure2": {}, "skipped": {},
-                                           "auc": {}})
+                                           "auc": {}, "spectrum": {}, "spectrum_rows": []})
+        if r["family"] == "spectrum":
+            ds["spectrum"].setdefault((r["method"], r["delta"]), {}).setdefault(r["epsilon"], []).append(
+                r["accuracy"])
+            ds["spectrum_rows"].append(r)
+            continue
         if r.get("auc") is not None and r["family"] in ("reference", "headline") and r["calibration"] != "classic":
             key = r["method"] if r["family"] == "reference" else r["epsilon"]
             ds["auc"].setdefault(key, []).append(r["auc"])
@@ -75,3 +81,8 @@ def ref_mean(ds: Dict[str, Any], method: str) -> float:
 def dp_mean(ds: Dict[str, Any], eps: float, family: str = "headline", calibration: str = "analytic") -> float:
     """Mean test accuracy of HDP-VFL's ``family`` rows at ``eps`` (NaN: not run)."""
     return stats(ds["dp"].get((family, calibration), {}).get(eps, []))[0]
+
+
+def spectrum_mean(ds: Dict[str, Any], method: str, eps: float, delta: float) -> float:
+    """Mean test accuracy of the spectrum's ``method`` at ``(eps, delta)`` (NaN: not run)."""
+    return stats(ds["spectrum"].get((method, delta), {}).get(eps, []))[0]
