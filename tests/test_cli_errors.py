@@ -139,6 +139,20 @@ runtime_epochs_n = 400
 runtime_batch_size = 100
 runtime_he_batches = {}
 runtime_paillier_3072 = false
+spectrum_epsilons = [1.0]
+spectrum_deltas = [1e-5]
+central_sgd_sampling_rates = [0.0625]
+central_sgd_epochs = [5]
+central_sgd_lr = [0.5]
+central_sgd_momentum = 0.9
+central_output_lam_scales = [1.0]
+central_objective_lams = [1e-3]
+he_dp_batch_sizes = [1024]
+he_dp_epochs = [2]
+he_dp_k = [3.0]
+he_dp_accuracy = {}
+he_dp_accuracy_epsilons = {}
+opacus_epsilons = []
 quick = true
 """
 
