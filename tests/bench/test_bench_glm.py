@@ -265,3 +265,24 @@ def test_he_rows_use_a_batch_larger_than_every_passive_block(monkeypatch):
     taylor = [r for r in rows if r["method"] == "taylor"]
     assert [r["config"]["batch_size"] for r in plain] == [4]
     assert taylor and all(r["config"]["batch_size"] == 64 for r in taylor)
+
+
+def test_a_users_table_is_a_dataset_name_and_its_mistakes_are_one_line(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    from sklearn.datasets import load_breast_cancer
+
+    frame = load_breast_cancer(as_frame=True).frame
+    frame["grade"] = np.where(frame["mean radius"] > 14, "high", "low")
+    path = tmp_path / "mine.csv"
+    frame.to_csv(path, index=False)
+    grid = replace(TINY, datasets=(f"csv:{path}#label=target",))
+    EXPERIMENT.check(grid, {})  # accepted: a table name loads
+    rows = accuracy.run_accuracy(replace(grid, spectrum_epsilons=(), figure2=False), log=lambda _: None)["rows"]
+    ref = {r["method"]: r["accuracy"] for r in rows if r["family"] == "reference"}
+    assert ref["plain"] > ref["majority"] + 0.2
+    for name, needle in ((f"csv:{tmp_path / 'none.csv'}", "no such file"),
+                         (f"csv:{path}#label=nosuch", "no label column 'nosuch'"), ("nosuch", "unknown dataset")):
+        with pytest.raises(BenchConfigError, match=needle):
+            EXPERIMENT.check(replace(TINY, datasets=(name,)), {})
+    assert pd is not None

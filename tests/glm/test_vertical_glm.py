@@ -428,7 +428,7 @@ def test_bad_inputs(breast):
     parts, y = breast
     nan = parts[1].copy()
     nan[3, 2] = np.nan
-    with pytest.raises(ValueError, match=r"X_parts\[1\].*NaN"):
+    with pytest.raises(ValueError, match=r"X\[1\].*NaN"):
         _bad([parts[0], nan], y)
     with pytest.raises(ValueError, match="different row counts"):
         _bad([parts[0], parts[1][:-1]], y)

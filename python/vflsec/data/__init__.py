@@ -6,8 +6,12 @@
   in-process alignment of several parties' tables by ID (``align``).
 * :mod:`.table_dataset` -- a table file as a dataset: ``"csv:PATH"`` names.
 * :mod:`.partition` -- train/test and party split with per-party scaling to
-  ``||x_i^P|| <= 1``.
+  ``||x_i^P|| <= 1`` (the scaling itself in :mod:`.scaling`).
+* :mod:`.preprocess` -- ``PartyPreprocessor``: one party's own table (types,
+  missing values, categories, dates) to scaled rows, saved as JSON.
 """
+from typing import TYPE_CHECKING
+
 from .loaders import (
     DATASETS,
     Dataset,
@@ -23,12 +27,16 @@ from .loaders import (
 from .partition import PAPER_SPLITS, PAPER_SPLITS_AS_PUBLISHED, SCALINGS, VerticalSplit, vertical_split
 from .tables import Alignment, PartyTable, TableError, align, read_table, table_columns
 
+if TYPE_CHECKING:  # imported on first use (__getattr__ below); seen here by type checkers and the API reference
+    from .preprocess import PartyPreprocessor
+
 __all__ = [
     "DATASETS",
     "Alignment",
     "Dataset",
     "PAPER_SPLITS",
     "PAPER_SPLITS_AS_PUBLISHED",
+    "PartyPreprocessor",
     "PartyTable",
     "SCALINGS",
     "TableError",
@@ -46,3 +54,13 @@ __all__ = [
     "table_columns",
     "vertical_split",
 ]
+
+
+def __getattr__(name: str):
+    # PartyPreprocessor is a scikit-learn estimator (about a second to import);
+    # reading tables or splitting datasets should not pay for it.
+    if name == "PartyPreprocessor":
+        from .preprocess import PartyPreprocessor
+
+        return PartyPreprocessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

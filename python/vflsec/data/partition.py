@@ -4,7 +4,9 @@ HDP-VFL's sensitivity bounds (Lemma 3 and 4) need every party's part of
 every row to have ``||x_i^P||_2 <= 1``. Each party scales only its own
 columns, with statistics from its own training rows, so no party learns
 anything about another's features (the statistics themselves are not
-covered by the DP budget; see ``vertical_split``'s ``scaling``).
+covered by the DP budget; see ``vertical_split``'s ``scaling``). The
+scaling code is :mod:`.scaling`, shared with
+:class:`vflsec.data.PartyPreprocessor`.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from .._arrays import check_positive_int, check_real
 from .dataset import Dataset
+from .scaling import NORM_SAFETY, ZScoreClip, project_rows
 
 __all__ = ["PAPER_SPLITS", "PAPER_SPLITS_AS_PUBLISHED", "SCALINGS", "VerticalSplit", "vertical_split"]
 
@@ -27,11 +30,6 @@ PAPER_SPLITS_AS_PUBLISHED = {"breast": [11, 20], "credit": [14, 10], "adult": [7
 PAPER_SPLITS = {"breast": [10, 20], "credit": [13, 10], "adult": [6, 8]}
 
 SCALINGS = ("zscore_clip", "clip_only", "minmax", "standard")
-# "zscore_clip" winsorizes z-scores at +-ZSCORE_CLIP standard deviations.
-ZSCORE_CLIP = 3.0
-
-# Float rounding in the divisions below could leave a norm at 1 + 1 ulp.
-_NORM_SAFETY = 1.0 + 8.0 * np.finfo(np.float64).eps
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,13 +102,6 @@ def _resolve_parties(dataset: Dataset, parties: Any) -> List[List[str]]:
     return groups
 
 
-def _project_rows(X: np.ndarray) -> np.ndarray:
-    """``x / max(1, ||x||)`` per row, with ``_NORM_SAFETY`` so a projected row
-    is <= 1 also after float rounding (rows already inside are untouched)."""
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X)) * _NORM_SAFETY
-    return X / np.maximum(1.0, norms)[:, None]
-
-
 def _scale_party(
     train: np.ndarray, test: np.ndarray, scaling: str, one_hot: np.ndarray, n_attributes: int
 ) -> Tuple[np.ndarray, np.ndarray]:
@@ -118,24 +109,12 @@ def _scale_party(
     rows only (``one_hot`` marks columns of multi-column attributes)."""
     if scaling == "clip_only":
         # No statistics at all: only the per-row, data-independent projection.
-        return (np.ascontiguousarray(_project_rows(train)),
-                np.ascontiguousarray(_project_rows(test)))
+        return (np.ascontiguousarray(project_rows(train)),
+                np.ascontiguousarray(project_rows(test)))
     if scaling == "zscore_clip":
-        mean = train.mean(axis=0)
-        std = train.std(axis=0)
-        const = ~(std > 0)
-        std = np.where(const, 1.0, std)
-
-        def transform(block: np.ndarray) -> np.ndarray:
-            z = np.clip((block - mean) / std, -ZSCORE_CLIP, ZSCORE_CLIP)
-            z[:, const] = 0.0  # constant column: carries no information
-            z[:, one_hot] = block[:, one_hot]  # indicator columns stay 0/1
-            # A one-hot attribute adds at most 1 to ||x||^2 and a numeric one
-            # about 1 on average (at most 9), so this makes a typical row's
-            # norm about 1; the projection then only touches outlying rows.
-            return _project_rows(z / np.sqrt(n_attributes))
-
-        return np.ascontiguousarray(transform(train)), np.ascontiguousarray(transform(test))
+        zscore = ZScoreClip.fit(train, one_hot, n_attributes)
+        return (np.ascontiguousarray(zscore.transform(train)),
+                np.ascontiguousarray(zscore.transform(test)))
     if scaling == "minmax":
         shift = train.min(axis=0)
         spread = train.max(axis=0) - shift
@@ -149,10 +128,10 @@ def _scale_party(
     # training rows only.
     max_norm = float(np.max(np.linalg.norm(train, axis=1)))
     if max_norm > 0:
-        train = train / (max_norm * _NORM_SAFETY)
-        test = test / (max_norm * _NORM_SAFETY)
+        train = train / (max_norm * NORM_SAFETY)
+        test = test / (max_norm * NORM_SAFETY)
     # A test row outside the training range may still exceed 1: project it.
-    test = _project_rows(test)
+    test = project_rows(test)
     return np.ascontiguousarray(train), np.ascontiguousarray(test)
 
 

@@ -24,7 +24,9 @@ Model: :mod:`.model`, the one definition of the GLM's design (party blocks,
 row normalisation, intercept column, label encoding), metric and privacy
 report, used by the estimator, the benchmarks' blocks and ``vflsec party``.
 
-Estimator: :class:`VerticalLogisticRegression` (:mod:`.estimator`).
+Estimator: :class:`VerticalLogisticRegression` (:mod:`.estimator`; its input
+forms, per-party blocks or one table with ``party_columns``, in
+:mod:`.party_input`; ``save``/``load`` as JSON in :mod:`.persistence`).
 
 Central-DP reference: :class:`CentralDPLogisticRegression` (:mod:`.central_dp`),
 DP logistic regression on the joined features (DP-SGD, objective or output

@@ -52,6 +52,11 @@ Methods (each release is a mechanism of :data:`vflsec.dp.MECHANISMS`):
 
 Both perturbation methods solve the strongly convex problem with scipy's
 L-BFGS, then Newton steps down to the tolerance ``tau`` (refused if not met).
+
+scikit-learn: a classifier (``ClassifierMixin``); ``X`` may be a DataFrame
+(``feature_names_in_``) or a list of per-party blocks, joined; ``fit``
+refuses ``sample_weight`` (:mod:`vflsec.glm.checks`); ``save(path)`` /
+``load(path)`` keep a fitted model as JSON (:mod:`vflsec.glm.persistence`).
 """
 from __future__ import annotations
 
@@ -60,13 +65,16 @@ import numbers
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 
-from .._arrays import as_float_array, check_positive_int, check_real
+from .._arrays import check_positive_int, check_real
 from ..dp.accountant import _check_delta, check_neighbours
 from ..dp.sensitivity import ROW_NORM_TOLERANCE
+from .checks import refuse_sample_weight, resolve_delta, warn_single_class
 from .model import DEFAULT_INTERCEPT_SCALING, GLMDesign, LabelEncoding
+from .party_input import join_blocks, read_table_for
+from .persistence import load_model, save_model
 
 __all__ = [
     "GRADIENT_TOLERANCE",
@@ -243,15 +251,19 @@ def _noise_generator(noise_seed: Any):
     return NoiseGenerator(f"vflsec.central_dp/{int(noise_seed)}".encode())
 
 
-class CentralDPLogisticRegression(BaseEstimator):
+class CentralDPLogisticRegression(ClassifierMixin, BaseEstimator):
     """(epsilon, delta)-DP logistic regression on the joined features: the central-DP
     ceiling of the vertical DP protocols (module docstring).
 
     Parameters
     ----------
     method : "dp_sgd" (default), "objective_perturbation" or "output_perturbation".
-    epsilon, delta : the guarantee of the whole fit (one release of the model),
-        keyword-only; ``epsilon > 0``, ``0 < delta < 1``.
+    epsilon, delta : the guarantee of the whole fit (one release of the model:
+        for DP-SGD every step together), keyword-only; ``epsilon > 0``,
+        ``0 < delta < 1``. ``delta`` None (the default) is
+        ``vflsec.dp.default_delta(n) = min(1e-5, 1/(10 n))`` for ``n``
+        training rows (``delta_``); an explicit delta of at least ``1/n`` is
+        used with a ``vflsec.dp.PrivacyWarning``.
     lam : strength of ``(lam/2)||theta||^2`` beside the mean loss (intercept
         weight included). None: dp_sgd 0; output_perturbation
         ``OUTPUT_LAM_SCALE / (n epsilon)`` (:data:`OUTPUT_LAM_SCALE`);
@@ -270,8 +282,8 @@ class CentralDPLogisticRegression(BaseEstimator):
         bound (module docstring).
     noise_seed : None (default): sampling and noise from the OS-entropy
         ChaCha20 generator; an int: a reproducible stream (experiments and
-        tests only: whoever knows it knows the noise). There is no public
-        randomness, hence no ``seed``.
+        tests only: whoever knows it knows the noise; never saved). There is
+        no public randomness, hence no ``seed`` or ``random_state``.
 
     Attributes
     ----------
@@ -280,14 +292,21 @@ class CentralDPLogisticRegression(BaseEstimator):
     intercept_ : float, ``c * w_c`` (0.0 without an intercept).
     classes_ : the two labels (``classes_[1]`` is the positive class).
     n_features_in_ : number of joined feature columns.
+    feature_names_in_ : their names, when ``X`` was a DataFrame (or blocks of
+        DataFrames) with string column names; prediction then selects
+        DataFrame columns by name.
+    delta_ : the delta of the guarantee (``default_delta(n)`` when ``delta`` is None).
     lam_ : the L2 strength used.
     mechanism_ : the release's mechanism (``vflsec.dp`` object, its name in ``MECHANISMS``).
     privacy_spent_ : :class:`vflsec.dp.PrivacySpent` of the fit, never above ``epsilon``.
     steps_ : DP-SGD steps (1 for the perturbation methods).
     design_ : the row projection and intercept (:class:`vflsec.glm.model.GLMDesign`).
+
+    A fitted model that predicts one class for every training row warns
+    (``vflsec.dp.PrivacyWarning``): its noise has drowned the signal.
     """
 
-    def __init__(self, method: str = "dp_sgd", *, epsilon: float = 1.0, delta: float = 1e-5,
+    def __init__(self, method: str = "dp_sgd", *, epsilon: float = 1.0, delta: Optional[float] = None,
                  lam: Optional[float] = None, clip: float = 1.0, lr: float = 2.5, epochs: int = 10,
                  batch_size: Any = 1 / 16, momentum: float = 0.0, neighbours: str = "replace_one",
                  fit_intercept: bool = True, intercept_scaling: float = DEFAULT_INTERCEPT_SCALING,
@@ -307,22 +326,12 @@ class CentralDPLogisticRegression(BaseEstimator):
         self.noise_seed = noise_seed
 
     # -- input ---------------------------------------------------------------------------------
-    @staticmethod
-    def _joined(X: Any) -> np.ndarray:
-        """A 2-D float array: ``X`` itself, or a list of per-party blocks joined by columns."""
-        if isinstance(X, (list, tuple)) and X and all(np.ndim(part) == 2 for part in X):
-            blocks = [as_float_array(part, f"X[{i}]", ndim=2, dtype=np.float64)[0] for i, part in enumerate(X)]
-            rows = {b.shape[0] for b in blocks}
-            if len(rows) != 1:
-                raise ValueError(f"the party blocks have different row counts {sorted(rows)}; rows must be aligned")
-            return np.hstack(blocks)
-        return as_float_array(X, "X", ndim=2, dtype=np.float64)[0]
-
     def _check_params(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False)
-        _check_delta(self.delta)
+        if self.delta is not None:
+            _check_delta(self.delta)
         if check_neighbours(self.neighbours) != "replace_one" and self.method != "dp_sgd":
             raise ValueError(f"{self.method} is analysed for replace-one neighbours only (the vertical protocols' "
                              "relation); neighbours='add_remove' is for dp_sgd")
@@ -342,12 +351,14 @@ class CentralDPLogisticRegression(BaseEstimator):
         return min(check_positive_int(b, "batch_size"), n) / n
 
     # -- fitting -------------------------------------------------------------------------------
-    def fit(self, X: Any, y: Any) -> "CentralDPLogisticRegression":
-        """Train on rows ``X`` (2-D, or a list of per-party blocks, joined) and labels ``y`` (two classes)."""
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "CentralDPLogisticRegression":
+        """Train on rows ``X`` (2-D array or DataFrame, or a list of per-party blocks, joined) and
+        labels ``y`` (two classes). ``sample_weight`` must be None."""
+        refuse_sample_weight(sample_weight, type(self).__name__)
         self._check_params()
         design = GLMDesign(loss="logistic", fit_intercept=self.fit_intercept,
                            intercept_scaling=self.intercept_scaling, row_norm="clip")
-        features = self._joined(X)
+        features, names = join_blocks(X)
         labels = LabelEncoding.fit("logistic", y)
         signed = labels.encode(y)
         if signed.shape[0] != features.shape[0]:
@@ -358,10 +369,11 @@ class CentralDPLogisticRegression(BaseEstimator):
             raise RuntimeError(f"a projected row has norm {widest!r} > {ROW_BOUND!r}: no bound of this model holds")
         Z = block * signed[:, None]
         n, d = Z.shape
+        delta = resolve_delta(self.delta, n, warn=True)
         generator = _noise_generator(self.noise_seed)
         if self.method == "dp_sgd":
             lam = 0.0 if self.lam is None else float(self.lam)
-            mechanism: Any = dp_sgd_mechanism(epsilon=self.epsilon, delta=self.delta, n=n,
+            mechanism: Any = dp_sgd_mechanism(epsilon=self.epsilon, delta=delta, n=n,
                                               sampling_rate=self._sampling_rate(n), epochs=self.epochs,
                                               coordinates=d, neighbours=self.neighbours)
             theta = release_dp_sgd(Z, mechanism, clip=float(self.clip), lr=float(self.lr),
@@ -369,7 +381,7 @@ class CentralDPLogisticRegression(BaseEstimator):
             steps = mechanism.steps
         elif self.method == "output_perturbation":
             lam = OUTPUT_LAM_SCALE / (n * float(self.epsilon)) if self.lam is None else float(self.lam)
-            mechanism = output_perturbation_mechanism(epsilon=self.epsilon, delta=self.delta, n=n, lam=lam,
+            mechanism = output_perturbation_mechanism(epsilon=self.epsilon, delta=delta, n=n, lam=lam,
                                                       coordinates=d)
             theta = release_output_perturbation(Z, lam, mechanism, generator=generator)
             steps = 1
@@ -377,7 +389,7 @@ class CentralDPLogisticRegression(BaseEstimator):
             from ..dp.objective_perturbation import minimum_lam
 
             lam = minimum_lam(self.epsilon, n, HESSIAN_BOUND) if self.lam is None else float(self.lam)
-            mechanism = objective_perturbation_mechanism(epsilon=self.epsilon, delta=self.delta, n=n, lam=lam,
+            mechanism = objective_perturbation_mechanism(epsilon=self.epsilon, delta=delta, n=n, lam=lam,
                                                          coordinates=d)
             theta = release_objective_perturbation(Z, lam, mechanism, generator=generator)
             steps = 1
@@ -391,10 +403,16 @@ class CentralDPLogisticRegression(BaseEstimator):
         self.labels_ = labels
         self.design_ = design
         self.n_features_in_ = features.shape[1]
+        if names is not None:
+            self.feature_names_in_ = names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.delta_ = delta
         self.lam_ = lam
         self.mechanism_ = mechanism
         self.privacy_spent_ = spent
         self.steps_ = steps
+        warn_single_class(labels.predict(block @ theta), f"{type(self).__name__}({self.method!r})", self.epsilon)
         return self
 
     # -- prediction ----------------------------------------------------------------------------
@@ -405,9 +423,8 @@ class CentralDPLogisticRegression(BaseEstimator):
     def decision_function(self, X: Any) -> np.ndarray:
         """``theta = x . w + intercept_`` on the rows as the fitted design projects them."""
         self._check_fitted()
-        features = self._joined(X)
-        if features.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {features.shape[1]} features, the model expects {self.n_features_in_}")
+        features = read_table_for(X, self.n_features_in_, feature_names=getattr(self, "feature_names_in_", None),
+                                  who=type(self).__name__)
         return self.design_.decision_function([features], [self.coef_], self.intercept_)
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -425,3 +442,16 @@ class CentralDPLogisticRegression(BaseEstimator):
         from sklearn.metrics import accuracy_score
 
         return float(accuracy_score(np.asarray(y), self.predict(X), sample_weight=sample_weight))
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: Any) -> None:
+        """Write the fitted model to ``path`` as JSON (0600, atomic; no pickle): the parameters,
+        the weights, the design, the classes, ``privacy_spent_`` (:mod:`vflsec.glm.persistence`).
+        Not saved: the noise seed (saved as None) and ``mechanism_``."""
+        self._check_fitted()
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> "CentralDPLogisticRegression":
+        """A model written by :meth:`save`; it predicts exactly as the saved one (no ``mechanism_``)."""
+        return load_model(cls, path)

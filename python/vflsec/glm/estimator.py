@@ -15,12 +15,16 @@
 * ``"single_party"`` -- the same, on the active party's features only (the
   passive blocks of ``coef_`` are zeros).
 
-``fit(X_parts, y)`` takes one feature block per party, active party first
-(rows aligned): ``X_parts[0]`` is the active party's (it holds the labels),
-``X_parts[i]`` for ``i >= 1`` belongs to the passive party ``passive_{i-1}``
+``fit(X, y)`` takes one feature block per party, active party first
+(rows aligned): ``X[0]`` is the active party's (it holds the labels),
+``X[i]`` for ``i >= 1`` belongs to the passive party ``passive_{i-1}``
 (``passive_0``, ``passive_1``, ...: the party convention shared with
 :class:`vflsec.splitnn.SplitNNClassifier`, whose seeded defense noise is keyed
-by these names). Each VFL party runs its own program in its own thread and
+by these names). Or one 2-D array or DataFrame with ``party_columns``, a
+mapping ``{party name: columns}`` (active party first), which is what
+scikit-learn's tools pass (``cross_val_score``, ``GridSearchCV``, a
+``Pipeline``): :mod:`vflsec.glm.party_input`. Blocks may be DataFrames; their
+column names become ``feature_names_in_``. Each VFL party runs its own program in its own thread and
 they interact only through an in-memory channel. The fitted model is the set
 of per-party weight blocks ``coef_``; this estimator gathers them only to
 predict in this in-memory setting -- in a real deployment each party keeps
@@ -37,6 +41,14 @@ c * w_c``), the label encoding, the metric and the privacy report -- is
 ``row_norm=None`` the rows are used as given plus the constant, so for "hdp"
 the caller must keep the active party's features within ``sqrt(1 - c^2)``
 (the protocol refuses rows above norm 1).
+
+scikit-learn: the estimator is a classifier (``is_classifier``, stratified
+folds in ``cross_val_score``) for the classification losses "logistic" and
+"svm", and a regressor for "least_squares" and "poisson" (its tags follow
+``loss``: those losses predict numbers, and their ``score`` is R^2, so plain
+folds and regression scoring are what fit them). ``fit`` refuses a
+``sample_weight`` (:mod:`vflsec.glm.checks`). ``save(path)`` / ``load(path)``
+keep a fitted model as JSON (:mod:`vflsec.glm.persistence`).
 """
 from __future__ import annotations
 
@@ -47,12 +59,13 @@ import time
 from typing import Any, Dict, List, Optional, Sequence, Union, cast
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 
-from .._arrays import as_float_array, check_positive_int, check_real
+from .._arrays import check_positive_int, check_real
 from .._progress import EpochProgress
-from .job import LOSSES, PENALTIES, GLMJob, GLMPartyResult, PartyData
+from .checks import refuse_sample_weight, resolve_delta, warn_single_class
+from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, GLMPartyResult, PartyData
 from .model import (
     DEFAULT_INTERCEPT_SCALING,
     ROW_NORMS,
@@ -60,6 +73,8 @@ from .model import (
     glm_metric,
     privacy_spent,
 )
+from .party_input import read_parties, read_parties_for
+from .persistence import load_model, save_model
 from .registry import get_protocol
 from .runner import run_job
 
@@ -104,7 +119,7 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return out
 
 
-class VerticalLogisticRegression(BaseEstimator):
+class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
     """Vertical federated GLM (logistic regression by default).
 
     Parameters
@@ -113,10 +128,20 @@ class VerticalLogisticRegression(BaseEstimator):
         registered protocol name ("paillier", "ckks", "taylor" = the HE flow in the
         clear, "paillier_dp" / "ckks_dp" = HE-VFL with a DP model, "taylor_dp"
         = its flow in the clear, ...).
-    epsilon, delta, calibration : DP budget for the whole training run and
-        the Gaussian calibration ("analytic" or the paper's "classic"; the
-        HE-DP protocols calibrate by PLD accounting and refuse "classic").
-        A budget a protocol cannot honour is refused (ValueError).
+    epsilon, delta, calibration : the DP budget of the whole training run and
+        the Gaussian calibration ("analytic", the default, or the paper's
+        "classic"; the HE-DP protocols calibrate by PLD accounting and refuse
+        "classic"). ``epsilon`` is the total over every epoch and step, as
+        Opacus' ``target_epsilon``: "hdp" calibrates each data party's whole
+        sequence of released IRs as one Gaussian mechanism to ``(epsilon,
+        delta)``, and the HE-DP protocols calibrate all epochs of noisy
+        gradients together (``privacy_spent_`` reports what was spent, never
+        above ``epsilon``). ``delta`` None (the default) is
+        ``vflsec.dp.default_delta(n) = min(1e-5, 1/(10 n))`` for ``n``
+        training rows (``delta_`` holds the value used); an explicit delta
+        of at least ``1/n`` is used with a ``vflsec.dp.PrivacyWarning``. A
+        budget a protocol cannot honour is refused (ValueError). Protections
+        without DP noise ignore all three.
     loss : "logistic" (default), "svm" (L2-loss SVM), "least_squares"
         (targets are standardized internally and clipped to +-3 standard
         deviations) or "poisson" (counts; "hdp" needs the public bound
@@ -127,9 +152,18 @@ class VerticalLogisticRegression(BaseEstimator):
         full batch) or a fraction of the training rows (float in (0, 1]).
     k : per-party weight-norm clip ``||w_P|| <= k`` (None disables; "hdp"
         needs it).
-    seed : mini-batch order. noise_seed : None (default) = OS-entropy noise;
-        an int makes DP noise reproducible (testing only). noise : False
-        disables DP noise -- a testing aid with no privacy.
+    seed, random_state : the public randomness, the mini-batch order (every
+        party derives it; it is not secret). ``random_state`` is
+        scikit-learn's name: None (default) uses ``seed`` (default 0, so a
+        model is reproducible unless told otherwise: the same numbers as
+        before ``random_state`` existed); an int is the seed; a
+        ``numpy.random.RandomState``/``Generator`` gives one draw (the seed
+        used is ``batch_seed_``). Giving both ``seed`` (other than 0) and a
+        different ``random_state`` is a ValueError.
+    noise_seed : None (default) = OS-entropy noise; an int makes DP noise
+        reproducible (testing only: whoever knows it knows the noise; it is
+        never saved). noise : False disables DP noise -- a testing aid with
+        no privacy.
     y_max : public upper bound of the labels (loss "poisson").
     key_bits, he_options : HE protocol settings (``he_options`` is a dict of
         protocol-specific public options passed to ``GLMJob.options``, e.g.
@@ -143,6 +177,12 @@ class VerticalLogisticRegression(BaseEstimator):
         as a constant column (see :mod:`vflsec.glm.model`).
     intercept_scaling : float in (0, 1), the constant ``c`` of that column;
         the active party's features keep the radius ``sqrt(1 - c^2)``.
+    party_columns : None (default: ``fit`` takes a list of per-party blocks)
+        or a mapping ``{party name: column names or indices}``, active party
+        first, saying which columns of one 2-D ``X`` (array or DataFrame) each
+        party holds; every column belongs to exactly one party
+        (:mod:`vflsec.glm.party_input`). This is how ``cross_val_score``,
+        ``GridSearchCV`` and pipelines, which pass one 2-D ``X``, train it.
     timeout : seconds allowed for the whole federated run (None = no limit).
     verbose : int, default 0 (silent). At 1 or more, ``fit`` prints one line
         per epoch to stderr: ``epoch k/E: loss ..., accuracy ..., seconds``
@@ -172,6 +212,17 @@ class VerticalLogisticRegression(BaseEstimator):
     ----------
     coef_ : list of 1-D arrays, one feature-weight block per party (active
         first, then ``passive_0``, ``passive_1``, ...; the intercept is not in it).
+    n_features_in_ : number of feature columns seen at fit (all parties).
+    feature_names_in_ : the column names seen at fit, when every block (or
+        the one table) was a DataFrame with string column names: the table's
+        columns, or the blocks' joined in party order. Prediction then
+        selects DataFrame columns by name.
+    party_names_ : the parties in order: ``party_columns``' names, or
+        ``("active", "passive_0", ...)`` for a list of blocks.
+    party_columns_ : ``{party: column positions in X}`` resolved from
+        ``party_columns`` (None for a list of blocks).
+    delta_ : the delta the fit used (``default_delta(n)`` when ``delta`` is None).
+    batch_seed_ : the seed of the mini-batch order the fit used.
     intercept_ : float, ``c * w_c`` (0.0 when ``fit_intercept=False``).
     batch_size_ : the mini-batch size used (rows).
     active_radius_ : norm bound of the active party's feature part
@@ -212,7 +263,10 @@ class VerticalLogisticRegression(BaseEstimator):
         noised, in collusion with a party). None for every party of a
         protection without DP noise (plain, HE, references, noise=False).
 
-    Using an unfitted model raises ``sklearn.exceptions.NotFittedError``.
+    A fitted DP model ("hdp", the HE-DP protocols with noise) that predicts
+    one class for every training row warns (``vflsec.dp.PrivacyWarning``):
+    its noise has drowned the signal. Using an unfitted model raises
+    ``sklearn.exceptions.NotFittedError``.
     """
 
     def __init__(
@@ -220,7 +274,7 @@ class VerticalLogisticRegression(BaseEstimator):
         protection: str = "hdp",
         *,
         epsilon: float = 1.0,
-        delta: float = 0.01,
+        delta: Optional[float] = None,
         calibration: str = "analytic",
         loss: str = "logistic",
         penalty: str = "l2",
@@ -231,6 +285,7 @@ class VerticalLogisticRegression(BaseEstimator):
         batch_size: Union[int, float] = 1 / 16,
         k: Optional[float] = 5.0,
         seed: int = 0,
+        random_state: Any = None,
         noise_seed: Optional[int] = None,
         noise: bool = True,
         y_max: Optional[float] = None,
@@ -239,6 +294,7 @@ class VerticalLogisticRegression(BaseEstimator):
         row_norm: Optional[str] = "clip",
         fit_intercept: bool = True,
         intercept_scaling: float = 0.5,
+        party_columns: Optional[Dict[str, Sequence[Any]]] = None,
         timeout: Optional[float] = None,
         verbose: int = 0,
     ):
@@ -255,6 +311,7 @@ class VerticalLogisticRegression(BaseEstimator):
         self.batch_size = batch_size
         self.k = k
         self.seed = seed
+        self.random_state = random_state
         self.noise_seed = noise_seed
         self.noise = noise
         self.y_max = y_max
@@ -263,34 +320,53 @@ class VerticalLogisticRegression(BaseEstimator):
         self.row_norm = row_norm
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
+        self.party_columns = party_columns
         self.timeout = timeout
         self.verbose = verbose
 
+    # -- scikit-learn ----------------------------------------------------------
+    def __sklearn_tags__(self) -> Any:
+        """A classifier's tags for the classification losses, a regressor's for
+        "least_squares" and "poisson" (module docstring)."""
+        tags = super().__sklearn_tags__()
+        if self.loss not in SIGNED_LABEL_LOSSES:
+            from sklearn.utils import RegressorTags
+
+            tags.estimator_type = "regressor"
+            tags.classifier_tags = None
+            tags.regressor_tags = RegressorTags()
+        return tags
+
+    @property
+    def _estimator_type(self) -> str:  # scikit-learn < 1.6 reads this instead of the tags
+        return "classifier" if self.loss in SIGNED_LABEL_LOSSES else "regressor"
+
     # -- input handling ------------------------------------------------------
-    def _parts(self, X_parts: Any, *, fitted: bool = False) -> List[np.ndarray]:
-        """Validated per-party feature arrays (as given: the design projects
-        them); ``fitted``: at prediction, checked against ``coef_``'s shapes."""
-        if isinstance(X_parts, np.ndarray) or not isinstance(X_parts, Sequence) or isinstance(X_parts, str):
-            raise TypeError(
-                "X_parts must be a list of per-party feature arrays (active party first), "
-                f"got {type(X_parts).__name__}"
-            )
-        if len(X_parts) < 2:
-            raise ValueError(f"X_parts needs at least 2 parties (active + passive), got {len(X_parts)}")
-        parts = [
-            as_float_array(X, f"X_parts[{i}]", ndim=2, dtype=np.float64)[0] for i, X in enumerate(X_parts)
-        ]
-        rows = [X.shape[0] for X in parts]
-        if len(set(rows)) != 1:
-            raise ValueError(f"parties have different row counts {rows}; rows must be aligned")
-        if fitted:
-            widths = [len(w) for w in self.coef_]
-            if len(parts) != len(widths):
-                raise ValueError(f"model was fitted with {len(widths)} parties, got {len(parts)}")
-            for i, (X, width) in enumerate(zip(parts, widths)):
-                if X.shape[1] != width:
-                    raise ValueError(f"X_parts[{i}] has {X.shape[1]} features, the model expects {width}")
-        return parts
+    def _batch_seed(self) -> Any:
+        """The mini-batch order's seed: ``random_state`` when given (an int, or one
+        draw of a numpy RandomState / Generator), else ``seed`` (GLMJob checks it)."""
+        state = self.random_state
+        if state is None:
+            return self.seed
+        if isinstance(state, np.random.RandomState):
+            return int(state.randint(2**31 - 1))
+        if isinstance(state, np.random.Generator):
+            return int(state.integers(2**31 - 1))
+        if isinstance(state, (bool, np.bool_)) or not isinstance(state, numbers.Integral):
+            raise TypeError(f"random_state must be None, an int or a numpy RandomState/Generator, got "
+                            f"{type(state).__name__}")
+        if not isinstance(self.seed, (bool, np.bool_)) and self.seed != 0 and self.seed != state:
+            raise ValueError(f"seed={self.seed!r} and random_state={state!r} both set the mini-batch order -- give "
+                             "only one (random_state is scikit-learn's name for seed)")
+        return int(state)
+
+    def _uses_delta(self, protocol_name: str) -> bool:
+        """True when a run of ``protocol_name`` releases under (epsilon, delta)-DP."""
+        if self.noise is not True or protocol_name in REFERENCE_PROTECTIONS:
+            return False
+        from .he_dp import is_he_dp_protocol
+
+        return protocol_name == "hdp" or is_he_dp_protocol(protocol_name)
 
     def _design(self) -> GLMDesign:
         """The model's design from the parameters (:mod:`vflsec.glm.model`)."""
@@ -305,7 +381,7 @@ class VerticalLogisticRegression(BaseEstimator):
         labels = labels_of.fit_labels(y)
         signed = labels.encode(y)
         if signed.shape[0] != n:
-            raise ValueError(f"y has {signed.shape[0]} entries, X_parts have {n} rows")
+            raise ValueError(f"y has {signed.shape[0]} entries, X has {n} rows")
         self.labels_ = labels
         if labels.classes is not None:
             self.classes_ = labels.classes
@@ -324,10 +400,10 @@ class VerticalLogisticRegression(BaseEstimator):
         return min(check_positive_int(b, "batch_size"), n)
 
     def _job(self, protocol_name: str, design: GLMDesign, parts: Sequence[np.ndarray],
-             needs_coordinator: bool) -> GLMJob:
+             needs_coordinator: bool, *, uses_delta: bool) -> GLMJob:
         """The public job of a fit on the feature arrays ``parts`` (active
         first): its ``widths`` are the design's blocks', the intercept column
-        included."""
+        included; ``delta`` resolved (:func:`vflsec.glm.checks.resolve_delta`)."""
         n, n_parties = parts[0].shape[0], len(parts)
         batch_size = self._batch_size(n)
         passives = tuple(f"passive_{i}" for i in range(n_parties - 1))
@@ -343,12 +419,12 @@ class VerticalLogisticRegression(BaseEstimator):
             epochs=self.epochs,
             batch_size=batch_size,
             k=self.k,
-            seed=self.seed,
+            seed=self._batch_seed(),
             active="active",
             passives=passives,
             coordinator="coordinator" if needs_coordinator else None,
             epsilon=self.epsilon,
-            delta=self.delta,
+            delta=resolve_delta(self.delta, n, warn=uses_delta),
             calibration=self.calibration,
             noise=self.noise,
             noise_seed=self.noise_seed,
@@ -359,7 +435,11 @@ class VerticalLogisticRegression(BaseEstimator):
         )
 
     # -- fitting -------------------------------------------------------------
-    def fit(self, X_parts: Sequence[Any], y: Any) -> "VerticalLogisticRegression":
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "VerticalLogisticRegression":
+        """Train on ``X`` -- a list of per-party feature blocks (active first), or
+        one 2-D array/DataFrame with ``party_columns`` -- and the active party's
+        labels ``y``. ``sample_weight`` must be None."""
+        refuse_sample_weight(sample_weight, type(self).__name__)
         if not isinstance(self.protection, str):
             raise TypeError(f"protection must be a str, got {type(self.protection).__name__}")
         if self.loss not in LOSSES:
@@ -371,23 +451,38 @@ class VerticalLogisticRegression(BaseEstimator):
         if self.he_options is not None and not isinstance(self.he_options, dict):
             raise TypeError(f"he_options must be a dict or None, got {type(self.he_options).__name__}")
         design = self._design()
-        parts = self._parts(X_parts)
+        inputs = read_parties(X, self.party_columns)
+        parts = inputs.parts
         n = parts[0].shape[0]
         y_signed = self._targets(design, y, n)
         if self.protection in REFERENCE_PROTECTIONS:
             # Validate the shared hyper-parameters the same way for every method.
-            job = self._job("plain", design, parts, False)
+            job = self._job("plain", design, parts, False, uses_delta=False)
             roles = ["active"] + ["passive"] * (len(parts) - 1)
             self._fit_reference([design.features(X, role) for X, role in zip(parts, roles)], y_signed)
         else:
             protocol = get_protocol(self.protection)
-            job = self._job(self.protection, design, parts, protocol.needs_coordinator)
+            job = self._job(self.protection, design, parts, protocol.needs_coordinator,
+                            uses_delta=self._uses_delta(self.protection))
             self._fit_vfl(job, design, design.blocks(parts), y_signed)
         self.batch_size_ = job.batch_size
+        self.batch_seed_ = job.seed
+        self.delta_ = job.delta
         self.n_parties_ = len(parts)
+        self.n_features_in_ = inputs.n_features
+        if inputs.feature_names is not None:
+            self.feature_names_in_ = inputs.feature_names
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.party_names_ = inputs.party_names
+        self.party_columns_ = inputs.party_columns
         self.design_ = design
         self.active_radius_ = design.active_radius
         self.privacy_spent_ = self._privacy_spent(job)
+        if self.labels_.classes is not None and any(spent is not None for spent in self.privacy_spent_.values()):
+            theta = design.decision_function(parts, self.coef_, self.intercept_)
+            warn_single_class(self.labels_.predict(theta), f"{type(self).__name__}({self.protection!r})",
+                              self.epsilon)
         return self
 
     def _privacy_spent(self, job: GLMJob) -> Dict[str, Any]:
@@ -477,34 +572,61 @@ class VerticalLogisticRegression(BaseEstimator):
         if not hasattr(self, "coef_"):
             raise NotFittedError("this VerticalLogisticRegression is not fitted yet; call fit first")
 
-    def decision_function(self, X_parts: Sequence[Any]) -> np.ndarray:
+    def _prediction_parts(self, X: Any) -> List[np.ndarray]:
+        return read_parties_for(X, [len(w) for w in self.coef_], feature_names=getattr(self, "feature_names_in_", None),
+                                party_columns=getattr(self, "party_columns_", None), who=type(self).__name__)
+
+    def decision_function(self, X: Any) -> np.ndarray:
         """``theta = sum_p X_p w_p + intercept_`` on the rows as the fitted
         design preprocesses them (linear predictor, standardized scale for
-        least squares)."""
+        least squares). ``X`` as at fit: per-party blocks, or one table
+        split by the fitted party columns."""
         self._check_fitted()
-        return self.design_.decision_function(self._parts(X_parts, fitted=True), self.coef_, self.intercept_)
+        return self.design_.decision_function(self._prediction_parts(X), self.coef_, self.intercept_)
 
-    def predict_proba(self, X_parts: Sequence[Any]) -> np.ndarray:
+    def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities ``[P(classes_[0]), P(classes_[1])]`` (loss "logistic" only)."""
         if self.loss != "logistic":
             raise ValueError(f"predict_proba needs loss 'logistic', this model has loss {self.loss!r}")
-        p1 = _sigmoid(self.decision_function(X_parts))
+        p1 = _sigmoid(self.decision_function(X))
         return np.column_stack([1.0 - p1, p1])
 
-    def predict(self, X_parts: Sequence[Any]) -> np.ndarray:
+    def predict(self, X: Any) -> np.ndarray:
         """Class labels (logistic: sigmoid(theta) > 0.5; svm: theta > 0), the
         target for least squares, the mean count exp(theta) for poisson."""
-        theta = self.decision_function(X_parts)  # checks the model is fitted
+        theta = self.decision_function(X)  # checks the model is fitted
         return self.labels_.predict(theta)
 
-    def score(self, X_parts: Sequence[Any], y: Any) -> float:
+    def score(self, X: Any, y: Any, sample_weight: Optional[Sequence[float]] = None) -> float:
         """Accuracy for classification losses, R^2 otherwise (the model's
-        metric, :func:`vflsec.glm.model.glm_metric`)."""
-        theta = self.decision_function(X_parts)
+        metric, :func:`vflsec.glm.model.glm_metric`); with ``sample_weight``
+        the weighted accuracy or R^2 of scikit-learn's metrics (an evaluation,
+        so weights are fine here, unlike in ``fit``)."""
+        theta = self.decision_function(X)
         y_arr = np.asarray(y)
         if y_arr.shape != theta.shape:
-            raise ValueError(f"y has shape {y_arr.shape}, X_parts have {theta.shape[0]} rows")
+            raise ValueError(f"y has shape {y_arr.shape}, X has {theta.shape[0]} rows")
+        if sample_weight is not None:
+            from sklearn.metrics import accuracy_score, r2_score
+
+            metric = accuracy_score if self.labels_.classes is not None else r2_score
+            return float(metric(y_arr, self.labels_.predict(theta), sample_weight=sample_weight))
         value = glm_metric(self.labels_.loss, theta, y_arr, self.labels_)["value"]
         if value is None:  # constant labels: scikit-learn's r2_score convention
             return 1.0 if np.array_equal(self.labels_.predict(theta), y_arr.astype(np.float64)) else 0.0
         return float(value)
+
+    # -- persistence ---------------------------------------------------------
+    def save(self, path: Any) -> None:
+        """Write the fitted model to ``path`` as JSON (0600, atomic; no pickle):
+        the parameters, every party's weights, the design, the label encoding,
+        ``privacy_spent_`` (:mod:`vflsec.glm.persistence`). Not saved: the
+        noise seed (saved as None), HE keys, ``history_``."""
+        self._check_fitted()
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> "VerticalLogisticRegression":
+        """A model written by :meth:`save`; it predicts exactly as the saved one
+        (ValueError naming the file for anything else)."""
+        return load_model(cls, path)

@@ -139,6 +139,7 @@ __all__ = [
     "dp_info",
     "gradient_mechanism",
     "he_dp_privacy_spent",
+    "is_he_dp_protocol",
     "register_dp_protocol",
     "residual_bound",
     "shift_bound",
@@ -270,6 +271,15 @@ def _caveat(job: GLMJob, units: DecryptedUnits) -> str:
     if units.caveat:
         parts.append(units.caveat)
     return "; ".join(parts)
+
+
+def is_he_dp_protocol(name: str) -> bool:
+    """True when protocol ``name`` is an HE protocol with a DP model (registered by
+    :func:`register_dp_protocol`): its runs spend ``(job.epsilon, job.delta)``."""
+    from .registry import get_protocol
+
+    get_protocol(name)  # imports the protocol's module, which registers its units
+    return name in _UNITS
 
 
 def he_dp_privacy_spent(job: GLMJob) -> Any:

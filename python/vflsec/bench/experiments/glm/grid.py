@@ -343,7 +343,8 @@ class GLMExperiment(Experiment):
     seed_key = "seed"
     overrides = (
         Override("--datasets", "datasets", comma_list(str),
-                 "comma-separated dataset names (shipped: breast,credit,adult; --quick: breast)", metavar="NAMES"),
+                 "comma-separated dataset names (shipped: breast,credit,adult; --quick: breast), a registered name "
+                 "(vflsec.data.register_dataset) or csv:PATH / parquet:PATH[#label=COLUMN]", metavar="NAMES"),
         Override("--split-seeds", "split_seeds", int, "train/test splits per dataset", metavar="K"),
         Override("--noise-draws", "noise_draws", int, "noise draws per DP cell", metavar="K"),
     )
@@ -369,18 +370,23 @@ class GLMExperiment(Experiment):
     def check(self, grid: GLMBenchConfig, options: Dict[str, Any]) -> None:
         """Every dataset (of the run and of ``he_accuracy``) is known, the run's load, and the
         libraries of every HE method it trains import: before any cell runs."""
-        from ....data import DATASETS, load_dataset
+        from ....data import dataset_names, is_dataset_name, load_dataset
         from ....errors import missing_dataset, require_extra
 
         listed = [d for table in (grid.he_accuracy, grid.he_dp_accuracy) for names in table.values() for d in names]
         for name in list(grid.datasets) + listed:
-            if name not in DATASETS:
-                raise BenchConfigError(f"unknown dataset {name!r} -- choose from {', '.join(DATASETS)}")
+            if not is_dataset_name(name):
+                raise BenchConfigError(f"unknown dataset {name!r} -- choose from {', '.join(dataset_names())}, "
+                                       "csv:PATH or parquet:PATH (a table with a label column)")
         for name in grid.datasets:
             try:
                 load_dataset(name, data_dir=options.get("data_dir"))
-            except FileNotFoundError as exc:
-                raise missing_dataset(exc) from None
+            except (FileNotFoundError, ValueError) as exc:
+                if ":" in name:  # the user's own table: its error names the file, row, column and the fix
+                    raise BenchConfigError(str(exc)) from None
+                if isinstance(exc, FileNotFoundError):
+                    raise missing_dataset(exc) from None
+                raise
         methods = grid.he_methods()
         if "paillier" in methods:
             require_extra("phe", "gmpy2")

@@ -1,0 +1,258 @@
+"""Saved GLM models: one JSON file, no pickle.
+
+``VerticalLogisticRegression.save(path)`` and
+``CentralDPLogisticRegression.save(path)`` write one JSON document (UTF-8,
+mode 0600, atomically, never through a symlink:
+:func:`vflsec.federation.private_files.write_private_bytes`, as the runtime
+writes its model files)::
+
+    {"format": "vflsec-glm-model", "version": 1, "estimator": "<class name>",
+     "vflsec_version": "...", "params": {...}, "fitted": {...},
+     "not_saved": "..."}
+
+``params`` are the estimator's ``get_params()``; ``fitted`` is the model as
+data: the weight blocks, the intercept, the design (row normalisation,
+intercept column), the label encoding (the classes with their dtype, or the
+least-squares scaling), ``n_features_in_``, ``feature_names_in_``, the party
+names and columns, the resolved ``delta_`` and ``privacy_spent_`` (the
+:class:`vflsec.dp.PrivacySpent` fields). Floats are written with Python's
+shortest round-trip repr, so a reloaded model's weights are bit-identical and
+it predicts identically; an infinite or NaN float is written as
+``{"__float__": "inf"}``.
+
+Not saved: the noise generator and any noise seed (``noise_seed`` is saved as
+None: whoever holds a seed can reconstruct the noise), HE keys (a fitted
+estimator keeps none), and the training-time objects that are not the model
+(the central estimator's ``mechanism_``). Loading reads only this format
+(ValueError naming the file otherwise); it never executes code from the file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+import numpy as np
+
+from .model import GLMDesign, LabelEncoding
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "NOT_SAVED",
+    "decode_design",
+    "decode_labels",
+    "decode_privacy_spent",
+    "encode_design",
+    "encode_labels",
+    "encode_privacy_spent",
+    "from_json",
+    "load_model",
+    "read_model",
+    "save_model",
+    "to_json",
+    "write_model",
+]
+
+FORMAT = "vflsec-glm-model"
+FORMAT_VERSION = 1
+NOT_SAVED = ("the noise generator and noise seeds (noise_seed is saved as None), HE keys, and training-time "
+             "objects that are not the model (e.g. mechanism_)")
+PathLike = Union[str, "Path"]
+
+
+def to_json(value: Any, where: str = "value") -> Any:
+    """``value`` as JSON-ready data: numpy arrays and scalars as lists and Python numbers,
+    tuples as lists, non-finite floats as ``{"__float__": "inf"}``. TypeError naming
+    ``where`` for anything else that JSON cannot hold."""
+    if isinstance(value, np.ndarray):
+        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value.tolist())]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where} has a non-string key {key!r}; it cannot be saved")
+            out[key] = to_json(item, f"{where}[{key!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise TypeError(f"{where} is a {type(value).__name__}, which a saved model cannot hold (JSON data only)")
+
+
+def from_json(value: Any) -> Any:
+    """The inverse of :func:`to_json` for floats (lists stay lists)."""
+    if isinstance(value, dict):
+        if set(value) == {"__float__"}:
+            return float(value["__float__"])
+        return {key: from_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
+    return value
+
+
+# -- the model's parts ---------------------------------------------------------------------------
+def encode_design(design: GLMDesign) -> Dict[str, Any]:
+    return {"loss": design.loss, "fit_intercept": design.fit_intercept,
+            "intercept_scaling": float(design.intercept_scaling), "row_norm": design.row_norm}
+
+
+def decode_design(data: Any) -> GLMDesign:
+    return GLMDesign(loss=data["loss"], fit_intercept=data["fit_intercept"],
+                     intercept_scaling=data["intercept_scaling"], row_norm=data["row_norm"])
+
+
+def encode_labels(labels: LabelEncoding) -> Dict[str, Any]:
+    """The label encoding; the classes with their numpy dtype, so they come back as they were."""
+    classes = None
+    if labels.classes is not None:
+        array = np.asarray(labels.classes)
+        if array.dtype.kind not in "biufUO":
+            raise TypeError(f"labels of dtype {array.dtype} cannot be saved -- use str, int, float or bool labels")
+        classes = {"values": to_json(array, "classes_"), "dtype": array.dtype.str if array.dtype.kind != "O"
+                   else "object"}
+    return {"loss": labels.loss, "classes": classes, "mean": float(labels.mean), "scale": float(labels.scale)}
+
+
+def decode_labels(data: Any) -> LabelEncoding:
+    classes = data.get("classes")
+    values = None
+    if classes is not None:
+        values = np.asarray(from_json(classes["values"]), dtype=np.dtype(classes["dtype"]))
+    return LabelEncoding(data["loss"], classes=values, mean=float(data["mean"]), scale=float(data["scale"]))
+
+
+def encode_privacy_spent(spent: Any) -> Optional[Dict[str, Any]]:
+    return None if spent is None else to_json(dataclasses.asdict(spent), "privacy_spent_")
+
+
+def decode_privacy_spent(data: Any) -> Any:
+    if data is None:
+        return None
+    from ..dp.accountant import PrivacySpent
+
+    return PrivacySpent(**from_json(data))
+
+
+# -- the file ------------------------------------------------------------------------------------
+def write_model(path: PathLike, estimator: str, params: Dict[str, Any], fitted: Dict[str, Any]) -> None:
+    """Write one saved model (module docstring) to ``path``: 0600, atomic, not through a symlink."""
+    from .. import __version__
+    from ..federation.private_files import write_private_bytes
+
+    document = {"format": FORMAT, "version": FORMAT_VERSION, "estimator": estimator,
+                "vflsec_version": __version__, "params": to_json(params, "params"),
+                "fitted": to_json(fitted, "fitted"), "not_saved": NOT_SAVED}
+    text = json.dumps(document, indent=1, allow_nan=False)
+    write_private_bytes(Path(path), (text + "\n").encode("utf-8"))
+
+
+def read_model(path: PathLike, estimator: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``(params, fitted)`` of the saved ``estimator`` at ``path`` (floats decoded). ValueError
+    naming the file when it is not such a model (FileNotFoundError when it does not exist)."""
+    file = Path(path)
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{file}: not a saved vflsec GLM model (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{file}: not a saved vflsec GLM model (invalid JSON at line {exc.lineno}: "
+                         f"{exc.msg})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ValueError(f"{file}: not a saved vflsec GLM model (no \"format\": \"{FORMAT}\")")
+    if document.get("version") != FORMAT_VERSION:
+        raise ValueError(f"{file}: saved model format version {document.get('version')!r}; this vflsec reads "
+                         f"version {FORMAT_VERSION} -- save it again with this version")
+    if document.get("estimator") != estimator:
+        raise ValueError(f"{file} holds a {document.get('estimator')!r} model -- load it with "
+                         f"{document.get('estimator')}.load")
+    params, fitted = document.get("params"), document.get("fitted")
+    if not isinstance(params, dict) or not isinstance(fitted, dict):
+        raise ValueError(f"{file}: the saved model has no params/fitted sections")
+    return from_json(params), from_json(fitted)
+
+
+# -- the estimators ------------------------------------------------------------------------------
+def save_model(model: Any, path: PathLike) -> None:
+    """Save a fitted :class:`~vflsec.glm.VerticalLogisticRegression` (every party's
+    weight block, its parties and columns, the batch seed) or
+    :class:`~vflsec.glm.CentralDPLogisticRegression` (one weight vector, ``lam_``,
+    ``steps_``) to ``path``."""
+    params = model.get_params(deep=False)
+    params["noise_seed"] = None  # never saved: whoever holds it can reconstruct the noise
+    vertical = hasattr(model, "party_names_")
+    fitted: Dict[str, Any] = {
+        "coef": list(model.coef_) if vertical else model.coef_, "intercept": model.intercept_,
+        "design": encode_design(model.design_), "labels": encode_labels(model.labels_),
+        "n_features_in": model.n_features_in_, "feature_names_in": getattr(model, "feature_names_in_", None),
+        "delta": model.delta_,
+    }
+    if vertical:
+        if params["random_state"] is not None and not isinstance(params["random_state"], numbers.Integral):
+            params["random_state"] = model.batch_seed_  # one draw of a RandomState: the seed the fit used
+        fitted.update(party_names=list(model.party_names_), party_columns=model.party_columns_,
+                      batch_size=model.batch_size_, batch_seed=model.batch_seed_,
+                      privacy_spent={name: encode_privacy_spent(spent) for name, spent in model.privacy_spent_.items()})
+    else:
+        fitted.update(lam=model.lam_, steps=model.steps_, privacy_spent=encode_privacy_spent(model.privacy_spent_))
+    write_model(path, type(model).__name__, params, fitted)
+
+
+def load_model(cls: Any, path: PathLike) -> Any:
+    """The ``cls`` model saved at ``path`` by :func:`save_model` (ValueError naming the file
+    when it is incomplete or damaged)."""
+    params, fitted = read_model(path, cls.__name__)
+    try:
+        model = cls(**params)
+        vertical = "party_names" in fitted
+        if vertical:
+            model.coef_ = [np.asarray(w, dtype=np.float64) for w in fitted["coef"]]
+        else:
+            model.coef_ = np.asarray(fitted["coef"], dtype=np.float64)
+        model.intercept_ = float(fitted["intercept"])
+        model.design_ = decode_design(fitted["design"])
+        model.labels_ = decode_labels(fitted["labels"])
+        if model.labels_.classes is not None:
+            model.classes_ = model.labels_.classes
+        model.n_features_in_ = int(fitted["n_features_in"])
+        if fitted["feature_names_in"] is not None:
+            model.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+        model.delta_ = float(fitted["delta"])
+        if vertical:
+            if model.labels_.loss == "least_squares":
+                model.y_mean_, model.y_scale_ = model.labels_.mean, model.labels_.scale
+            model.party_names_ = tuple(fitted["party_names"])
+            columns = fitted["party_columns"]
+            model.party_columns_ = None if columns is None else {
+                str(party): [int(i) for i in positions] for party, positions in columns.items()}
+            model.batch_size_ = int(fitted["batch_size"])
+            model.batch_seed_ = int(fitted["batch_seed"])
+            model.n_parties_ = len(model.coef_)
+            model.active_radius_ = model.design_.active_radius
+            model.privacy_spent_ = {name: decode_privacy_spent(spent)
+                                    for name, spent in fitted["privacy_spent"].items()}
+            widths = [len(w) for w in model.coef_]
+        else:
+            model.lam_ = float(fitted["lam"])
+            model.steps_ = int(fitted["steps"])
+            model.privacy_spent_ = decode_privacy_spent(fitted["privacy_spent"])
+            widths = [len(model.coef_)]
+        if sum(widths) != model.n_features_in_:
+            raise ValueError(f"the weights cover {sum(widths)} features, n_features_in is {model.n_features_in_}")
+        names = getattr(model, "feature_names_in_", None)
+        if names is not None and len(names) != model.n_features_in_:
+            raise ValueError(f"{len(names)} feature names for {model.n_features_in_} features")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{path}: the saved model is incomplete or damaged ({exc})") from None
+    return model
