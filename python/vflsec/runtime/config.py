@@ -10,6 +10,7 @@ Format (relative paths are relative to the file)::
     id_column = "id"
     label_column = "y"              # the active party only
     test_data = "data/active-test.csv"  # held-out rows (same columns), for a job with evaluate = true
+    positive_label = ">50K"         # text labels: the class coded 1 (the active party only)
     output = "out/active.json"      # the party's result (its own weights)
     checkpoint_dir = "checkpoints"  # per-epoch checkpoints (for --resume)
 
@@ -20,6 +21,10 @@ Format (relative paths are relative to the file)::
     ca = "certs/ca.pem"
     cert = "certs/active.pem"
     key = "certs/active.key"
+
+    [preprocess]                    # optional: the party's own raw table (CSV or Parquet, any column
+    scaling = "zscore_clip"         # types) through vflsec.data.PartyPreprocessor, fitted on this
+    column_types = { joined = "date" }  # file's rows; keys are its parameters (see party_table)
 
     [network]                       # optional, see NetworkSettings
     peer_timeout = 10.0
@@ -74,9 +79,12 @@ class PartyConfig:
     tls: Optional[Mapping[str, Path]] = None
     test_data: Optional[Path] = None
     network: Mapping[str, Any] = field(default_factory=dict)
+    positive_label: Any = None
+    preprocess: Optional[Mapping[str, Any]] = None
 
 
-PARTY_KEYS = ("name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data")
+PARTY_KEYS = ("name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data",
+              "positive_label")
 TLS_KEYS = ("ca", "cert", "key")
 
 
@@ -102,10 +110,10 @@ def load_party_config(path: Path) -> PartyConfig:
     path = Path(path)
     raw = read_toml(path)
     base = path.parent
-    unknown = set(raw) - {"party", "peers", "tls", "network"}
+    unknown = set(raw) - {"party", "peers", "tls", "network", "preprocess"}
     if unknown:
-        raise ValueError(f"{path}: unknown tables {sorted(unknown)} (a party file has [party], [peers], [tls] "
-                         "and [network])")
+        raise ValueError(f"{path}: unknown tables {sorted(unknown)} (a party file has [party], [peers], [tls], "
+                         "[preprocess] and [network])")
     party = _table(raw, "party", path)
     for key in ("name", "listen", "job"):
         if key not in party:
@@ -113,6 +121,10 @@ def load_party_config(path: Path) -> PartyConfig:
     if set(party) - set(PARTY_KEYS):
         raise ValueError(f"{path}: unknown [party] keys {sorted(set(party) - set(PARTY_KEYS))} "
                          f"(known: {', '.join(PARTY_KEYS)})")
+    positive_label = party.pop("positive_label", None)
+    if positive_label is not None and (isinstance(positive_label, bool)
+                                       or not isinstance(positive_label, (str, int, float))):
+        raise ValueError(f"{path}: [party] positive_label must be a string or a number, got {positive_label!r}")
     _strings(party, "party", path)
     resolve = lambda value: None if value is None else (base / value)  # noqa: E731
     tls = raw.get("tls")
@@ -133,5 +145,6 @@ def load_party_config(path: Path) -> PartyConfig:
         data=resolve(party.get("data")), id_column=party.get("id_column", "id"),
         label_column=party.get("label_column"), output=resolve(party.get("output")),
         checkpoint_dir=resolve(party.get("checkpoint_dir")), tls=tls, test_data=resolve(party.get("test_data")),
-        network=_table(raw, "network", path),
+        network=_table(raw, "network", path), positive_label=positive_label,
+        preprocess=_table(raw, "preprocess", path) if "preprocess" in raw else None,
     )

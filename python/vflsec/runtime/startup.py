@@ -53,17 +53,19 @@ from ..vfl.job import VFLJob
 from .config import PartyConfig, load_party_config
 from .job_spec import JobSpec, load_job_spec
 from .party_csv import read_party_csv
+from .party_table import read_party_table, uses_table_reader
 
 __all__ = ["PartyRows", "PartyStart", "prepare_party"]
 
 
 @dataclass(frozen=True)
 class PartyRows:
-    """One CSV as read (``X`` before the job's row_norm)."""
+    """One data file as read (``X`` before the job's row_norm)."""
 
     ids: List[str]
     X: np.ndarray
     y: Optional[np.ndarray]
+    preprocessor: Any = None  # the fitted vflsec.data.PartyPreprocessor of a raw table (party_table)
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,7 @@ def _load_tls(cfg: PartyConfig, probe: VFLJob, config: Path) -> Any:
 
 
 def _read_rows(path: Path, key: str, cfg: PartyConfig, config: Path, label_column: Optional[str],
-               allow_no_features: bool) -> PartyRows:
+               allow_no_features: bool, fitted: Any = None) -> PartyRows:
     where = f"[party] {key} in {config}"
     if not path.is_file():
         problem = "is not a file" if path.exists() else "does not exist"
@@ -186,8 +188,17 @@ def _read_rows(path: Path, key: str, cfg: PartyConfig, config: Path, label_colum
                            f"({where})", f"correct {where} (relative to the party file's folder); "
                                          "`vflsec party-data` writes the per-party CSVs")
     labels = f" and the label column {label_column!r}" if label_column else ""
+    if uses_table_reader(path, cfg.preprocess):
+        fix = (f"correct {path} ({where}) or [preprocess] in {config}: an ID column {cfg.id_column!r}{labels}, one "
+               "row per unique ID")
+        with _fix(fix, str(path)):
+            table = read_party_table(path, id_column=cfg.id_column, label_column=label_column,
+                                     positive_label=cfg.positive_label if label_column else None,
+                                     preprocess=cfg.preprocess, fitted=fitted, allow_no_features=allow_no_features)
+        return PartyRows(table.ids, table.X, table.y, table.preprocessor)
     fix = (f"correct {path} ({where}): a header row naming the ID column {cfg.id_column!r}{labels} (or the "
-           f"column names in [party]), then one row per unique ID with a number in every other column")
+           f"column names in [party]), then one row per unique ID with a number in every other column; a table "
+           f"with text, date or missing cells needs a [preprocess] table in {config}")
     with _fix(fix, str(path)):
         ids, X, y, _ = read_party_csv(path, cfg.id_column, label_column, allow_no_features=allow_no_features)
     return PartyRows(ids, X, y)
@@ -208,6 +219,12 @@ def _read_data(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config
     label_column = cfg.label_column if role == "active" else None
     no_features = spec.kind.features_optional(probe, role)
     rows = _read_rows(cfg.data, "data", cfg, config, label_column, no_features)
+    if rows.preprocessor is not None and cfg.output is not None:
+        # Saved with the party's model: the same transform for its held-out and future rows.
+        target = Path(cfg.output).with_suffix(".preprocessor.json")  # party_table.preprocessor_path
+        with _fix(f"make the folder of [party] output in {config} writable", str(target)):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            rows.preprocessor.save(target)
     test_rows = None
     if spec.evaluate:
         if cfg.test_data is None:
@@ -215,7 +232,8 @@ def _read_data(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config
                                "rows as [party] test_data",
                                f"set [party] test_data in {config} (a CSV with the columns of its data file; "
                                "`vflsec party-data` writes <name>-test.csv), or set evaluate = false in the job")
-        test_rows = _read_rows(cfg.test_data, "test_data", cfg, config, label_column, no_features)
+        test_rows = _read_rows(cfg.test_data, "test_data", cfg, config, label_column, no_features,
+                               fitted=rows.preprocessor)
         if test_rows.X.shape[1] != rows.X.shape[1]:
             raise CommandError(f"{cfg.test_data} has {test_rows.X.shape[1]} feature columns, {cfg.data} has "
                                f"{rows.X.shape[1]}", f"give [party] test_data in {config} the columns of the data "
