@@ -161,6 +161,25 @@ def test_int_categories_match_when_read_back_as_float():
     assert Z[0, 1] > 0 and not Z[1, :3].any()
 
 
+def test_boolean_categories_match_when_read_back_as_float():
+    # read_table gives a boolean column with a missing cell as float 1.0/0.0/NaN
+    pre = PartyPreprocessor(column_types={"flag": "categorical"}).fit(
+        pd.DataFrame({"flag": [True, False] * 10, "x": np.arange(20.0)}))
+    assert pre.get_feature_names_out().tolist() == ["flag_0", "flag_1", "x"]
+    Z = pre.transform(pd.DataFrame({"flag": [1.0, 0.0, np.nan], "x": [0.0, 0.0, 0.0]}))
+    assert Z[0, 1] > 0 and Z[0, 0] == 0 and Z[1, 0] > 0 and Z[1, 1] == 0 and not Z[2, :2].any()
+
+
+def test_clip_only_takes_a_boolean_columns_bounds_as_0_1():
+    frame = pd.DataFrame({"flag": [True, False] * 10, "x": np.arange(20.0)})
+    pre = PartyPreprocessor(scaling="clip_only", bounds={"x": (0, 20)}).fit(frame)
+    assert pre.get_feature_names_out().tolist() == ["flag", "flag_missing", "x", "x_missing"]
+    Z = pre.transform(frame.iloc[:2]) * np.sqrt(2.0)
+    np.testing.assert_allclose(Z[:, 0], [1.0, -1.0])  # True -> +1, False -> -1
+    with pytest.raises(ValueError, match="needs public bounds for column 'flag'"):  # as float: not known 0/1
+        PartyPreprocessor(scaling="clip_only", bounds={"x": (0, 20)}).fit(frame.astype({"flag": float}))
+
+
 def test_date_features_and_date_text():
     frame = pd.DataFrame({"opened": ["2024-01-31", "2023-06-04", None], "x": [1.0, 2.0, 3.0]})
     with pytest.raises(ValueError, match="declare"):  # text is categorical unless declared
@@ -384,6 +403,7 @@ def test_an_undeclared_id_column_draws_a_warning():
     (pd.DataFrame({"a": ["1", "2x"]}), {"column_types": {"a": "numeric"}}, ValueError,
      r"column 'a', row 1: '2x' is not a number"),
     (pd.DataFrame({"a": [1.0, np.inf]}), {}, ValueError, "row 1: inf is not a finite number"),
+    (pd.DataFrame({"a": [1e200, -1e200, 3.0]}), {}, ValueError, "'a': its values are too large"),
     (pd.DataFrame({"d": ["2024-01-01", "soon"]}), {"column_types": {"d": "date"}}, ValueError,
      "row 1: 'soon' is not a date"),
     (pd.DataFrame({"c": ["x", "(missing)"]}), {}, ValueError, "reserved"),

@@ -83,11 +83,13 @@ def as_frame(X: Any, pd: Any, names: Optional[List[str]]) -> Tuple[Any, bool]:
 
 def category_text(value: Any) -> str:
     """A category as text: strings as they are, whole numbers without a
-    fraction (``5`` and ``5.0`` -> ``"5"``), anything else ``str``."""
+    fraction (``5`` and ``5.0`` -> ``"5"``), booleans as ``"1"``/``"0"``
+    (a boolean column with a missing cell is read as float 1.0/0.0/NaN),
+    anything else ``str``."""
     if isinstance(value, str):
         return value
     if isinstance(value, (bool, np.bool_)):
-        return str(bool(value))
+        return "1" if value else "0"
     if isinstance(value, numbers.Integral):
         return str(int(value))
     if isinstance(value, numbers.Real):
@@ -352,11 +354,13 @@ def column_values(series: Any, column: Dict[str, Any], pd: Any) -> List[np.ndarr
     return [v if b is None else np.clip(v, b[0], b[1]) for v, b in zip(raw, column["bounds"])]
 
 
-def _value_bounds(name: str, kind: str, params: Params, pd: Any) -> List[Optional[List[float]]]:
+def _value_bounds(name: str, kind: str, params: Params, pd: Any, boolean: bool) -> List[Optional[List[float]]]:
     declared = params.bounds.get(name)
     if kind == "numeric":
         if declared is not None and not _real(declared[0]):
             raise ValueError(f"bounds[{name!r}] are dates, but column {name!r} is numeric -- give numbers")
+        if declared is None and boolean:
+            return [[0.0, 1.0]]  # a boolean dtype's values are 0/1: public bounds without a declaration
         return [None if declared is None else [declared[0], declared[1]]]
     if declared is not None and _real(declared[0]):
         raise ValueError(f"bounds[{name!r}] are numbers, but column {name!r} is a date column -- give dates "
@@ -374,6 +378,12 @@ def _value_bounds(name: str, kind: str, params: Params, pd: Any) -> List[Optiona
     return out
 
 
+def _is_boolean(series: Any) -> bool:
+    from pandas.api import types as pdt
+
+    return bool(pdt.is_bool_dtype(series))
+
+
 def _learn_values(series: Any, name: str, kind: str, params: Params, pd: Any) -> Dict[str, Any]:
     from sklearn.impute import SimpleImputer
 
@@ -381,7 +391,7 @@ def _learn_values(series: Any, name: str, kind: str, params: Params, pd: Any) ->
     if kind == "date":
         column["features"] = list(params.date_features)
         column["reference"] = params.reference.isoformat()
-    column["bounds"] = _value_bounds(name, kind, params, pd)
+    column["bounds"] = _value_bounds(name, kind, params, pd, kind == "numeric" and _is_boolean(series))
     unbounded = column["bounds"].count(None)
     if unbounded and (params.scaling == "clip_only" or params.impute == "midpoint"):
         why = "scaling='clip_only'" if params.scaling == "clip_only" else "impute='midpoint'"

@@ -98,7 +98,9 @@ class PartyPreprocessor(TransformerMixin, BaseEstimator):
         missing-value columns learned, are *not* covered by the DP epsilon:
         ``privacy_note_`` lists them. ``"clip_only"`` -- data-independent: no
         statistic of the training rows is read. Every numeric column needs
-        declared ``bounds`` (values clipped to them and mapped to [-1, 1]),
+        declared ``bounds`` (values clipped to them and mapped to [-1, 1];
+        a boolean-dtype column has (0, 1) without one; a boolean column read
+        as float because of a missing cell needs ``bounds={col: (0, 1)}``),
         every categorical column declared ``categories``; missing values get
         the bounds' midpoint (0 after scaling) and every numeric and date
         column a missing indicator. Each attribute then adds at most 1 to
@@ -149,8 +151,9 @@ class PartyPreprocessor(TransformerMixin, BaseEstimator):
     the training rows (under ``"clip_only"`` always: deciding it would read
     the data). A category not seen in training (nor declared) gives an
     all-zero one-hot block for that column, not an error. Categorical values
-    are compared as text (a whole float such as ``5.0`` as ``"5"``, so an int
-    column read as float because of a missing cell still matches);
+    are compared as text (a whole float such as ``5.0`` as ``"5"``, booleans
+    as ``"1"``/``"0"``, so an int or boolean column read as float because of
+    a missing cell still matches);
     ``"(missing)"`` and ``"(other)"`` are reserved. For the row division a
     numeric column (with its indicator) counts as one attribute, a categorical
     column as one, a date column as one per date feature.
@@ -195,7 +198,7 @@ class PartyPreprocessor(TransformerMixin, BaseEstimator):
         zscore = None
         if params.scaling == "zscore_clip":
             encoded = _encode(column_transformer(columns, pd), frame, columns, pd)
-            zscore = {"mean": encoded.mean(axis=0).tolist(), "std": encoded.std(axis=0).tolist()}
+            zscore = _zscore_stats(encoded, output_names(columns))
         self._set_state(_FittedState(column_types=column_types, from_frame=from_frame, columns=columns,
                                      scaling=params.scaling, zscore=zscore,
                                      privacy_note=privacy_note(params, columns)), pd)
@@ -303,6 +306,22 @@ class PartyPreprocessor(TransformerMixin, BaseEstimator):
             return cls.from_dict(data)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
+
+
+def _zscore_stats(encoded: np.ndarray, names: List[str]) -> Dict[str, List[float]]:
+    """The training rows' per-column mean and standard deviation (as
+    :meth:`ZScoreClip.fit` computes them), finite or a ValueError: an
+    overflowing statistic would z-score the column to 0 and cannot be saved."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = encoded.mean(axis=0)
+        std = encoded.std(axis=0)
+    finite = np.isfinite(mean) & np.isfinite(std)
+    if not finite.all():
+        name = names[int(np.flatnonzero(~finite)[0])]
+        raise ValueError(f"output column {name!r}: its values are too large for zscore_clip's statistics (the "
+                         "standard deviation overflows float64) -- rescale the column or declare bounds for it "
+                         "(values are clipped to them)")
+    return {"mean": mean.tolist(), "std": std.tolist()}
 
 
 def _encode(encoder: Any, frame: Any, columns: List[Dict[str, Any]], pd: Any) -> np.ndarray:
