@@ -23,3 +23,9 @@ def test_api_reference_builds_strictly(tmp_path):
     assert "add_gaussian_noise" in page and "The Gaussian mechanism" in page
     for module in ("dp", "he", "glm", "splitnn", "attacks", "data", "vfl", "federation", "runtime"):
         assert (tmp_path / "api" / module / "index.html").stat().st_size > 10_000, module
+    # Every public estimator and its fit (vflsec.glm imports its estimator lazily, so the
+    # package page alone does not show it).
+    glm = (tmp_path / "api" / "glm" / "index.html").read_text()
+    for name in ("estimator.VerticalLogisticRegression", "central_dp.CentralDPLogisticRegression"):
+        for member in ("", ".fit", ".save", ".load"):
+            assert f'id="vflsec.glm.{name}{member}"' in glm, name + member

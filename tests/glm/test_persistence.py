@@ -145,6 +145,18 @@ def test_load_refuses_what_is_not_its_model(tmp_path):
     (tmp_path / "wrong.json").write_text(json.dumps(wrong))
     with pytest.raises(ValueError, match="the weights cover 5 features"):
         VerticalLogisticRegression.load(tmp_path / "wrong.json")
+    # What no fit produces is refused, not loaded to predict nonsense later.
+    fitted = document["fitted"]
+    for name, change, match in [
+        ("nan", {"coef": [[{"__float__": "nan"}, 0.0, 0.0], fitted["coef"][1]]}, "finite 1-D blocks"),
+        ("nested", {"coef": [[w] for w in fitted["coef"]]}, "finite 1-D blocks"),
+        ("classes", {"labels": {**fitted["labels"], "classes": {"values": ["no", "yes", "maybe"], "dtype": "<U5"}}},
+         "two distinct classes"),
+        ("parties", {"party_names": ["active"]}, "1 party names for 2 weight blocks"),
+    ]:
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(document, fitted={**fitted, **change})))
+        with pytest.raises(ValueError, match=f"{name}.json: the saved model is incomplete or damaged .*{match}"):
+            VerticalLogisticRegression.load(tmp_path / f"{name}.json")
     with pytest.raises(FileNotFoundError):
         VerticalLogisticRegression.load(tmp_path / "missing.json")
 

@@ -187,6 +187,9 @@ def test_random_state_is_the_batch_seed_and_seed_still_works():
     assert generated.batch_seed_ == np.random.default_rng(3).integers(2**31 - 1)
     with pytest.raises(ValueError, match="seed=5 and random_state=7 both"):
         VerticalLogisticRegression("plain", seed=5, random_state=7).fit(parts, y)
+    for state in (np.random.RandomState(3), np.random.default_rng(3)):  # a draw conflicts with a seed too
+        with pytest.raises(ValueError, match=f"seed=5 and random_state={type(state).__name__} both"):
+            VerticalLogisticRegression("plain", seed=5, random_state=state).fit(parts, y)
     with pytest.raises(TypeError, match="random_state must be None, an int"):
         VerticalLogisticRegression("plain", random_state="7").fit(parts, y)
 

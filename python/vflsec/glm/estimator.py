@@ -159,7 +159,8 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         before ``random_state`` existed); an int is the seed; a
         ``numpy.random.RandomState``/``Generator`` gives one draw (the seed
         used is ``batch_seed_``). Giving both ``seed`` (other than 0) and a
-        different ``random_state`` is a ValueError.
+        different ``random_state`` (another int, or any RandomState/Generator)
+        is a ValueError.
     noise_seed : None (default) = OS-entropy noise; an int makes DP noise
         reproducible (testing only: whoever knows it knows the noise; it is
         never saved). noise : False disables DP noise -- a testing aid with
@@ -348,16 +349,21 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         state = self.random_state
         if state is None:
             return self.seed
+        generator = isinstance(state, (np.random.RandomState, np.random.Generator))
+        if not generator and (isinstance(state, (bool, np.bool_)) or not isinstance(state, numbers.Integral)):
+            raise TypeError(f"random_state must be None, an int or a numpy RandomState/Generator, got "
+                            f"{type(state).__name__}")
+        # seed 0 is the default, so only another seed conflicts (a generator's draw is "another" seed too).
+        seed_given = not (isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, (bool, np.bool_))
+                          and self.seed == 0)
+        if seed_given and (generator or self.seed != state):
+            shown = type(state).__name__ if generator else repr(state)
+            raise ValueError(f"seed={self.seed!r} and random_state={shown} both set the mini-batch order -- give "
+                             "only one (random_state is scikit-learn's name for seed)")
         if isinstance(state, np.random.RandomState):
             return int(state.randint(2**31 - 1))
         if isinstance(state, np.random.Generator):
             return int(state.integers(2**31 - 1))
-        if isinstance(state, (bool, np.bool_)) or not isinstance(state, numbers.Integral):
-            raise TypeError(f"random_state must be None, an int or a numpy RandomState/Generator, got "
-                            f"{type(state).__name__}")
-        if not isinstance(self.seed, (bool, np.bool_)) and self.seed != 0 and self.seed != state:
-            raise ValueError(f"seed={self.seed!r} and random_state={state!r} both set the mini-batch order -- give "
-                             "only one (random_state is scikit-learn's name for seed)")
         return int(state)
 
     def _uses_delta(self, protocol_name: str) -> bool:

@@ -209,6 +209,24 @@ def save_model(model: Any, path: PathLike) -> None:
     write_model(path, type(model).__name__, params, fitted)
 
 
+def _check_weights(model: Any, vertical: bool) -> None:
+    """ValueError unless the loaded model is one a fit can produce: finite 1-D weight blocks
+    and intercept, two distinct classes, and (vertical) one block per party whose width is
+    that party's number of columns."""
+    blocks = model.coef_ if vertical else [model.coef_]
+    if any(w.ndim != 1 or not np.all(np.isfinite(w)) for w in blocks) or not math.isfinite(model.intercept_):
+        raise ValueError("the weights must be finite 1-D blocks and the intercept a finite number")
+    classes = model.labels_.classes
+    if classes is not None and (classes.ndim != 1 or classes.size != 2 or len(set(classes.tolist())) != 2):
+        raise ValueError(f"a model has two distinct classes, the file gives {classes.tolist()!r}")
+    if vertical:
+        if len(model.party_names_) != len(blocks):
+            raise ValueError(f"{len(model.party_names_)} party names for {len(blocks)} weight blocks")
+        if model.party_columns_ is not None and [len(c) for c in model.party_columns_.values()] != [
+                len(w) for w in blocks]:
+            raise ValueError("the parties' columns do not match their weight blocks")
+
+
 def load_model(cls: Any, path: PathLike) -> Any:
     """The ``cls`` model saved at ``path`` by :func:`save_model` (ValueError naming the file
     when it is incomplete or damaged)."""
@@ -248,6 +266,7 @@ def load_model(cls: Any, path: PathLike) -> Any:
             model.steps_ = int(fitted["steps"])
             model.privacy_spent_ = decode_privacy_spent(fitted["privacy_spent"])
             widths = [len(model.coef_)]
+        _check_weights(model, vertical)
         if sum(widths) != model.n_features_in_:
             raise ValueError(f"the weights cover {sum(widths)} features, n_features_in is {model.n_features_in_}")
         names = getattr(model, "feature_names_in_", None)
