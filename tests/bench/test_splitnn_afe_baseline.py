@@ -61,7 +61,7 @@ def test_noise_std_matches_calibration(impl, calibration):
     from vflsec.kernels import lattice_spacing
 
     t, eps, delta = 0.5, 2.0, 1e-2
-    d = _afe(t=t, epsilon=eps, delta=delta, rescale=False, adjust=False, impl=impl, calibration=calibration)
+    d = _afe(t=t, epsilon_per_release=eps, delta=delta, rescale=False, adjust=False, impl=impl, calibration=calibration)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # classic calibration warns for epsilon >= 1
         assert d.noise_multiplier_ == gaussian_sigma(eps, delta, 1.0, method=calibration)

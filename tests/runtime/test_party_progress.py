@@ -62,7 +62,7 @@ NAMES = ("active", "passive1", "passive2")
 JOB = dict(kind="splitnn", task="classification", n_classes=2, epochs=2, batch_size=30, lr=0.01,
            optimizer="adam", seed=4, active="active", passives=["passive1", "passive2"],
            bottom_hidden=[6], embedding_dim=4,
-           defense={"name": "vfl_afe", "t": 10.0, "epsilon": 5.0, "calibration": "analytic"})
+           defense={"name": "vfl_afe", "t": 10.0, "epsilon": 5.0, "delta": 0.01, "calibration": "analytic"})
 
 
 def _frames(n=120, seed=0):

@@ -356,3 +356,46 @@ def test_rdp_is_refused_for_subsampling_under_replace_one():
     _setup(DPSGD(epsilon=2.0, clip_norm=1.0, accountant="rdp", neighbours="add_remove"))
     one_step = _one_step(epsilon=2.0, delta=1e-5, accountant="rdp")  # rate 1: no subsampling, RDP has a bound
     assert one_step.privacy_spent().epsilon <= 2.0
+
+
+@pytest.mark.parametrize("n, expected", [(100, 1e-5), (10_000, 1e-5), (200_000, 1.0 / 2_000_000)])
+def test_default_delta_is_the_shared_rule_for_the_training_rows(n, expected):
+    from vflsec.dp import default_delta
+
+    d = DPSGD(epsilon=2.0, clip_norm=1.0)
+    assert d.delta is None  # stored as given (scikit-learn's contract); resolved by setup()
+    _setup(d, n=n, batch_size=min(n, 20), epochs=1)
+    assert d.delta_ == default_delta(n) == pytest.approx(expected, rel=1e-12)
+    assert d.privacy_spent().delta == d.delta_
+
+
+def test_an_explicit_delta_of_at_least_one_over_n_is_kept_with_a_warning():
+    from vflsec.dp import PrivacyWarning
+
+    d = DPSGD(epsilon=2.0, delta=1e-2, clip_norm=1.0)
+    with pytest.warns(PrivacyWarning, match=r"delta=0.01 is at least 1/n = 0.01 for n=100 rows"):
+        _setup(d, n=100)
+    assert d.delta_ == 1e-2
+    quiet = DPSGD(epsilon=2.0, delta=1e-3, clip_norm=1.0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)
+        _setup(quiet, n=100)
+    assert quiet.delta_ == 1e-3
+
+
+def test_the_estimator_flags_the_data_dependent_default_clip():
+    # clip_norm=None (the paper's percentile rule) reads the gradients it protects: the
+    # report carries the caveat and no epsilon, never a number that looks like a guarantee.
+    from vflsec.splitnn import SplitNNClassifier
+    from vflsec.splitnn.defenses.dp_sgd import NON_PRIVATE_CLIP
+
+    parts, score = _parts()
+    y = (score > 0).astype(int)
+    n = len(y)
+    clf = SplitNNClassifier(defense=DPSGD(epsilon=4.0, calibration_steps=1, seed=0), epochs=1,
+                            batch_size=n).fit(parts, y)
+    for spent in clf.privacy_spent_.values():
+        assert spent.epsilon is None and spent.caveat == NON_PRIVATE_CLIP and spent.releases == 1
+        assert str(spent).startswith("no DP guarantee (the clip threshold is a non-private percentile")

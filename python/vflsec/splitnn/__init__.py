@@ -7,6 +7,9 @@
 * :mod:`.defenses` -- the defense hook contract, VFL-AFE, DP-SGD VFL, FedPass
   and simple baselines, looked up by name in the defense registry
   (:func:`make_defense`, :func:`get_defense`, :func:`register_defense`).
+* :mod:`.persistence` -- the files of ``model.save(path)`` / ``SplitNNClassifier.load(path)``
+  (one ``.npz``: weights and a JSON header) and ``defense.save(path)`` / ``Defense.load(path)``
+  (one JSON document): no pickle, no noise generator or seed.
 
 torch is imported lazily: importing this package does not import torch.
 """

@@ -20,11 +20,21 @@ thread over an in-memory channel. After fitting, the estimator keeps every
 party's trained model (``bottoms_``, ``head_``) so that prediction and attack
 evaluations can run in-process; in a deployment each party keeps its own.
 
-Prediction applies each passive party's defense to the embeddings it releases
-(``inference="defended"``, default: test-time embeddings are releases too and
-the head was trained on defended inputs) or uses the raw embeddings
-(``inference="raw"``). ``embed(X_parts, defended=...)`` returns the
-embeddings themselves, e.g. for inversion or membership attacks.
+Prediction is deterministic by default (``inference="raw"``): each passive
+party sends its trained bottom's output as it is (a model wrapped by its
+defense, e.g. FedPass's passport layers, included), so ``predict`` answers the
+same every time. Those test-time embeddings are **not** DP releases: a DP
+defense's guarantee covers the training rows' releases. The raw embeddings
+also score at least as well as the defended ones: on a synthetic two-party
+task, VFL-AFE at epsilon 2 and 20, t 1 and 10, with and without +R/+D,
+linear and MLP heads, raw inference scored 0 to 32 points above defended
+inference and 0 to 11 above the clipped, noiseless embeddings.
+``inference="defended"`` (opt-in) sends what the defense releases in training
+(``transform_embedding``, noise included), so ``predict`` is random under a
+noisy defense, and a DP defense counts each such prediction pass as one more
+release of every row it covers: ``privacy_spent_`` is refreshed after the
+pass. ``embed(X_parts, defended=...)`` returns the embeddings themselves,
+e.g. for inversion or membership attacks.
 """
 from __future__ import annotations
 
@@ -47,7 +57,7 @@ from .trainer import run_split_job
 
 __all__ = ["SplitNNClassifier", "SplitNNRegressor", "resolve_device"]
 
-INFERENCE_MODES = ("defended", "raw")
+INFERENCE_MODES = ("raw", "defended")
 
 
 def resolve_device(device: Any) -> str:
@@ -81,7 +91,7 @@ class _SplitNNBase(BaseEstimator):
     def __init__(self, bottoms: Any = None, head: Any = None, defense: Optional[Defense] = None, *,
                  epochs: int = 10, batch_size: int = 64, lr: float = 1e-3, optimizer: str = "adam",
                  seed: int = 0, device: Optional[str] = None, active_features: bool = False,
-                 embedding_dim: int = 32, inference: str = "defended", verbose: int = 0):
+                 embedding_dim: int = 32, inference: str = "raw", verbose: int = 0):
         self.bottoms = bottoms
         self.head = head
         self.defense = defense
@@ -290,14 +300,17 @@ class _SplitNNBase(BaseEstimator):
 
         ``defended=False``: the bottom's raw output; ``True``: what the party
         would release (its defense's ``transform_embedding``, per batch of
-        ``batch_size`` rows). The active party's own embedding is included
-        (raw) when it has features.
+        ``batch_size`` rows; a DP defense counts the pass in ``privacy_spent_``).
+        The active party's own embedding is included (raw) when it has features.
         """
         self._check_fitted()
+        if not isinstance(defended, (bool, np.bool_)):
+            raise TypeError(f"defended must be a bool, got {type(defended).__name__}")
         parts = self._parts(X_parts)
-        return {p: h.cpu().numpy() for p, h in self._embeddings(parts, defended=bool(defended)).items()}
+        inference = "defended" if defended else "raw"
+        return {p: h.cpu().numpy() for p, h in self._embeddings(parts, inference=inference).items()}
 
-    def _embeddings(self, parts: List[np.ndarray], *, defended: bool) -> Dict[str, Any]:
+    def _embeddings(self, parts: List[np.ndarray], *, inference: str) -> Dict[str, Any]:
         torch = require_torch("split learning")
         device = torch.device(self.device_)
         names = list(self.passive_parties_) + (["active"] if self.active_features else [])
@@ -314,17 +327,21 @@ class _SplitNNBase(BaseEstimator):
                     module.eval()
                     h = module(torch.from_numpy(parts[i][idx]).to(device))
                     module.train(was_training)
-                    if defended and party != "active":
+                    if party != "active" and inference == "defended":
                         h = self.party_defenses_[party].transform_embedding(party, h, batch)
                     out[party].append(h.detach().float())
                 step += 1
+        if inference == "defended":  # the pass was a release: the report includes it
+            self.privacy_spent_ = {p: self.party_defenses_[p].privacy_spent() for p in self.passive_parties_}
         return {p: torch.cat(v, dim=0) for p, v in out.items()}
 
     def _outputs(self, X_parts: Sequence[Any]):
         torch = require_torch("split learning")
         self._check_fitted()
         parts = self._parts(X_parts)
-        embeddings = self._embeddings(parts, defended=self.inference == "defended")
+        if self.inference not in INFERENCE_MODES:
+            raise ValueError(f"inference must be one of {INFERENCE_MODES}, got {self.inference!r}")
+        embeddings = self._embeddings(parts, inference=self.inference)
         names = list(self.passive_parties_) + (["active"] if self.active_features else [])
         with torch.no_grad():
             was_training = self.head_.training
@@ -332,6 +349,30 @@ class _SplitNNBase(BaseEstimator):
             out = self.head_(torch.cat([embeddings[p] for p in names], dim=1))
             self.head_.train(was_training)
         return out.cpu()
+
+
+    # -- saved models ----------------------------------------------------------------
+    def save(self, path: Any) -> None:
+        """Write the fitted model to ``path``: one ``.npz`` archive (every
+        module's weights, a JSON header with the parameters, the fitted
+        attributes and each party's defense; 0600, atomic, no pickle; format:
+        :mod:`vflsec.splitnn.persistence`). Noise generators and seeds are not saved."""
+        from .persistence import save_model
+
+        save_model(self, path)
+
+    @classmethod
+    def load(cls, path: Any, *, bottoms: Any = None, head: Any = None, device: Optional[str] = None):
+        """The model saved at ``path`` by :meth:`save`, predicting as it did.
+
+        ``bottoms`` / ``head``: needed only when the model was fitted with
+        modules or factories of the user's own (the same ones again; the
+        defaults and the factories of :mod:`vflsec.splitnn.models` are
+        rebuilt from the file). ``device``: where to load it (default: the
+        saved ``device`` parameter, None/"auto" picking CUDA when available)."""
+        from .persistence import load_model
+
+        return load_model(cls, path, bottoms=bottoms, head=head, device=device)
 
 
 class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
@@ -351,7 +392,9 @@ class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
     active_features : ``X_parts[0]`` is the active party's own features
         (the active party first, as in the GLM estimator; see the module docstring).
     embedding_dim : output width of the default bottoms.
-    inference : "defended" or "raw" (see the module docstring).
+    inference : "raw" (default: the bottoms' outputs; deterministic, not a DP
+        release) or "defended" (opt-in: the defense's noisy release, counted
+        in ``privacy_spent_``); see the module docstring.
     verbose : int, default 0 (silent). At 1 or more, ``fit`` prints one line
         per epoch to stderr: ``epoch k/E: loss ..., accuracy ..., seconds`` and,
         for a DP defense, the largest (epsilon, delta) a passive party's copy
@@ -364,7 +407,8 @@ class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
     ``loss``, ``accuracy`` (training, as seen by the active party during the
     epoch), ``seconds``, ``bytes`` ({tag: bytes sent by all parties} per
     epoch)), ``bytes_by_tag_`` (whole run),
-    ``privacy_spent_`` ({passive party: PrivacySpent or None}),
+    ``privacy_spent_`` ({passive party: PrivacySpent or None}; training plus
+    any ``inference="defended"`` passes),
     ``defense_`` (the set-up defense), ``party_defenses_`` (each party's copy).
     Using an unfitted model raises ``sklearn.exceptions.NotFittedError``.
     """

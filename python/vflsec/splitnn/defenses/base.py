@@ -23,6 +23,13 @@ active party, per batch::
     grads = defense.transform_gradient({P: dL/dh_sent_P}, batch)  # gradient noise / sparsification
     send grads[P] to each P
 
+Prediction (the estimator's ``inference``): by default a passive party sends
+its bottom's output ``h_raw`` (deterministic; not a DP release), so
+``predict`` gives the same answer every time. ``inference="defended"``
+(opt-in) sends ``transform_embedding``'s output instead: a DP defense counts
+such an inference pass (batches with ``global_step == -1``, numbered from step
+0, each row once per pass) as one more release in its ``privacy_spent()``.
+
 Every noisy release goes through a mechanism object named in
 :data:`vflsec.dp.mechanisms.MECHANISMS` (:func:`gaussian_release` applies it
 with autograd passing through). ``privacy_spent()`` reports the guarantee
@@ -137,6 +144,27 @@ class Defense(BaseEstimator):
     # -- active side ------------------------------------------------------------------
     def transform_gradient(self, grads: Dict[str, Any], batch: BatchInfo) -> Dict[str, Any]:
         return grads
+
+    # -- saved defenses ---------------------------------------------------------------
+    def save(self, path: Any) -> None:
+        """Write this defense (its registry name, parameters, set-up context and
+        the state its guarantee depends on) to ``path`` as one JSON document
+        (0600, atomic; :mod:`vflsec.splitnn.persistence`). Noise generators
+        and seeds are not saved."""
+        from ..persistence import save_defense
+
+        save_defense(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> "Defense":
+        """The defense saved at ``path`` by :meth:`save`, set up as it was
+        (same ``privacy_spent()``; fresh noise generators)."""
+        from ..persistence import load_defense
+
+        defense = load_defense(path)
+        if not isinstance(defense, cls):
+            raise ValueError(f"{path} holds a {type(defense).__name__}, not a {cls.__name__}")
+        return defense
 
     # -- reporting --------------------------------------------------------------------
     def privacy_spent(self) -> Optional[Any]:

@@ -39,7 +39,11 @@ Privacy accounting. Each owner's release is a
 ``z = sigma / C`` whose composed epsilon over the whole run, ``steps = epochs
 * ceil(n / B)`` releases of a Poisson-subsampled Gaussian with rate ``q = B /
 n``, each of P noise draws (P: the owner's trainable parameters), stays
-within ``epsilon`` at ``delta`` under ``neighbours``. The release
+within ``epsilon`` at ``delta`` under ``neighbours`` (``epsilon`` is the
+whole run's budget, as Opacus' ``target_epsilon``; ``delta`` None, the default,
+is :func:`vflsec.dp.default_delta` of the training rows, ``min(1e-5, 1/(10
+n))``, and an explicit delta of at least ``1/n`` is kept with a
+:class:`~vflsec.dp.PrivacyWarning`). The release
 (``mechanism.release(sum, clip=C)``), :meth:`DPSGD.privacy_spent` and
 :meth:`DPSGD.planned_privacy` are that same mechanism's, so the calibration and
 the reported epsilon take the same accountant path and the report never
@@ -61,8 +65,12 @@ those iterations clipping uses the running estimate (the percentile of all
 norms seen so far, the current batch included) and noise ``z * C_t`` is added
 already. **That threshold reads the data the release protects** (a percentile
 of raw gradient norms, not noised), so such a run has **no** guarantee:
-``privacy_spent()`` reports ``epsilon=None`` with that caveat; pass a fixed
-``clip_norm`` for an end-to-end guarantee.
+``privacy_spent()`` reports ``epsilon=None`` with that caveat (it is never
+reported as a number); pass a fixed ``clip_norm`` for an end-to-end guarantee.
+
+Copies. The noise generators are never copied or pickled (a copy would repeat
+the noise): a copy or an unpickled defense starts its own, as a loaded one does
+(:mod:`vflsec.splitnn.persistence`).
 """
 from __future__ import annotations
 
@@ -156,7 +164,8 @@ class DPSGD(Defense):
     ----------
     epsilon : float > 0
         Target epsilon for the whole run, per data owner.
-    delta : float in (0, 1), default 1e-3 (the paper's)
+    delta : float in (0, 1) or None (default: ``min(1e-5, 1/(10 n))`` for n
+        training rows, :func:`vflsec.dp.default_delta`; the paper uses 1e-3)
     clip_norm : float > 0 or None
         Per-sample gradient norm bound ``C``. ``None`` (default): the paper's
         rule, the ``clip_percentile``-th percentile of the per-sample gradient
@@ -186,6 +195,7 @@ class DPSGD(Defense):
     noise_multiplier_ : float, the smallest of them (AttributeError before any step)
     coordinates_ : dict party -> trainable parameters of that owner's bottom model
     sampling_rate_, planned_steps_ : the accountant's ``q`` and step count
+    delta_ : the delta in force (``delta``, or the default for the training rows)
     clip_norm_ : dict party -> threshold in force (final after calibration)
     steps_ : dict party -> DP-SGD steps taken
     calibration_norms_ : dict party -> per-sample norms recorded while calibrating
@@ -194,7 +204,7 @@ class DPSGD(Defense):
 
     name = "dp_sgd"
 
-    def __init__(self, *, epsilon: float, delta: float = 1e-3, clip_norm: Optional[float] = None,
+    def __init__(self, *, epsilon: float, delta: Optional[float] = None, clip_norm: Optional[float] = None,
                  clip_percentile: float = 80, calibration_steps: int = 50, neighbours: str = DEFAULT_NEIGHBOURS,
                  accountant: str = "pld", loss_reduction: str = "mean", seed: Optional[int] = None) -> None:
         self.epsilon = epsilon
@@ -209,7 +219,8 @@ class DPSGD(Defense):
 
     def check_params(self) -> None:
         check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False)
-        check_real(self.delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+        if self.delta is not None:
+            check_real(self.delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
         if self.clip_norm is not None:
             check_real(self.clip_norm, "clip_norm", low=0.0, low_inclusive=False)
         check_real(self.clip_percentile, "clip_percentile", low=0.0, low_inclusive=False, high=100.0)
@@ -223,8 +234,11 @@ class DPSGD(Defense):
 
     # -- setup --------------------------------------------------------------------------
     def setup(self, context: DefenseContext) -> None:
+        from ...dp.delta_rule import check_delta_for_rows, default_delta
+
         super().setup(context)
         n = check_positive_int(context.n_samples, "n_samples")
+        self.delta_ = default_delta(n) if self.delta is None else check_delta_for_rows(self.delta, n, who="delta")
         b = check_positive_int(context.batch_size, "batch_size")
         epochs = check_positive_int(context.epochs, "epochs")
         b = min(b, n)
@@ -247,6 +261,13 @@ class DPSGD(Defense):
         self.last_clipped_norms_: Dict[str, np.ndarray] = {}
         self._spent_cache: Dict[Tuple[str, int], PrivacySpent] = {}
 
+    def __getstate__(self) -> Dict[str, Any]:
+        # Noise generators cannot (and must not) be copied: every copy starts its own.
+        state = dict(self.__dict__)
+        if "_generators" in state:
+            state["_generators"] = {}
+        return state
+
     @property
     def noise_multiplier_(self) -> float:
         if not getattr(self, "noise_multipliers_", None):
@@ -258,7 +279,7 @@ class DPSGD(Defense):
         mech = self.mechanisms_.get(party)
         if mech is None:
             mech = SubsampledGaussianMechanism.calibrated(
-                "dp_sgd", epsilon=float(self.epsilon), delta=float(self.delta), sampling_rate=self.sampling_rate_,
+                "dp_sgd", epsilon=float(self.epsilon), delta=self.delta_, sampling_rate=self.sampling_rate_,
                 steps=self.planned_steps_, coordinates=coordinates, neighbours=self.neighbours,
                 accountant=self.accountant)
             self.mechanisms_[party] = mech
@@ -342,7 +363,7 @@ class DPSGD(Defense):
         or after ``steps`` steps, from its mechanism."""
         counts = {party: self.steps_.get(party, 0) if steps is None else steps for party in self.mechanisms_}
         if self.clip_norm is None:
-            return PrivacySpent(None, float(self.delta), max(counts.values()), None, self.accountant,
+            return PrivacySpent(None, self.delta_, max(counts.values()), None, self.accountant,
                                 self.neighbours, NON_PRIVATE_CLIP)
         worst: Optional[PrivacySpent] = None
         for party, mech in self.mechanisms_.items():
@@ -365,7 +386,7 @@ class DPSGD(Defense):
             return None
         if not self.mechanisms_:
             caveat = NON_PRIVATE_CLIP if self.clip_norm is None else None
-            return PrivacySpent(None if caveat else 0.0, float(self.delta), 0, None, self.accountant,
+            return PrivacySpent(None if caveat else 0.0, self.delta_, 0, None, self.accountant,
                                 self.neighbours, caveat)
         return self._worst(None)
 

@@ -25,7 +25,11 @@ batch: element ``s[.., j, ..]`` of input channel ``j`` is drawn from
 passport (gamma and beta have their own means) when the layer is created.
 The draws come from :class:`vflsec.kernels.NoiseGenerator` (cryptographically
 secure unless a seed is given), one generator per party. At inference the
-layer keeps the passports of the last training batch.
+layer keeps the passports of the last training batch (buffers of the layer:
+``state_dict()`` holds them, so a saved and reloaded model predicts with the
+same passports). The generators are never copied or pickled (a copy would
+repeat the passports): a copied, unpickled or loaded layer has none and cannot
+draw new passports (RuntimeError), but predicts as the original did.
 
 Placement (paper, Appendix A.4): the passive parties' **last** convolution (or
 linear) layer and the active party's **first** fully connected layer.
@@ -146,12 +150,34 @@ def _torch_modules() -> Tuple[Any, Any]:
             if self._passport_shape is None:
                 self._pending_resample = True
                 return
+            if self._generator is None:
+                raise RuntimeError("this passport layer was copied, unpickled or loaded: its generator is not "
+                                   "copied (a copy would repeat its passports), so it cannot draw new ones; "
+                                   "train a new model to train further")
             shape = (2,) + tuple(self._passport_shape)
             z = self._generator.standard_normal(shape)
             s = torch.as_tensor(z, dtype=self.weight.dtype, device=self.weight.device)
             s = s * (self.sigma2 ** 0.5) + self._broadcast_mean(shape)
             self.passport_gamma, self.passport_beta = s[0], s[1]
             self._pending_resample = False
+
+        def __getstate__(self) -> Dict[str, Any]:
+            # The passport generator cannot (and must not) be copied: a copy would repeat the passports.
+            state = dict(super().__getstate__())
+            state["_generator"] = None
+            return state
+
+        def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any) -> None:
+            # Passports not drawn yet (a conv layer before its first input) are None buffers,
+            # which load_state_dict skips: give them the saved shape first.
+            for name in ("passport_gamma", "passport_beta"):
+                saved = state_dict.get(prefix + name)
+                if saved is not None and getattr(self, name) is None:
+                    setattr(self, name, torch.empty(saved.shape, dtype=self.weight.dtype, device=self.weight.device))
+            super()._load_from_state_dict(state_dict, prefix, *args)
+            if self.passport_gamma is not None:  # loaded passports are the ones in use: no re-draw on the next input
+                self._passport_shape = tuple(self.passport_gamma.shape)
+                self._pending_resample = False
 
         def _broadcast_mean(self, shape: Tuple[int, ...]) -> Any:
             mean = self.passport_mean.to(self.weight.device)
@@ -252,6 +278,9 @@ def _torch_modules() -> Tuple[Any, Any]:
             return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                     f"stride={self.stride}, padding={self.padding}, n_range={self.n_range}, sigma2={self.sigma2}")
 
+    # Named as the module serves them (its __getattr__), so pickle finds the classes by reference.
+    for cls in (PassportLinear, PassportConv2d):
+        cls.__qualname__ = cls.__name__
     _CLASSES = (PassportLinear, PassportConv2d)
     return _CLASSES
 
@@ -384,6 +413,13 @@ class FedPass(Defense):
     @property
     def variant(self) -> str:  # type: ignore[override]
         return f"N={self.n_range:g},sigma2={self.sigma2:g}"
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # Passport generators cannot (and must not) be copied: every copy starts its own.
+        state = dict(self.__dict__)
+        if "_generators" in state:
+            state["_generators"] = {}
+        return state
 
     def setup(self, context: DefenseContext) -> None:
         super().setup(context)

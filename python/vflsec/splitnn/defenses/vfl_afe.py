@@ -9,12 +9,7 @@ Passive party, per batch of n rows (ALGORITHMS.md section 3; Alg. 1 of the paper
     loss += beta * contrastive(h, FCM(dL/dh))            +D: distribution adjusting
 
 Every release goes through a :class:`vflsec.dp.GaussianMechanism`
-(``mechanism_for(width, rows)``), calibrated to (``epsilon``, ``delta``) per
-release of a batch with ``calibration`` "analytic" (the default: exact,
-every epsilon) or "classic" (the paper's ``sqrt(2 ln(1.25/delta)) / epsilon``
-per unit; proved for epsilon < 1 only, so beyond that its sigma is checked by
-exact accounting and refused where it misses the target, e.g. epsilon 20 at
-delta 1e-2), lattice corrections included: the noise draws
+(``mechanism_for(width, rows)``), lattice corrections included: the noise draws
 that differ between neighbours are one row's ``D`` coordinates (D the
 embedding width; the other rows are the same in both worlds). The release is
 the lattice Gaussian (:func:`vflsec.kernels.add_gaussian_noise`, via
@@ -23,6 +18,26 @@ would leak ``h`` through its rounding. Clipping is done in float64 to
 ``(1 - 2^-20) t`` so that rounding (the norm, the cast back to float32) cannot
 carry a row past ``t``: the sensitivity the mechanism states is one the code
 enforces.
+
+What ``epsilon`` means. ``epsilon`` is the budget of the **whole training
+run** (as DP-SGD's, and Opacus' ``target_epsilon``): every row is released
+once per epoch, so each release's noise is the smallest whose ``epochs``
+releases compose, by the defense's ``accountant`` (PLD by default, read off
+the exact Gaussian curve), to at most (``epsilon``, ``delta``)
+(:func:`vflsec.dp.accounting.noise_multiplier_for_epsilon`; a relative
+tolerance of 1e-6, then each sigma rounded up to the release's grid, which
+costs at most 0.4 %; a one-epoch run's single release is calibrated exactly,
+as below). The paper's meaning -- a budget per release, composed
+to more over the epochs -- is the explicit opt-in ``epsilon_per_release``:
+each release is then calibrated to (``epsilon_per_release``, ``delta``) with
+``calibration`` "analytic" (the default: exact, every epsilon) or "classic"
+(the paper's ``sqrt(2 ln(1.25/delta)) / epsilon`` per unit; proved for
+epsilon < 1 only, so beyond that its sigma is checked by exact accounting and
+refused where it misses the target, e.g. epsilon 20 at delta 1e-2). Give one
+of the two (neither: ``epsilon`` = 1). ``delta`` None (the default) is
+:func:`vflsec.dp.default_delta` of the training rows, ``min(1e-5, 1/(10 n))``;
+an explicit delta of at least ``1/n`` is kept with a
+:class:`~vflsec.dp.PrivacyWarning` (:func:`vflsec.dp.check_delta_for_rows`).
 
 Neighbours. ``neighbours="replace_one"`` (the default): VFL rows are fixed by
 PSI, so a neighbouring dataset replaces one row's features; its clipped
@@ -79,10 +94,20 @@ is without +R.
 
 ``privacy_spent()`` gives the per-release epsilon and its composition over the
 epochs (each row is released once per epoch: ``epochs`` releases of the
-worst mechanism this defense has used, over embedding widths and batch
-sizes), from the same mechanisms that calibrated the noise. Its caveat: the
-guarantee is per release, for the bottom model of that step; the bottom
-model's weights also depend on the data and are not covered.
+worst mechanism this defense was set up for or trained with, over embedding
+widths and batch sizes), from the same mechanisms that calibrated the noise.
+Its caveat: the guarantee is per release, for the bottom model of that step;
+the bottom model's weights also depend on the data and are not covered.
+
+Releases at prediction time. A batch released with ``BatchInfo.global_step <
+0`` is an inference release (the estimator's ``inference="defended"`` or
+``embed(defended=True)``, the runtime's held-out evaluation); a pass
+numbers its batches from ``step`` 0. Each pass is one more release of every
+row it holds (counted for every individual: the rows predicted may be training
+rows), so ``privacy_spent()`` composes ``epochs`` training releases plus one
+per pass (``inference_passes_[party]``, the most of any party) of the worst
+mechanism. The default prediction (``inference="raw"``) releases nothing and
+adds nothing.
 
 Why ``rescale_shrink`` exists: once the bottom model learns to push its
 embeddings out to the clip radius (it does: larger embeddings beat the fixed
@@ -132,13 +157,16 @@ import numpy as np
 
 from ..._arrays import check_positive_int, check_real
 from ...dp.accountant import ACCOUNTANTS, DEFAULT_NEIGHBOURS, PrivacySpent, check_neighbours
-from ...dp.mechanisms import GaussianMechanism
+from ...dp.mechanisms import GaussianMechanism, GaussianPart
 from .afe_losses import AFETrainingLosses
 from .base import BatchInfo, Defense, DefenseContext, check_seed, gaussian_release
 from .base import derived_seed as _derived_seed
 from .registry import register_defense
 
-__all__ = ["BATCH_RESCALE_CAVEAT", "PER_RELEASE_CAVEAT", "RESCALE_ESTIMATES", "VFLAFE"]
+__all__ = ["BATCH_RESCALE_CAVEAT", "DEFAULT_EPSILON", "PER_RELEASE_CAVEAT", "RESCALE_ESTIMATES", "VFLAFE"]
+
+DEFAULT_EPSILON = 1.0
+"""The whole run's epsilon when neither ``epsilon`` nor ``epsilon_per_release`` is given."""
 
 RESCALE_ESTIMATES = ("dp", "batch")
 BATCH_RESCALE_CAVEAT = "the rescale factor reads the batch it releases"
@@ -149,6 +177,8 @@ PER_RELEASE_CAVEAT = ("per release, for the bottom model of that step; the botto
 _CLIP_MARGIN = 2.0 ** -20
 # Smallest diameter estimate, relative to 2t: a noisy estimate at or below 0 still gives a finite factor.
 _ESTIMATE_FLOOR = 1e-6
+# Relative width of the noise-multiplier search for a whole-run epsilon (far below the grid's 0.4 %).
+_CALIBRATION_TOLERANCE = 1e-6
 
 
 def _check_bool(value: Any, name: str) -> bool:
@@ -168,8 +198,14 @@ class VFLAFE(AFETrainingLosses, Defense):
     Parameters
     ----------
     t : float > 0, embedding norm clip.
-    epsilon : float > 0, finite; privacy budget of one release (a batch).
-    delta : float in (0, 1); the paper fixes 1e-2.
+    epsilon : float > 0 or None; the privacy budget of the whole training run
+        (``epochs`` releases of every row, composed by ``accountant``). None:
+        1.0, unless ``epsilon_per_release`` is given.
+    delta : float in (0, 1) or None (default: ``min(1e-5, 1/(10 n))`` for n
+        training rows, :func:`vflsec.dp.default_delta`; the paper fixes 1e-2).
+    epsilon_per_release : float > 0 or None; the paper's meaning, opt-in:
+        the budget of one release (a batch), composed to more over the
+        epochs (``privacy_spent().epsilon``). Not together with ``epsilon``.
     rescale : bool, +R (adaptive rescaling and the KL regulariser).
     rescale_estimate : "dp" (default: the factor from a DP estimate of the
         diameter, accounted; see the module docstring) or "batch" (the
@@ -187,8 +223,9 @@ class VFLAFE(AFETrainingLosses, Defense):
     confidence_threshold : c in [0, 1]; FCM confidences below it are dropped.
     n_clusters : int >= 2 or None (None: the number of classes).
     fcm_m : fuzzifier m > 1.
-    calibration : "analytic" (default; exact) or "classic" (the paper's; refused
-        where its sigma does not give ``epsilon``).
+    calibration : "analytic" (default; exact) or "classic" (the paper's per-release
+        formula: with ``epsilon_per_release`` only, and refused where its sigma
+        does not give that epsilon).
     quantile : None (``mu + 3 sigma`` as the paper) or p2 in (0.5, 1) for
         ``mu + sigma sqrt(2) erfinv(2 p2 - 1)``.
     neighbours : "replace_one" (default; sensitivity 2t) or "add_remove"
@@ -199,9 +236,13 @@ class VFLAFE(AFETrainingLosses, Defense):
 
     ``mechanism_for(width, rows)`` is the :class:`vflsec.dp.GaussianMechanism`
     a batch of ``rows`` embeddings of ``width`` is released with (the
-    guarantee it claims included). ``noise_multiplier_`` (set by ``setup()``)
-    is sigma per unit of sensitivity for one coordinate of the one-part
-    release. ``variant`` is "vanilla", "R", "D" or "full" from the switches.
+    guarantee it claims included). Set by ``setup()``: ``delta_`` (the delta in
+    force), ``epsilon_`` (the whole run's epsilon; None with
+    ``epsilon_per_release``), ``noise_multiplier_`` (sigma per unit of
+    sensitivity for one coordinate of the one-part release);
+    ``inference_passes_[party]`` counts the prediction passes released
+    (module docstring). ``variant`` is "vanilla", "R", "D" or "full" from
+    the switches.
     With rescale, ``last_scale_[party]`` is the last factor,
     ``last_release_[party]`` the last "dp" release's parts (``"centre"``,
     ``"stats"``, the released deviations ``"embedding"``; the output is
@@ -214,7 +255,8 @@ class VFLAFE(AFETrainingLosses, Defense):
 
     name = "vfl_afe"
 
-    def __init__(self, *, t: float = 1.0, epsilon: float = 1.0, delta: float = 1e-2, rescale: bool = True,
+    def __init__(self, *, t: float = 1.0, epsilon: Optional[float] = None, delta: Optional[float] = None,
+                 epsilon_per_release: Optional[float] = None, rescale: bool = True,
                  adjust: bool = True, rescale_shrink: bool = True, rescale_estimate: str = "dp",
                  rescale_budget: float = 0.1, kl_weight: float = 0.01, contrastive_weight: float = 0.1,
                  margin: Optional[float] = None, confidence_threshold: float = 0.8, n_clusters: Optional[int] = None,
@@ -224,6 +266,7 @@ class VFLAFE(AFETrainingLosses, Defense):
         self.t = t
         self.epsilon = epsilon
         self.delta = delta
+        self.epsilon_per_release = epsilon_per_release
         self.rescale = rescale
         self.adjust = adjust
         self.rescale_shrink = rescale_shrink
@@ -247,8 +290,15 @@ class VFLAFE(AFETrainingLosses, Defense):
         from ...dp.gaussian import GAUSSIAN_METHODS
 
         check_real(self.t, "t", low=0.0, low_inclusive=False)
-        check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False)
-        check_real(self.delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+        if self.epsilon is not None:
+            check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False)
+        if self.epsilon_per_release is not None:
+            check_real(self.epsilon_per_release, "epsilon_per_release", low=0.0, low_inclusive=False)
+            if self.epsilon is not None:
+                raise ValueError("give epsilon (the whole training run) or epsilon_per_release (one release, the "
+                                 "paper's meaning), not both")
+        if self.delta is not None:
+            check_real(self.delta, "delta", low=0.0, low_inclusive=False, high=1.0, high_inclusive=False)
         _check_bool(self.rescale, "rescale")
         _check_bool(self.adjust, "adjust")
         _check_bool(self.rescale_shrink, "rescale_shrink")
@@ -268,6 +318,10 @@ class VFLAFE(AFETrainingLosses, Defense):
         check_real(self.fcm_m, "fcm_m", low=1.0, low_inclusive=False)
         if self.calibration not in GAUSSIAN_METHODS:
             raise ValueError(f"calibration must be one of {GAUSSIAN_METHODS}, got {self.calibration!r}")
+        if self.calibration == "classic" and self.epsilon_per_release is None:
+            raise ValueError("calibration='classic' is the paper's formula for one release: use it with "
+                             "epsilon_per_release=..., or calibration='analytic' (the default) with epsilon, the "
+                             "whole run's budget")
         if self.quantile is not None:
             check_real(self.quantile, "quantile", low=0.5, low_inclusive=False, high=1.0, high_inclusive=False)
         check_neighbours(self.neighbours)
@@ -298,34 +352,87 @@ class VFLAFE(AFETrainingLosses, Defense):
             return {"centre": 2.0 * t / rows, "stats": math.sqrt(2.0), "embedding": 2.0 * t, "release": 2.0 * t}
         return {"centre": t / rows, "stats": math.sqrt(13.0) / 4.0, "embedding": 2.0 * t, "release": t}
 
-    def mechanism_for(self, width: int, rows: Optional[int] = None) -> GaussianMechanism:
-        """The mechanism a batch of ``rows`` embeddings of ``width`` is released
-        with: ``vfl_afe_rescale`` (centre, stats, embedding) for +R "dp" and
-        ``rows >= 2``, else the one-part ``vfl_afe_embedding`` (``rows`` None:
-        that one). Calibrated once per (width, rows) to (epsilon, delta) per release."""
+    def mechanism_key(self, width: int, rows: Optional[int] = None) -> Tuple[int, Optional[int]]:
+        """``(width, rows)`` for a +R "dp" batch of two rows or more (its
+        sensitivities depend on the rows), else ``(width, None)``: which
+        mechanism of :meth:`mechanism_for` such a batch is released with."""
         width = check_positive_int(width, "width")
         if rows is not None:
             rows = check_positive_int(rows, "rows")
         rescaled = self._dp_rescale and rows is not None and rows >= 2
-        key = (width, rows if rescaled else None)
+        return width, rows if rescaled else None
+
+    def mechanism_for(self, width: int, rows: Optional[int] = None) -> GaussianMechanism:
+        """The mechanism a batch of ``rows`` embeddings of ``width`` is released
+        with: ``vfl_afe_rescale`` (centre, stats, embedding) for +R "dp" and
+        ``rows >= 2``, else the one-part ``vfl_afe_embedding`` (``rows`` None:
+        that one). Calibrated once per (width, rows): ``epochs`` releases
+        compose to (epsilon, delta) (or one release is (epsilon_per_release,
+        delta)-DP). RuntimeError before ``setup()``, unless ``epsilon_per_release``
+        and ``delta`` are both given (a release's noise then does not depend on the run)."""
+        key = self.mechanism_key(width, rows)
         cache = self.__dict__.setdefault("_mechanisms", {})  # emptied by setup()
         mechanism = cache.get(key)
         if mechanism is None:
-            epsilon, delta = float(self.epsilon), float(self.delta)
-            sens = self.part_sensitivities(rows if rows is not None else 1)
-            if rescaled:
-                share = float(self.rescale_budget)
-                mechanism = GaussianMechanism.calibrated(
-                    "vfl_afe_rescale", epsilon=epsilon, delta=delta, method=self.calibration,
-                    neighbours=self.neighbours, parts=[("centre", sens["centre"], width, share / 2.0),
-                                                       ("stats", sens["stats"], 2, share / 2.0),
-                                                       ("embedding", sens["embedding"], width, 1.0 - share)])
-            else:
-                mechanism = GaussianMechanism.calibrated(
-                    "vfl_afe_embedding", epsilon=epsilon, delta=delta, sensitivity=sens["release"],
-                    coordinates=width, method=self.calibration, neighbours=self.neighbours)
-            cache[key] = mechanism
+            mechanism = cache[key] = self._calibrated(*key)
         return mechanism
+
+    def _part_specs(self, width: int, rows: Optional[int]) -> Tuple[str, List[Tuple[str, float, int, float]]]:
+        """The mechanism's name and its ``(label, sensitivity, coordinates, share)`` parts."""
+        sens = self.part_sensitivities(rows if rows is not None else 1)
+        if rows is None:
+            return "vfl_afe_embedding", [("release", sens["release"], width, 1.0)]
+        share = float(self.rescale_budget)
+        return "vfl_afe_rescale", [("centre", sens["centre"], width, share / 2.0),
+                                   ("stats", sens["stats"], 2, share / 2.0),
+                                   ("embedding", sens["embedding"], width, 1.0 - share)]
+
+    def _calibrated(self, width: int, rows: Optional[int]) -> GaussianMechanism:
+        """The mechanism of ``mechanism_key`` ``(width, rows)``, calibrated (module docstring)."""
+        return self._calibrate(*self._part_specs(width, rows))
+
+    def _calibrate(self, name: str, specs: List[Tuple[str, float, int, float]]) -> GaussianMechanism:
+        """Mechanism ``name`` with parts ``specs`` (``(label, sensitivity,
+        coordinates, share)``): ``epochs`` releases compose to (``epsilon_``,
+        ``delta_``), or one release is (``epsilon_per_release``, ``delta_``)-DP.
+        Before ``setup()`` only the latter, with an explicit ``delta`` (it does
+        not depend on the run)."""
+        if hasattr(self, "delta_"):
+            delta, epsilon = float(self.delta_), self.epsilon_
+        elif self.epsilon_per_release is not None and self.delta is not None:
+            self.check_params()
+            delta, epsilon = float(self.delta), None
+        else:
+            raise RuntimeError("VFL-AFE's noise is calibrated to the run (its epochs and training rows): call "
+                               "setup(context) first (the trainer does); only epsilon_per_release with an explicit "
+                               "delta is calibrated without it")
+        if epsilon is None or self.planned_releases() == 1:
+            # One release at (epsilon_per_release, delta) -- the paper's meaning -- or a one-epoch
+            # run, whose budget is its one release's: the exact (analytic) calibration of a release.
+            per_release = epsilon if epsilon is not None else check_real(self.epsilon_per_release,
+                                                                         "epsilon_per_release")
+            try:
+                if len(specs) == 1:
+                    return GaussianMechanism.calibrated(
+                        name, epsilon=per_release, delta=delta, sensitivity=specs[0][1], coordinates=specs[0][2],
+                        method=self.calibration, neighbours=self.neighbours)
+                return GaussianMechanism.calibrated(name, epsilon=per_release, delta=delta,
+                                                    method=self.calibration, neighbours=self.neighbours, parts=specs)
+            except ValueError as exc:  # vflsec.dp names its own parameter; VFLAFE's is `calibration`
+                raise ValueError(str(exc).replace("use method='analytic'", "use calibration='analytic'")) from None
+        from ...dp.accounting import noise_multiplier_for_epsilon
+        from ...dp.lattice import sigma_for_multiplier
+
+        draws = sum(coordinates for _, _, coordinates, _ in specs)
+        # The whole release's multiplier (1 / mu, all parts) whose `epochs` releases compose to epsilon.
+        z = noise_multiplier_for_epsilon(epsilon, delta, count=self.planned_releases(),
+                                         accountant=self.accountant, tolerance=_CALIBRATION_TOLERANCE,
+                                         coordinates=draws, neighbours=self.neighbours)
+        # Part i gets share_i of mu^2; each sigma rounded up to the grid, so the release's mu stays <= 1 / z.
+        parts = tuple(GaussianPart(label, float(sensitivity), sigma_for_multiplier(z / math.sqrt(share), sensitivity),
+                                   int(coordinates)) for label, sensitivity, coordinates, share in specs)
+        # No `target`: that is one release's (epsilon, delta); privacy_spent() passes delta_.
+        return GaussianMechanism(name, parts, self.neighbours)
 
     def release_sigma(self, width: int, rows: Optional[int] = None) -> float:
         """Noise std per coordinate of the released embeddings of a batch of
@@ -349,6 +456,7 @@ class VFLAFE(AFETrainingLosses, Defense):
         self.last_kept_fraction_: Dict[str, float] = {}
         self.last_kl_: Dict[str, float] = {}
         self.rescale_trace_: Dict[str, Dict[int, Dict[str, float]]] = {}
+        self.inference_passes_: Dict[str, int] = {}
 
     def _trace_rescale(self, party: str, epoch: int, scale: float, estimate_over_max: float) -> None:
         """Running per-epoch means of the rescale factor and of the diameter
@@ -368,15 +476,19 @@ class VFLAFE(AFETrainingLosses, Defense):
         return state
 
     def setup(self, context: DefenseContext) -> None:
+        from ...dp.delta_rule import check_delta_for_rows, default_delta
+
         super().setup(context)
         self._reset_state()
+        n, b = check_positive_int(context.n_samples, "n_samples"), int(context.batch_size)
+        check_positive_int(context.epochs, "epochs")
+        self.delta_ = default_delta(n) if self.delta is None else check_delta_for_rows(self.delta, n, who="delta")
+        self.epsilon_: Optional[float] = None if self.epsilon_per_release is not None else float(
+            DEFAULT_EPSILON if self.epsilon is None else self.epsilon)
         # sigma per unit of sensitivity (one coordinate) of the one-part release:
-        # checks the budget and warns here. The releases' own sigmas depend on the
+        # checks the budget here. The releases' own sigmas depend on the
         # embedding width and the batch rows: mechanism_for().
-        self.noise_multiplier_ = GaussianMechanism.calibrated(
-            "vfl_afe_embedding", epsilon=float(self.epsilon), delta=float(self.delta), sensitivity=1.0,
-            method=self.calibration, neighbours=self.neighbours).sigma
-        n, b = int(context.n_samples), int(context.batch_size)
+        self.noise_multiplier_ = self._calibrate("vfl_afe_embedding", [("release", 1.0, 1, 1.0)]).sigma
         # The training batches' row counts: full batches and the last one.
         batch_rows: List[Optional[int]] = [None]
         if n > 0 and b > 0:
@@ -499,6 +611,10 @@ class VFLAFE(AFETrainingLosses, Defense):
 
     def transform_embedding(self, party: str, h: Any, batch: BatchInfo) -> Any:
         self._check_embeddings(h)
+        if batch.global_step < 0 and batch.step == 0:
+            # A defended inference pass starts: one more release of each row it covers.
+            passes = self.__dict__.setdefault("inference_passes_", {})
+            passes[party] = passes.get(party, 0) + 1
         t0 = time.perf_counter()
         h = self.clip(h)
         t1 = time.perf_counter()
@@ -559,19 +675,37 @@ class VFLAFE(AFETrainingLosses, Defense):
         return out
 
     # -- reporting -----------------------------------------------------------------------
-    def privacy_spent(self) -> PrivacySpent:
-        """Per-release epsilon and its composition over the epochs (one release
-        of each row per epoch), the worst over the mechanisms this defense was
-        set up for or has released with (embedding widths, batch rows), from
-        those mechanisms; caveat: per release, for the bottom model of that
-        step. With ``rescale_estimate="batch"`` (and rescale) ``epsilon`` is
-        None: that factor reads the batch it releases. RuntimeError before any
-        width is known."""
+    def _delta(self) -> float:
+        """The delta in force: ``delta_`` once set up, else an explicit ``delta``."""
+        if hasattr(self, "delta_"):
+            return float(self.delta_)
+        if self.delta is None:
+            raise RuntimeError("delta=None is resolved from the training rows by setup(context): call it first")
+        return float(self.delta)
+
+    def planned_releases(self) -> int:
+        """Releases of each row the training run makes: one per epoch (1 before ``setup()``)."""
         context = getattr(self, "context_", None)
-        epochs = context.epochs if context is not None else 1
+        return int(context.epochs) if context is not None else 1
+
+    def releases(self) -> int:
+        """Releases of a row so far: the training run's plus every defended
+        inference pass (``inference_passes_``, the most of any party)."""
+        passes = getattr(self, "inference_passes_", {})
+        return self.planned_releases() + max(passes.values(), default=0)
+
+    def privacy_spent(self) -> PrivacySpent:
+        """The guarantee over the training run (one release of each row per
+        epoch) plus the defended inference passes made so far, the worst over
+        the mechanisms this defense was set up for or has released with
+        (embedding widths, batch rows), from those mechanisms; caveat: per
+        release, for the bottom model of that step. With
+        ``rescale_estimate="batch"`` (and rescale) ``epsilon`` is None: that
+        factor reads the batch it releases. RuntimeError before any width is known."""
+        count = self.releases()
+        delta = self._delta()
         if self.rescale and self.rescale_estimate == "batch":
-            return PrivacySpent(None, float(self.delta), epochs, None, self.accountant, self.neighbours,
-                                BATCH_RESCALE_CAVEAT)
+            return PrivacySpent(None, delta, count, None, self.accountant, self.neighbours, BATCH_RESCALE_CAVEAT)
         mechanisms = getattr(self, "_mechanisms", {})
         if not mechanisms:
             raise RuntimeError("VFL-AFE's release is calibrated per embedding width: call setup() with "
@@ -579,10 +713,10 @@ class VFLAFE(AFETrainingLosses, Defense):
         cache = self.__dict__.setdefault("_spent_cache", {})
         worst: Optional[PrivacySpent] = None
         for key, mechanism in list(mechanisms.items()):
-            spent = cache.get((key, epochs, self.accountant))
+            spent = cache.get((key, count, self.accountant))
             if spent is None:
-                spent = cache[(key, epochs, self.accountant)] = mechanism.privacy_spent(
-                    count=epochs, accountant=self.accountant, caveat=PER_RELEASE_CAVEAT)
+                spent = cache[(key, count, self.accountant)] = mechanism.privacy_spent(
+                    delta, count=count, accountant=self.accountant, caveat=PER_RELEASE_CAVEAT)
             if worst is None or (float(spent.epsilon or 0.0), float(spent.epsilon_per_release or 0.0)) > (
                     float(worst.epsilon or 0.0), float(worst.epsilon_per_release or 0.0)):
                 worst = spent

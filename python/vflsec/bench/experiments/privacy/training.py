@@ -62,7 +62,7 @@ DEFENSE_SETTINGS: Dict[str, Tuple[Optional[str], Dict[str, Any], bool]] = {
     "noise_gradient": ("scale", {}, True),
     "sparsify": ("keep_fraction", {}, False),
     # analytic: the paper's classic formula does not give epsilon >= ~6 and is refused there
-    "vfl_afe": ("epsilon", {"t": 1.0, "delta": 1e-2, "calibration": "analytic"}, True),
+    "vfl_afe": ("epsilon_per_release", {"t": 1.0, "delta": 1e-2, "calibration": "analytic"}, True),
     "dp_sgd": ("epsilon", {"delta": 1e-3, "calibration_steps": 10}, True),
     "fedpass": ("sigma2", {"n_range": 100.0}, True),
 }

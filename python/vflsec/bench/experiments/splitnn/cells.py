@@ -98,13 +98,14 @@ def run_table2(datasets: Dict[str, SplitData], cfg: Dict[str, Any], rows: Option
         defense = None if cell == "unprotected" else make_afe(
             cell, cfg, kind=data.kind, seed=derived_seed(cfg.get("noise_seed"), "table2", name, cell, seed))
         model = fit_split_model(data, defense, device=cfg["device"], **train)
+        # The training run's guarantee, read before scoring: a defended scoring pass is a release too.
+        spent = model.privacy_spent_["passive_0"] if defense is not None else None
         acc = float(model.score(data.test_parts, data.y_test))
         row = {**base, "defense": "none" if defense is None else defense.name,
                "variant": None if defense is None else defense.variant, "value": acc,
                "train_accuracy_last_epoch": model.history_["accuracy"][-1],
                "seconds": sum(model.history_["seconds"])}
         if defense is not None:
-            spent = model.privacy_spent_["passive_0"]
             row.update(epsilon=cfg["epsilon"][data.kind], delta=DELTA, epsilon_composed=spent.epsilon,
                        epsilon_per_release_accountant=spent.epsilon_per_release)
             kept = model.party_defenses_["passive_0"].last_kept_fraction_.get("passive_0")
