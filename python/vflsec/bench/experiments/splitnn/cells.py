@@ -99,7 +99,7 @@ def run_table2(datasets: Dict[str, SplitData], cfg: Dict[str, Any], rows: Option
             cell, cfg, kind=data.kind, seed=derived_seed(cfg.get("noise_seed"), "table2", name, cell, seed))
         model = fit_split_model(data, defense, device=cfg["device"], **train)
         # The training run's guarantee, read before scoring: a defended scoring pass is a release too.
-        spent = model.privacy_spent_["passive_0"] if defense is not None else None
+        spent: Any = model.privacy_spent_["passive_0"] if defense is not None else None
         acc = float(model.score(data.test_parts, data.y_test))
         row = {**base, "defense": "none" if defense is None else defense.name,
                "variant": None if defense is None else defense.variant, "value": acc,
