@@ -1,5 +1,7 @@
 """``vflsec party-data``: per-party CSV files for trying multi-process jobs.
 
+(With ``--input FILE`` it checks and prepares one party's own table instead: :mod:`.party_input`.)
+
 Splits a dataset vertically (:func:`vflsec.data.vertical_split`, per-party
 ``zscore_clip`` scaling to row norms <= 1, statistics from each party's own
 training rows) and writes one CSV
@@ -101,13 +103,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the split, the kept rows, their order and the IDs")
     parser.add_argument("--data-dir", default=None, help="dataset folder (default: $VFLSEC_DATA)")
-    parser.add_argument("--out", default="data", help="output folder (default: data)")
+    parser.add_argument("--out", default=None, help="output folder (default: data; with --input: none, "
+                                                    "only the check is printed)")
+    from .party_input import add_input_arguments
+
+    add_input_arguments(parser)
 
 
 def run(args) -> None:
     from ..data import DATASETS
     from ..errors import CommandError, missing_dataset
     from .party_csv import write_csv
+
+    if getattr(args, "input", None) is not None:
+        from .party_input import run_input
+
+        run_input(args)
+        return
+    if args.out is None:
+        args.out = "data"
 
     # Every argument is checked before the dataset is read.
     if args.dataset not in DATASETS:
