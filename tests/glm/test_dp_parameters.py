@@ -93,3 +93,13 @@ def test_no_single_class_warning_without_dp_or_with_a_real_model():
         VerticalLogisticRegression("hdp", noise=False).fit(parts, y)
         private = VerticalLogisticRegression("hdp", epsilon=8.0, noise_seed=0).fit(signal_parts, signal_y)
     assert np.unique(private.predict(signal_parts)).size == 2
+
+
+def test_a_job_without_delta_gets_the_default_rule_from_its_rows():
+    # What a `vflsec party` job file without delta means: the rule of the estimators, from the aligned rows.
+    from vflsec.dp import default_delta
+    from vflsec.glm import GLMJob
+
+    for n in (260, 10_000, 2_000_000):
+        assert GLMJob("hdp", n_samples=n).delta == default_delta(n)
+    assert GLMJob("hdp", n_samples=260, delta=0.001).delta == 0.001

@@ -83,7 +83,10 @@ class GLMJob(VFLJob):
     active, passives, coordinator : party names.
     epsilon, delta, calibration : DP budget of the whole run and the
         Gaussian calibration ("analytic" Balle-Wang, or "classic" Dwork-Roth
-        as in the paper) -- used by DP protocols.
+        as in the paper) -- used by DP protocols. ``delta=None`` (the
+        default) is ``min(1e-5, 1 / (10 n_samples))``
+        (:func:`vflsec.dp.default_delta`), as for the estimators; a job
+        file without ``delta`` gets it from the rows PSI aligned.
     noise : False turns DP noise off. A testing aid only (it makes "hdp"
         compute exactly what "plain" computes); never use it for privacy.
     noise_seed : None draws noise from the OS-entropy CSPRNG (the only
@@ -123,7 +126,8 @@ class GLMJob(VFLJob):
     passives: Tuple[str, ...] = ("passive",)
     coordinator: Optional[str] = None
     epsilon: float = 1.0
-    delta: float = 0.01
+    # None is resolved in __post_init__ (default_delta(n_samples)): every built job holds a float.
+    delta: float = None  # type: ignore[assignment]
     calibration: str = "analytic"
     noise: bool = True
     noise_seed: Optional[int] = None
@@ -152,6 +156,10 @@ class GLMJob(VFLJob):
                 raise ValueError(f"k must be > 0 (or None / inf for no clipping), got {self.k}")
             set_("k", None if math.isinf(k) else k)
         set_("epsilon", check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False))
+        if self.delta is None:  # one default for every DP estimator and job (vflsec.dp.delta_rule)
+            from ..dp.delta_rule import default_delta
+
+            set_("delta", default_delta(max(1, int(self.n_samples))))
         set_("delta", check_real(self.delta, "delta", low=0.0, low_inclusive=False,
                                  high=1.0, high_inclusive=False))
         if self.calibration not in CALIBRATIONS:
