@@ -59,6 +59,7 @@ __all__ = [
     "get_protocol",
     "register_protocol",
     "run_job",
+    "score_by_id",
 ]
 
 
@@ -73,4 +74,8 @@ def __getattr__(name: str):
         from .central_dp import CentralDPLogisticRegression
 
         return CentralDPLogisticRegression
+    if name == "score_by_id":
+        from .scoring import score_by_id
+
+        return score_by_id
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
