@@ -37,6 +37,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
+from .._json_data import from_json, to_json
 from .model import GLMDesign, LabelEncoding
 
 __all__ = [
@@ -62,44 +63,6 @@ FORMAT_VERSION = 1
 NOT_SAVED = ("the noise generator and noise seeds (noise_seed is saved as None), HE keys, and training-time "
              "objects that are not the model (e.g. mechanism_)")
 PathLike = Union[str, "Path"]
-
-
-def to_json(value: Any, where: str = "value") -> Any:
-    """``value`` as JSON-ready data: numpy arrays and scalars as lists and Python numbers,
-    tuples as lists, non-finite floats as ``{"__float__": "inf"}``. TypeError naming
-    ``where`` for anything else that JSON cannot hold."""
-    if isinstance(value, np.ndarray):
-        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value.tolist())]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        value = float(value)
-        return value if math.isfinite(value) else {"__float__": repr(value)}
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where} has a non-string key {key!r}; it cannot be saved")
-            out[key] = to_json(item, f"{where}[{key!r}]")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    raise TypeError(f"{where} is a {type(value).__name__}, which a saved model cannot hold (JSON data only)")
-
-
-def from_json(value: Any) -> Any:
-    """The inverse of :func:`to_json` for floats (lists stay lists)."""
-    if isinstance(value, dict):
-        if set(value) == {"__float__"}:
-            return float(value["__float__"])
-        return {key: from_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [from_json(v) for v in value]
-    return value
 
 
 # -- the model's parts ---------------------------------------------------------------------------

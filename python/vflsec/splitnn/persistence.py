@@ -65,14 +65,14 @@ import dataclasses
 import functools
 import inspect
 import json
-import math
-import numbers
 import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
+
+from .._json_data import from_json, to_json
 
 __all__ = [
     "DEFENSE_FORMAT",
@@ -95,44 +95,6 @@ NOT_SAVED = ("noise and passport generators (a loaded defense draws fresh, secur
              "None), the training data and diagnostics measured on it (DP-SGD's calibration_norms_ / "
              "last_clipped_norms_, VFL-AFE's last_release_, last_scale_, rescale_trace_, timings_)")
 PathLike = Union[str, "Path"]
-
-
-# -- JSON data ------------------------------------------------------------------------------------
-def to_json(value: Any, where: str = "value") -> Any:
-    """``value`` as JSON data: numpy scalars and arrays as Python numbers and lists, tuples as
-    lists, non-finite floats as ``{"__float__": "inf"}``; TypeError naming ``where`` otherwise."""
-    if isinstance(value, np.ndarray):
-        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value.tolist())]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        value = float(value)
-        return value if math.isfinite(value) else {"__float__": repr(value)}
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where} has a non-string key {key!r}; it cannot be saved")
-            out[key] = to_json(item, f"{where}[{key!r}]")
-        return out
-    if isinstance(value, (list, tuple)):
-        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    raise TypeError(f"{where} is a {type(value).__name__}, which a saved model cannot hold (JSON data only)")
-
-
-def from_json(value: Any) -> Any:
-    """The inverse of :func:`to_json` for floats (lists stay lists)."""
-    if isinstance(value, dict):
-        if set(value) == {"__float__"}:
-            return float(value["__float__"])
-        return {key: from_json(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [from_json(v) for v in value]
-    return value
 
 
 def _document_text(document: Dict[str, Any]) -> bytes:

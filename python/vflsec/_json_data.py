@@ -1,0 +1,52 @@
+"""Model state as JSON data, for the saved-model files (no pickle): one encoding for every estimator.
+
+:func:`to_json` turns numpy arrays and scalars into lists and Python numbers, tuples into lists and
+non-finite floats into ``{"__float__": "inf"}``; :func:`from_json` restores the floats. Used by
+:mod:`vflsec.glm.persistence` and :mod:`vflsec.splitnn.persistence`.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Mapping
+
+import numpy as np
+
+__all__ = ["from_json", "to_json"]
+
+
+def to_json(value: Any, where: str = "value") -> Any:
+    """``value`` as JSON data: numpy scalars and arrays as Python numbers and lists, tuples as
+    lists, non-finite floats as ``{"__float__": "inf"}``; TypeError naming ``where`` otherwise."""
+    if isinstance(value, np.ndarray):
+        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value.tolist())]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        value = float(value)
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where} has a non-string key {key!r}; it cannot be saved")
+            out[key] = to_json(item, f"{where}[{key!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise TypeError(f"{where} is a {type(value).__name__}, which a saved model cannot hold (JSON data only)")
+
+
+def from_json(value: Any) -> Any:
+    """The inverse of :func:`to_json` for floats (lists stay lists)."""
+    if isinstance(value, dict):
+        if set(value) == {"__float__"}:
+            return float(value["__float__"])
+        return {key: from_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
+    return value
