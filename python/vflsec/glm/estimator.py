@@ -75,6 +75,7 @@ from .model import (
 )
 from .party_input import read_parties, read_parties_for
 from .persistence import load_model, save_model
+from .reference import fit_logistic_reference
 from .registry import get_protocol
 from .runner import run_job
 
@@ -92,22 +93,6 @@ def design_blocks(parts: Sequence[np.ndarray], *, fit_intercept: bool = True,
     training path so it sees the same data as the protocols.)"""
     design = GLMDesign(fit_intercept=fit_intercept, intercept_scaling=intercept_scaling, row_norm=row_norm)
     return design.blocks([np.asarray(X, dtype=np.float64) for X in parts])
-
-
-def _logistic_regression_kwargs(l1_ratio: float, C: float) -> Dict[str, Any]:
-    """Arguments for sklearn's LogisticRegression across versions (1.8
-    deprecated ``penalty`` in favour of ``l1_ratio`` and ``C=inf``)."""
-    import sklearn
-
-    solver = "lbfgs" if l1_ratio == 0.0 else "saga"
-    major, minor = (int(part) for part in sklearn.__version__.split(".")[:2])
-    if (major, minor) >= (1, 8):
-        return dict(l1_ratio=l1_ratio, C=C, solver=solver)
-    if math.isinf(C):
-        return dict(penalty=None, solver="lbfgs")
-    penalty = {0.0: "l2", 1.0: "l1"}.get(l1_ratio, "elasticnet")
-    extra = dict(l1_ratio=l1_ratio) if penalty == "elasticnet" else {}
-    return dict(penalty=penalty, C=C, solver=solver, **extra)
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -537,35 +522,19 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         self.history_ = history
 
     def _fit_reference(self, parts: List[np.ndarray], y_signed: np.ndarray) -> None:
-        from sklearn.linear_model import LogisticRegression
-
         if self.loss != "logistic":
             raise ValueError(f"protection {self.protection!r} is a logistic-regression reference; "
                              "loss must be 'logistic'")
         X = np.hstack(parts) if self.protection == "centralized" else parts[0]
-        n = X.shape[0]
-        # Same objective as the vertical models: mean loss + lam * R(w), i.e.
-        # sklearn's C = 1 / (lam n); elastic net R = |w|_1 + mu/2 |w|^2.
-        # sklearn's intercept (lbfgs / saga) is not penalized.
-        l1_ratio = {"l2": 0.0, "l1": 1.0, "elasticnet": 1.0 / (1.0 + self.mu)}[self.penalty]
-        if self.lam == 0:
-            l1_ratio, C = 0.0, math.inf
-        elif self.penalty == "elasticnet":
-            C = l1_ratio / (self.lam * n)
-        else:
-            C = 1.0 / (self.lam * n)
-        kwargs = _logistic_regression_kwargs(l1_ratio, C)
         start = time.perf_counter()
-        model = LogisticRegression(fit_intercept=bool(self.fit_intercept), max_iter=5000, **kwargs)
-        model.fit(X, y_signed)
+        w, self.intercept_ = fit_logistic_reference(X, y_signed, lam=self.lam, penalty=self.penalty, mu=self.mu,
+                                                    fit_intercept=bool(self.fit_intercept))
         wall = time.perf_counter() - start
-        w = model.coef_.ravel()
         if self.protection == "centralized":
             bounds = np.cumsum([0] + [p.shape[1] for p in parts])
             self.coef_ = [w[bounds[i]:bounds[i + 1]].copy() for i in range(len(parts))]
         else:
             self.coef_ = [w.copy()] + [np.zeros(p.shape[1]) for p in parts[1:]]
-        self.intercept_ = float(model.intercept_[0]) if self.fit_intercept else 0.0
         self.history_ = {
             "time": {"wall": wall, "compute": wall, "crypto": 0.0, "messaging": 0.0},
             "bytes_by_tag": {},

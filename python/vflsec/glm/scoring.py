@@ -11,9 +11,10 @@ policy to the active party's customers that some partner does not hold (``missin
   (e.g. ``VerticalLogisticRegression(protection="single_party")`` fitted alongside the joint one),
   with ``source = "active_only"``: a weaker, honest score instead of none.
 
-Customers only a passive party holds get no row: the active party never learns of them. The runtime
-job that does this across processes is not built yet (issue 27, item 3); this function is its
-reference and the way to score in experiments.
+Customers only a passive party holds get no row: the active party never learns of them. Across
+processes the same scoring is ``vflsec party`` with a ``predict`` job
+(:mod:`vflsec.runtime.predict_kind`), tested equal to this function; here it is the way to score in
+experiments.
 """
 from __future__ import annotations
 

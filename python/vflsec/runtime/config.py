@@ -12,6 +12,7 @@ Format (relative paths are relative to the file)::
     test_data = "data/active-test.csv"  # held-out rows (same columns), for a job with evaluate = true
     positive_label = ">50K"         # text labels: the class coded 1 (the active party only)
     output = "out/active.json"      # the party's result (its own weights)
+    model = "out/active.json"       # a predict job only: this party's output of the training job
     checkpoint_dir = "checkpoints"  # per-epoch checkpoints (for --resume)
 
     [peers]                         # every other party of the job: name = "host:port"
@@ -81,10 +82,11 @@ class PartyConfig:
     network: Mapping[str, Any] = field(default_factory=dict)
     positive_label: Any = None
     preprocess: Optional[Mapping[str, Any]] = None
+    model: Optional[Path] = None
 
 
 PARTY_KEYS = ("name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data",
-              "positive_label")
+              "positive_label", "model")
 TLS_KEYS = ("ca", "cert", "key")
 
 
@@ -147,4 +149,5 @@ def load_party_config(path: Path) -> PartyConfig:
         checkpoint_dir=resolve(party.get("checkpoint_dir")), tls=tls, test_data=resolve(party.get("test_data")),
         network=_table(raw, "network", path), positive_label=positive_label,
         preprocess=_table(raw, "preprocess", path) if "preprocess" in raw else None,
+        model=resolve(party.get("model")),
     )

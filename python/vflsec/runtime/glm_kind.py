@@ -14,7 +14,14 @@ intercept column. The active party encodes its labels as the estimator does
 "svm", the larger one +1; "least_squares" standardised with the training
 labels' mean and standard deviation; counts for "poisson") and writes the
 encoding beside its weights. Every party's output has its feature weights
-(``coef``); the active party's also the model's ``intercept`` and ``labels``.
+(``coef``) and the model's ``design`` (row normalisation, intercept column); the active
+party's also the model's ``intercept``, ``labels`` and ``label_encoding``. With
+``active_only_model = true`` in ``[job]`` (loss "logistic") the active party also fits, on
+its own features of the aligned training rows, a model that uses no partner column (the
+reference :mod:`vflsec.glm.reference`, with the job's penalty) and writes it to its output
+as ``active_only_model``: the fallback a ``predict`` job (:mod:`.predict_kind`) scores the
+active party's customers with when a partner does not hold them. It stays with the active
+party, and uses only that party's own data.
 
 Every data party checkpoints its weight block after each epoch; a protocol
 with a ``resume_refusal`` refuses ``--resume``. "hdp" resumes with the
@@ -43,16 +50,20 @@ import numpy as np
 
 from ..glm.job import SIGNED_LABEL_LOSSES, GLMJob, PartyData
 from ..glm.model import DEFAULT_INTERCEPT_SCALING, GLMDesign, LabelEncoding, glm_metric, privacy_text
+from ..glm.persistence import encode_design, encode_labels
 from ..glm.registry import get_protocol
 from ..vfl.received import PeerMessageRefused, check_received_array
 from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
 
-__all__ = ["DESIGN_FIELDS", "TAG_EVAL_SCORES", "GLMJobKind", "GLMPartyInput", "glm_design", "glm_metrics"]
+__all__ = ["DESIGN_FIELDS", "LOCAL_MODEL_FIELDS", "TAG_EVAL_SCORES", "GLMJobKind", "GLMPartyInput", "glm_design",
+           "glm_metrics", "receive_partial_scores"]
 
 TAG_EVAL_SCORES = "eval_scores"
 #: the [job] fields of the model's design (vflsec.glm.model), beside the GLMJob's
 DESIGN_FIELDS = {"fit_intercept": True, "intercept_scaling": DEFAULT_INTERCEPT_SCALING}
+#: [job] fields of models a party fits on its own, beside the joint one
+LOCAL_MODEL_FIELDS = {"active_only_model": False}
 
 
 def glm_design(loss: str, fields: Mapping[str, Any], row_norm: str = "clip") -> GLMDesign:
@@ -72,6 +83,7 @@ class GLMPartyInput(PartyData):
 
     design: Optional[GLMDesign] = None
     labels: Optional[LabelEncoding] = None
+    active_only_model: bool = False
 
 
 def _jsonable(info: Mapping[str, Any]) -> Dict[str, Any]:
@@ -104,15 +116,22 @@ class GLMJobKind(JobKind[GLMJob]):
     writes_checkpoints = True
 
     def job_fields(self) -> Set[str]:
-        return ({f.name for f in dataclasses.fields(GLMJob)} - {"n_samples", "start_epoch"}) | set(DESIGN_FIELDS)
+        return (({f.name for f in dataclasses.fields(GLMJob)} - {"n_samples", "start_epoch"}) | set(DESIGN_FIELDS)
+                | set(LOCAL_MODEL_FIELDS))
 
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> GLMJob:
-        kwargs = {k: v for k, v in fields.items() if k not in DESIGN_FIELDS}
+        kwargs = {k: v for k, v in fields.items() if k not in DESIGN_FIELDS and k not in LOCAL_MODEL_FIELDS}
+        fallback = fields.get("active_only_model", False)
+        if not isinstance(fallback, bool):
+            raise TypeError(f"active_only_model must be true or false, got {fallback!r}")
         if isinstance(kwargs.get("passives"), list):  # TOML's array; anything else is the job's to refuse
             kwargs["passives"] = tuple(kwargs["passives"])
         widths = kwargs.pop("widths", None)
         job = GLMJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
         design = glm_design(job.loss, fields)  # the design fields' own checks
+        if fallback and job.loss != "logistic":
+            raise ValueError(f"active_only_model = true needs loss 'logistic' (the fallback is a logistic "
+                             f"regression), the job has loss {job.loss!r} -- remove active_only_model")
         if widths is None:
             return job
         # The CSVs' feature columns (announced, or pinned by [job.widths]) -> the blocks' widths.
@@ -150,7 +169,8 @@ class GLMJobKind(JobKind[GLMJob]):
         design = glm_design(job.loss, fields)
         labels = None if y is None else design.fit_labels(y)
         targets = None if labels is None else labels.encode(y)
-        return GLMPartyInput(X, targets, checkpoint=checkpoint, design=design, labels=labels)
+        return GLMPartyInput(X, targets, checkpoint=checkpoint, design=design, labels=labels,
+                             active_only_model=bool(fields.get("active_only_model", False)))
 
     def program(self, job: GLMJob, role: str):
         return get_protocol(job.protocol).roles[role]
@@ -165,16 +185,22 @@ class GLMJobKind(JobKind[GLMJob]):
 
     def summary(self, job: GLMJob, result, output: Optional[Path], data: Any = None) -> Dict[str, Any]:
         out: Dict[str, Any] = {"protocol": job.protocol, "coef": None}
+        prepared = data if isinstance(data, GLMPartyInput) else None
         if result.coef is not None:
             coef, intercept = np.asarray(result.coef, dtype=np.float64), None
-            if isinstance(data, GLMPartyInput) and data.design is not None:
+            if prepared is not None and prepared.design is not None:
                 # The model's terms: feature weights, and the active party's intercept c * w_c.
-                coef, intercept = data.design.split_coef(coef, result.role)
+                coef, intercept = prepared.design.split_coef(coef, result.role)
             out["coef"] = [float(v) for v in coef]
             if intercept is not None:
                 out["intercept"] = intercept
-        if isinstance(data, GLMPartyInput) and data.labels is not None:
-            out["labels"] = data.labels.describe()
+        if prepared is not None and prepared.design is not None:
+            out["design"] = encode_design(prepared.design)  # what a predict job rebuilds the rows with
+        if prepared is not None and prepared.labels is not None:
+            out["labels"] = prepared.labels.describe()
+            out["label_encoding"] = encode_labels(prepared.labels)
+        if prepared is not None and prepared.active_only_model and result.role == "active":
+            out["active_only_model"] = _active_only_model(job, prepared)
         out["info"] = _jsonable(result.info)
         out["privacy_spent"] = privacy_text(job, result.role, int(result.info.get("releases", 1)))
         return out
@@ -191,20 +217,43 @@ class GLMJobKind(JobKind[GLMJob]):
         if role == "passive":
             channel.send(job.active, TAG_EVAL_SCORES, own)
             return None
-        score = own.copy()
-        for party in job.passives:
-            part = check_received_array(channel.recv(party, TAG_EVAL_SCORES), receiver=channel.name, sender=party,
-                                        tag=TAG_EVAL_SCORES, step=PHASE_EVALUATION, dtype=np.float64,
-                                        shape=own.shape, what="held-out scores")
-            with np.errstate(over="ignore"):  # an overflow is refused just below
-                score += part
-            if not np.all(np.isfinite(score)):  # finite scores whose sum overflows
-                raise PeerMessageRefused(channel.name, party, TAG_EVAL_SCORES, PHASE_EVALUATION,
-                                         "held-out scores: adding them overflows the float64 range")
+        score = receive_partial_scores(channel, job.passives, own, TAG_EVAL_SCORES, PHASE_EVALUATION,
+                                       "held-out scores")
         if y is None:
             raise ValueError("the active party has no held-out labels")
         labels = data.labels if isinstance(data, GLMPartyInput) else None
         return glm_metrics(job.loss, score, y, labels)
+
+
+def receive_partial_scores(channel: Any, passives: Any, own: np.ndarray, tag: str, phase: str,
+                           what: str) -> np.ndarray:
+    """``own`` plus every passive party's partial scores ``X_p w_p`` (a float64 vector of
+    ``own``'s shape under ``tag``; anything else, NaN/inf included, or a sum that overflows, is
+    refused naming the sender): the scores of a vertical GLM at the active party."""
+    score = np.array(own, dtype=np.float64, copy=True)
+    for party in passives:
+        part = check_received_array(channel.recv(party, tag), receiver=channel.name, sender=party, tag=tag,
+                                    step=phase, dtype=np.float64, shape=own.shape, what=what)
+        with np.errstate(over="ignore"):  # an overflow is refused just below
+            score += part
+        if not np.all(np.isfinite(score)):  # finite scores whose sum overflows
+            raise PeerMessageRefused(channel.name, party, tag, phase, f"{what}: adding them overflows the float64 "
+                                                                      "range")
+    return score
+
+
+def _active_only_model(job: GLMJob, data: GLMPartyInput) -> Dict[str, Any]:
+    """The active party's fallback: the logistic reference on its own features of the aligned
+    training rows (its block without the constant column), with the job's penalty."""
+    from ..glm.reference import fit_logistic_reference
+
+    assert data.design is not None and data.y is not None
+    block = np.asarray(data.X, dtype=np.float64)
+    features = block[:, :-1] if data.design.fit_intercept else block
+    coef, intercept = fit_logistic_reference(features, np.asarray(data.y), lam=job.lam, penalty=job.penalty,
+                                             mu=job.mu, fit_intercept=data.design.fit_intercept)
+    return {"coef": [float(v) for v in coef], "intercept": float(intercept), "n": int(features.shape[0]),
+            "trained_on": "the active party's own features of the aligned training rows (no partner column)"}
 
 
 def glm_metrics(loss: str, score: np.ndarray, y: np.ndarray, labels: Optional[LabelEncoding] = None) -> Dict[str, Any]:

@@ -1,6 +1,6 @@
 """The job description file (``job.toml``) every party of a run holds.
 
-One ``[job]`` table: ``kind`` ("glm", the default, or "splitnn"; see
+One ``[job]`` table: ``kind`` ("glm", the default, "splitnn" or "predict"; see
 :mod:`.kinds`), the public fields of that kind's job (for "glm" the
 :class:`~vflsec.glm.job.GLMJob` fields ``protocol``, ``loss``, ``lr``,
 ``epochs``, ``batch_size``, ``seed``, ``active``, ``passives``,

@@ -1,7 +1,8 @@
 """Registry of job kinds: how ``vflsec party`` runs each kind of VFL job.
 
 A job file's ``[job]`` table names its kind (``kind = "glm"``, the default,
-or ``kind = "splitnn"``). A :class:`JobKind` knows, for its kind:
+``kind = "splitnn"``, or ``kind = "predict"``: scoring new rows with the
+parties' saved GLM, :mod:`.predict_kind`). A :class:`JobKind` knows, for its kind:
 
 * which ``[job]`` fields it accepts and how to build the job object
   (a :class:`vflsec.vfl.VFLJob`) once the alignment gave ``n_samples``;
@@ -22,7 +23,7 @@ or ``kind = "splitnn"``). A :class:`JobKind` knows, for its kind:
   deadline (see :mod:`.deadlines`).
 
 Kinds register by name; :func:`get_job_kind` imports the built-in kinds
-(:mod:`.glm_kind`, :mod:`.splitnn_kind`) on first use, so the party process
+(:mod:`.glm_kind`, :mod:`.splitnn_kind`, :mod:`.predict_kind`) on first use, so the party process
 imports only the framework its job needs.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import importlib
 import threading
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Generic, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Dict, FrozenSet, Generic, List, Mapping, Optional, Set, Tuple, TypeVar
 
 import numpy as np
 
@@ -42,7 +43,8 @@ __all__ = ["DEFAULT_KIND", "JobKind", "available_job_kinds", "get_job_kind", "re
 
 DEFAULT_KIND = "glm"
 # Built-in kind name -> module that registers it.
-_BUILTIN = {"glm": "vflsec.runtime.glm_kind", "splitnn": "vflsec.runtime.splitnn_kind"}
+_BUILTIN = {"glm": "vflsec.runtime.glm_kind", "splitnn": "vflsec.runtime.splitnn_kind",
+            "predict": "vflsec.runtime.predict_kind"}
 
 JobT = TypeVar("JobT", bound=VFLJob)
 
@@ -57,6 +59,12 @@ class JobKind(Generic[JobT]):
     default_row_norm: str = "none"
     #: whether the role programs save per-epoch checkpoints (``--resume``)
     writes_checkpoints: bool = False
+    #: whether the active party's data file holds labels (``[party] label_column``)
+    uses_labels: bool = True
+    #: whether a run scores the parties' saved models instead of training (``[party] model``;
+    #: the kind then implements :meth:`load_model`, :meth:`check_model`, :meth:`agree_on_model`
+    #: and :meth:`score`: :mod:`.predict_kind`)
+    scores_saved_model: bool = False
 
     def job_fields(self) -> Set[str]:
         """The ``[job]`` keys this kind accepts (besides ``kind`` and ``row_norm``)."""
@@ -142,6 +150,26 @@ class JobKind(Generic[JobT]):
         returns the metrics (``{"metric": name, "value": ..., "n": rows,
         ...}``), the others None."""
         raise NotImplementedError(f"job kind {self.name!r} has no held-out evaluation")
+
+
+    # -- kinds that score saved models (scores_saved_model) -----------------------------------
+    def load_model(self, path: Path, party: str, role: str, job: JobT) -> Any:
+        """Party ``party``'s saved model from ``path`` (ValueError with `` -- fix``)."""
+        raise NotImplementedError(f"job kind {self.name!r} reads no saved model")
+
+    def check_model(self, model: Any, n_features: int, data: Path) -> None:
+        """The party's new rows (``n_features`` columns, from ``data``) fit ``model``."""
+        raise NotImplementedError(f"job kind {self.name!r} reads no saved model")
+
+    def agree_on_model(self, channel: Any, job: JobT, model: Any) -> None:
+        """Before the alignment: every party's model belongs to the same trained model."""
+        raise NotImplementedError(f"job kind {self.name!r} reads no saved model")
+
+    def score(self, channel: Any, job: JobT, model: Any, ids: List[str], X: np.ndarray, common: List[str],
+              output: Optional[Path]) -> Dict[str, Any]:
+        """Score this party's rows (``ids``, ``X`` as read; ``common`` the aligned IDs) with the
+        saved model; the kind's entries of the party's output."""
+        raise NotImplementedError(f"job kind {self.name!r} reads no saved model")
 
 
 _REGISTRY: Dict[str, JobKind[Any]] = {}

@@ -2,8 +2,10 @@
 own process, over :class:`~vflsec.federation.grpc_channel.GrpcChannel`.
 
 The party configuration is described in :mod:`.config`, the job description
-(``job.toml``; ``kind = "glm"`` by default or ``"splitnn"``) in
-:mod:`.job_spec`; what differs between kinds is in :mod:`.kinds`.
+(``job.toml``; ``kind = "glm"`` by default, ``"splitnn"``, or ``"predict"``,
+which scores new rows with the parties' saved GLM instead of training:
+:mod:`.predict_kind`) in :mod:`.job_spec`; what differs between kinds is in
+:mod:`.kinds`.
 
 Start-up, in order: check everything the party holds before any socket is
 opened (:func:`.startup.prepare_party`: the party file and its addresses,
@@ -145,12 +147,29 @@ def _wall_time_text(summary: Mapping[str, Any]) -> str:
     return "wall time {:.1f} s ({})".format(timings.get("total_s", 0.0), ", ".join(parts))
 
 
+def _prediction_text(summary: Mapping[str, Any]) -> str:
+    counts = summary.get("counts", {})
+    text = (f"scored {counts.get('joint', 0) + counts.get('active_only', 0)} of {summary.get('n_customers', 0)} "
+            f"customers ({counts.get('joint', 0)} with every party, {counts.get('active_only', 0)} by the "
+            f"active-only model, {counts.get('missing', 0)} not scored: missing = {summary.get('missing_policy')!r})")
+    if summary.get("scores"):
+        text += f", scores in {summary['scores']}"
+    return text
+
+
 def _final_line(name: str, summary: Mapping[str, Any]) -> str:
     """The active party's one-line summary: held-out (else training) metric, bytes,
-    wall time split, epsilon."""
+    wall time split, epsilon (a predict job: what it scored, bytes, wall time)."""
+    traffic = f"sent {_mb(summary.get('wire_bytes_sent', 0))}, received {_mb(summary.get('wire_bytes_received', 0))}"
+    if "counts" in summary:
+        timings = summary.get("timings", {})
+        wall = (f"wall time {timings.get('total_s', 0.0):.1f} s (connect+agree "
+                f"{timings.get('connect_and_agree_s', 0.0):.1f} s, PSI {timings.get('psi_s', 0.0):.1f} s, scoring "
+                f"{timings.get('predict_s', 0.0):.1f} s)")
+        return f"party {name!r} done: " + "; ".join([_prediction_text(summary), traffic, wall])
     parts = [
         _metric_text(summary),
-        f"sent {_mb(summary.get('wire_bytes_sent', 0))}, received {_mb(summary.get('wire_bytes_received', 0))}",
+        traffic,
         _wall_time_text(summary),
         _epsilon_text(summary.get("privacy_spent")),
     ]
@@ -224,13 +243,25 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         if tags is not None:  # any other tag is now a protocol error naming its sender
             channel.expect_tags(tags)
         channel.set_recv_timeout(step_timeout, deadlines.PHASE_PSI)
+        if kind.scores_saved_model:  # a predict job: every model from the same training run, before any PSI
+            kind.agree_on_model(channel, probe, start.model)
         t = time.perf_counter()
         common: List[str] = []
         if holds_data:
             common = align_ids(channel, ids, leader=leader, members=probe.passives if role == "active" else ())
-            if not common:
+            if not common and not kind.scores_saved_model:
                 raise ValueError("the parties share no IDs; nothing to train on")
         timings["psi_s"] = time.perf_counter() - t
+        if kind.scores_saved_model:
+            assert X is not None  # every party of a predict job holds data (its job has no coordinator)
+            t = time.perf_counter()
+            scored = kind.score(channel, probe, start.model, ids, X, common, cfg.output)
+            timings["predict_s"] = time.perf_counter() - t
+            timings["total_s"] = time.perf_counter() - started
+            summary = {"party": cfg.name, "role": role, "kind": kind.name, "n_samples": len(common), **scored,
+                       **_traffic(channel), "timings": timings, "job_sha256": spec.digest,
+                       "ids_sha256": hashlib.sha256("\n".join(common).encode()).hexdigest()}
+            return _finish(channel, cfg, role, summary)
         checkpoint = None
         last_epoch = -1
         if holds_data and kind.writes_checkpoints and cfg.checkpoint_dir is not None:
@@ -273,22 +304,31 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
             "evaluation": evaluation,
             "history": {k: [float(v) for v in vals] for k, vals in result.history.items()},
             "program_timings": dict(result.timings), "timings": timings,
-            "bytes_sent_by_tag": channel.bytes_by_tag(), "payload_bytes_sent": sum(channel.bytes_by_tag().values()),
-            "wire_bytes_sent": channel.wire_bytes_sent, "wire_bytes_received": channel.wire_bytes_received,
+            **_traffic(channel),
             "job_sha256": spec.digest,
             "ids_sha256": hashlib.sha256("\n".join(common).encode()).hexdigest(),
         }
-        if cfg.output is not None:
-            _write_json(cfg.output, summary)
-        if role == "active":
-            logger.info("%s", _final_line(cfg.name, summary))
-        channel.notify_done()
-        return summary
+        return _finish(channel, cfg, role, summary)
     except BaseException as exc:
         channel.notify_abort(f"{type(exc).__name__}: {exc}")
         raise
     finally:
         channel.close()
+
+
+def _traffic(channel) -> Dict[str, Any]:
+    return {"bytes_sent_by_tag": channel.bytes_by_tag(), "payload_bytes_sent": sum(channel.bytes_by_tag().values()),
+            "wire_bytes_sent": channel.wire_bytes_sent, "wire_bytes_received": channel.wire_bytes_received}
+
+
+def _finish(channel, cfg, role: str, summary: Dict[str, Any]) -> Dict[str, Any]:
+    """Write the party's output, log the active party's final line, tell the peers it is done."""
+    if cfg.output is not None:
+        _write_json(cfg.output, summary)
+    if role == "active":
+        logger.info("%s", _final_line(cfg.name, summary))
+    channel.notify_done()
+    return summary
 
 
 def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe, test_ids: List[str],
@@ -333,6 +373,6 @@ def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool 
         print(f"vflsec party {name}: error: {exc}", file=sys.stderr)
         return 1
     if not quiet:
-        print(json.dumps({k: summary[k] for k in ("party", "role", "kind", "protocol", "n_samples",
+        print(json.dumps({k: summary[k] for k in ("party", "role", "kind", "protocol", "n_samples", "counts", "scores",
                                                  "start_epoch", "evaluation", "timings") if k in summary}))
     return 0

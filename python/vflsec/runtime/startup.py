@@ -85,6 +85,7 @@ class PartyStart:
     rows: Optional[PartyRows] = None
     test_rows: Optional[PartyRows] = None
     started: float = 0.0  # time.perf_counter() when the checks began (the run's wall time counts them)
+    model: Any = None  # a predict job's saved model of this party (runtime.predict_kind.SavedPartyModel)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -188,7 +189,7 @@ def _read_rows(path: Path, key: str, cfg: PartyConfig, config: Path, label_colum
                            f"({where})", f"correct {where} (relative to the party file's folder); "
                                          "`vflsec party-data` writes the per-party CSVs")
     labels = f" and the label column {label_column!r}" if label_column else ""
-    if uses_table_reader(path, cfg.preprocess):
+    if fitted is not None or uses_table_reader(path, cfg.preprocess):
         fix = (f"correct {path} ({where}) or [preprocess] in {config}: an ID column {cfg.id_column!r}{labels}, one "
                "row per unique ID")
         with _fix(fix, str(path)):
@@ -204,11 +205,19 @@ def _read_rows(path: Path, key: str, cfg: PartyConfig, config: Path, label_colum
     return PartyRows(ids, X, y)
 
 
-def _read_data(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config: Path):
-    """The data party's rows and held-out rows, checked as CSVs."""
+def _read_data(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config: Path, model: Any = None):
+    """The data party's rows and held-out rows, checked as CSVs; ``model``: a predict job's
+    saved model (its preprocessor is applied to the rows unchanged)."""
     if cfg.data is None:
         raise CommandError(f"data party {cfg.name!r} needs [party] data",
                            f"set [party] data in {config} to its CSV (`vflsec party-data` writes one per party)")
+    if not spec.kind.uses_labels:
+        if cfg.label_column is not None:
+            raise CommandError(f"[party] label_column is set but a {spec.kind.name} job reads no labels",
+                               f"remove label_column from {config}")
+        rows = _read_rows(cfg.data, "data", cfg, config, None, False,
+                          fitted=None if model is None else model.preprocessor)
+        return rows, None
     if role == "active" and cfg.label_column is None:
         raise CommandError("the active party needs [party] label_column",
                            f"set [party] label_column in {config} to the label column of its CSV")
@@ -270,12 +279,16 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False)
     tls = None if insecure else _load_tls(cfg, probe, config)
 
     if cfg.name not in probe.data_parties:
-        for key in ("data", "test_data", "label_column"):
+        for key in ("data", "test_data", "label_column", "model"):
             if getattr(cfg, key) is not None:
                 raise CommandError(f"party {cfg.name!r} is the job's {role} and holds no data, but [party] sets "
                                    f"{key}", f"remove [party] {key} from {config}")
         return PartyStart(config, cfg, spec, probe, role, settings, tls, started=started)
-    rows, test_rows = _read_data(cfg, spec, probe, role, config)
+    model = _load_model(cfg, spec, probe, role, config)
+    rows, test_rows = _read_data(cfg, spec, probe, role, config, model)
+    if model is not None and cfg.data is not None:
+        with _fix(f"correct [party] data or [party] model in {config}", str(cfg.data)):
+            spec.kind.check_model(model, rows.X.shape[1], cfg.data)
     # The aligned rows are at most this party's rows: a job that does not fit them will not fit fewer.
     with _fix(job_fix, f"{cfg.job} with the {len(rows.ids)} rows of {cfg.data}"):
         job = spec.job(n_samples=len(rows.ids))
@@ -283,4 +296,25 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False)
     X = spec.kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, rows.X)
     with _fix(f"correct the rows of {cfg.data} or the [job] table of {cfg.job}", f"the rows of {cfg.data}"):
         spec.kind.check_party(job, spec.fields, cfg.name, X, rows.y)
-    return PartyStart(config, cfg, spec, probe, role, settings, tls, rows, test_rows, started)
+    return PartyStart(config, cfg, spec, probe, role, settings, tls, rows, test_rows, started, model)
+
+
+def _load_model(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config: Path) -> Any:
+    """A predict job's saved model of this party (None for a training job, which must not name one)."""
+    if not spec.kind.scores_saved_model:
+        if cfg.model is not None:
+            raise CommandError(f"[party] model is set but a {spec.kind.name} job trains a model, it reads none",
+                               f"remove model from {config} (a predict job, [job] kind = \"predict\", reads it)")
+        return None
+    if cfg.model is None:
+        raise CommandError(f"a predict job needs [party] model: party {cfg.name!r}'s output of the training job",
+                           f"set [party] model in {config} to the file [party] output named when it trained")
+    if cfg.preprocess is not None:
+        raise CommandError("[preprocess] is set but a predict job applies the preprocessor saved with the model, "
+                           "unchanged", f"remove [preprocess] from {config}")
+    if role == "active" and cfg.output is None:
+        raise CommandError("the active party of a predict job needs [party] output: the scores are written "
+                           "beside it (<output>.scores.csv)", f"set [party] output in {config}")
+    with _fix(f"correct [party] model in {config}", str(cfg.model)):
+        return spec.kind.load_model(cfg.model, cfg.name, role, probe)
+

@@ -1,0 +1,307 @@
+"""Job kind "predict": score new customers by ID with a vertical GLM the parties trained with ``vflsec party``.
+
+A bank (the active party) wants scores for next month's customers. Every data party runs ``vflsec
+party`` with a job file ``[job] kind = "predict"`` (the parties of the training job, and the policy
+``missing``) and its own party file naming:
+
+* ``[party] data``: its new rows (CSV or Parquet, the columns of its training file; the active
+  party's without labels);
+* ``[party] model``: its output of the training job (its weight block, the model's design; the
+  active party's also the intercept, the label encoding and, if trained, the active-only model).
+  A preprocessor saved beside it (``<model>.preprocessor.json``, written when the party trained
+  from a raw table) is applied to the new rows unchanged; without one the file is read as the
+  numeric CSV it trained from;
+* ``[party] output``: its summary; the active party writes the scores beside it
+  (``<output>.scores.csv``).
+
+What runs: the job agreement as for training; each passive party tells the active party which
+training run its model comes from (the training job's digest and the digest of its aligned IDs),
+and a model from another run stops the job before any row is aligned; PSI on the new IDs; each
+passive party sends its partial scores ``x_p . w_p`` of the aligned rows (tag
+``predict_scores``, checked as the held-out evaluation's are); the active party adds its own and
+its intercept and writes one row per customer of *its* file, sorted by ID:
+``id, score, probability, prediction, source``.
+
+Customers of the active party that some partner does not hold (``missing``):
+
+* ``"none"`` (default): no score (empty cells), ``source = missing``, counted in the summary;
+* ``"active_only"``: scored by the active-only model the active party fitted beside the joint one
+  (training job ``active_only_model = true``), ``source = active_only``: a weaker, honest score
+  that uses no partner column.
+
+Customers only a passive party holds are never scored and the active party never learns them
+(PSI). What this shows: as the held-out evaluation does, the active party learns each passive
+party's partial scores of the aligned customers, which no training epsilon covers, and every
+party learns which of its customers are among the aligned ones (PSI's output). It is the same
+computation as :func:`vflsec.glm.score_by_id`, the in-process reference the tests compare with.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
+
+import numpy as np
+
+from ..glm.model import GLMDesign, LabelEncoding
+from ..vfl.job import VFLJob
+from .kinds import JobKind, register_job_kind
+
+__all__ = ["MISSING_POLICIES", "PredictJob", "PredictJobKind", "SavedPartyModel", "load_saved_model",
+           "scores_path"]
+
+MISSING_POLICIES = ("none", "active_only")
+TAG_PREDICT_MODEL = "predict_model"
+TAG_PREDICT_SCORES = "predict_scores"
+PHASE_PREDICTION = "prediction (model agreement, PSI of the new rows, scoring)"
+
+
+@dataclass(frozen=True)
+class PredictJob(VFLJob):
+    """A predict job's public parameters: its parties and the missing-ID policy (the schedule
+    fields are fixed: one pass)."""
+
+    n_samples: int
+    active: str = "active"
+    passives: Tuple[str, ...] = ("passive",)
+    missing: str = "none"
+    epochs: int = 1
+    batch_size: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.passives, list):
+            object.__setattr__(self, "passives", tuple(self.passives))
+        self._check_common()
+        if self.missing not in MISSING_POLICIES:
+            raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {self.missing!r}")
+
+
+@dataclass(frozen=True)
+class SavedPartyModel:
+    """One party's part of a trained vertical GLM, as its training output holds it."""
+
+    path: Path
+    party: str
+    role: str
+    coef: np.ndarray
+    design: GLMDesign
+    training_job_sha256: str
+    training_ids_sha256: str
+    intercept: float = 0.0
+    labels: Optional[LabelEncoding] = None
+    fallback: Optional[Tuple[np.ndarray, float]] = None
+    preprocessor: Any = None
+    preprocessor_path: Optional[Path] = None
+
+    @property
+    def training_run(self) -> str:
+        """What identifies the training run every party's model must come from."""
+        return hashlib.sha256(f"{self.training_job_sha256}:{self.training_ids_sha256}".encode()).hexdigest()
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        """This party's partial scores ``features(X) . w`` (the active party's with its intercept)."""
+        features = self.design.features(np.asarray(X, dtype=np.float64), self.role)
+        own = features @ self.coef
+        return own + self.intercept if self.role == "active" else own
+
+    def fallback_scores(self, X: np.ndarray) -> np.ndarray:
+        assert self.fallback is not None
+        coef, intercept = self.fallback
+        return self.design.features(np.asarray(X, dtype=np.float64), "active") @ coef + intercept
+
+
+def _floats(values: Any, what: str, path: Path) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64) if isinstance(values, list) else None
+    if array is None or array.ndim != 1 or not np.all(np.isfinite(array)):
+        raise ValueError(f"{path}: {what} is not a list of finite numbers")
+    return array
+
+
+def load_saved_model(path: Path, party: str, role: str, missing: str) -> SavedPartyModel:
+    """Party ``party``'s (role ``role``) model from its training output ``path``; ValueError
+    (with `` -- fix``) naming the file for anything a predict job cannot use."""
+    from ..data import PartyPreprocessor
+    from ..glm.persistence import decode_design, decode_labels
+    from .party_table import preprocessor_path
+
+    path = Path(path)
+    retrain = ("give [party] model the output file this party wrote when it trained the GLM job with "
+               "`vflsec party` (this version)")
+    if not path.is_file():
+        raise ValueError(f"the model file {path} {'is not a file' if path.exists() else 'does not exist'} -- "
+                         f"{retrain}")
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a training output of vflsec party ({exc}) -- {retrain}") from None
+    if not isinstance(saved, dict) or saved.get("kind") != "glm" or not isinstance(saved.get("coef"), list):
+        raise ValueError(f"{path}: not the output of a GLM training job of vflsec party -- {retrain}")
+    if saved.get("party") != party or saved.get("role") != role:
+        raise ValueError(f"{path} is the model of party {saved.get('party')!r} ({saved.get('role')}), this party "
+                         f"is {party!r} ({role}) -- give [party] model this party's own training output")
+    if not isinstance(saved.get("design"), dict):
+        raise ValueError(f"{path} has no model design (written by an older vflsec) -- train the model again "
+                         "with this version")
+    design = decode_design(saved["design"])
+    coef = _floats(saved["coef"], "coef", path)
+    intercept, labels, fallback = 0.0, None, None
+    if role == "active":
+        if not isinstance(saved.get("label_encoding"), dict) or not isinstance(saved.get("intercept"), (int, float)):
+            raise ValueError(f"{path} has no label encoding or intercept (written by an older vflsec) -- train "
+                             "the model again with this version")
+        intercept = float(saved["intercept"])
+        labels = decode_labels(saved["label_encoding"])
+        extra = saved.get("active_only_model")
+        if isinstance(extra, dict):
+            fallback = (_floats(extra.get("coef"), "active_only_model coef", path), float(extra["intercept"]))
+            if fallback[0].shape != coef.shape:
+                raise ValueError(f"{path}: the active-only model has {fallback[0].size} weights, the joint model "
+                                 f"{coef.size} -- train the model again")
+        if missing == "active_only" and fallback is None:
+            raise ValueError(f"the predict job has missing = 'active_only' but {path} holds no active-only model "
+                             "-- train with active_only_model = true in the training job's [job], or set "
+                             "missing = 'none' in the predict job")
+    digests = saved.get("job_sha256"), saved.get("ids_sha256")
+    if not all(isinstance(d, str) for d in digests):
+        raise ValueError(f"{path} does not say which training run it comes from (job_sha256, ids_sha256) -- "
+                         f"{retrain}")
+    prep_path = preprocessor_path(path)
+    preprocessor = PartyPreprocessor.load(prep_path) if prep_path is not None and prep_path.is_file() else None
+    return SavedPartyModel(path, party, role, coef, design, str(digests[0]), str(digests[1]), intercept, labels,
+                           fallback, preprocessor, prep_path if preprocessor is not None else None)
+
+
+def scores_path(output: Path) -> Path:
+    """Where the active party writes the scores: beside its summary."""
+    return Path(output).with_suffix(".scores.csv")
+
+
+class PredictJobKind(JobKind[PredictJob]):
+    name = "predict"
+    default_row_norm = "none"
+    #: the run scores saved models instead of training (runtime.party)
+    scores_saved_model = True
+    #: a predict job reads no labels
+    uses_labels = False
+
+    def job_fields(self) -> Set[str]:
+        return {"active", "passives", "missing"}
+
+    def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> PredictJob:
+        return PredictJob(n_samples=n_samples, **dict(fields))
+
+    def party_rows(self, job: PredictJob, fields: Mapping[str, Any], row_norm: str, party: str,
+                   X: np.ndarray) -> np.ndarray:
+        return X  # the saved model's design is applied when scoring
+
+    def receive_tags(self, job: PredictJob) -> Optional[FrozenSet[str]]:
+        return frozenset({TAG_PREDICT_MODEL, TAG_PREDICT_SCORES})
+
+    def resume_refusal(self, job: PredictJob, fields: Mapping[str, Any]) -> Optional[str]:
+        return "a predict job has no epochs to resume; run it again"
+
+    def load_model(self, path: Path, party: str, role: str, job: PredictJob) -> SavedPartyModel:
+        return load_saved_model(path, party, role, job.missing)
+
+    def check_model(self, model: SavedPartyModel, n_features: int, data: Path) -> None:
+        """The new rows fit the saved weights (ValueError naming both files)."""
+        if n_features != model.coef.size:
+            raise ValueError(f"{data} gives {n_features} feature columns, the model {model.path} has "
+                             f"{model.coef.size} weights -- give [party] data the columns of the training file")
+
+    def agree_on_model(self, channel: Any, job: PredictJob, model: SavedPartyModel) -> None:
+        """Every passive party's model comes from the active party's training run (else the
+        active party stops the job, naming the party)."""
+        if model.role != "active":
+            channel.send(job.active, TAG_PREDICT_MODEL, model.training_run.encode("ascii"))
+            return
+        for party in job.passives:
+            theirs = channel.recv(party, TAG_PREDICT_MODEL)
+            if not isinstance(theirs, bytes) or theirs.decode("ascii", "replace") != model.training_run:
+                raise ValueError(f"party {party!r} holds a model from another training run than {model.path} "
+                                 "(its training job or aligned IDs differ) -- give every party's [party] model "
+                                 "its output of the same training job")
+
+    def score(self, channel: Any, job: PredictJob, model: SavedPartyModel, ids: List[str], X: np.ndarray,
+              common: List[str], output: Optional[Path]) -> Dict[str, Any]:
+        """Send (passive) or gather (active) the partial scores of the aligned rows; the active
+        party writes the scores file. The kind's entries of the party's summary."""
+        from ..federation.psi import row_order
+        from .glm_kind import receive_partial_scores
+
+        own = model.scores(X[row_order(ids, common)]) if common else np.zeros(0)
+        if model.role != "active":
+            if common:
+                channel.send(job.active, TAG_PREDICT_SCORES, np.ascontiguousarray(own, dtype=np.float64))
+            return {"scored_rows_sent": len(common)}
+        joint = (receive_partial_scores(channel, job.passives, own, TAG_PREDICT_SCORES, PHASE_PREDICTION,
+                                        "partial scores") if common else own)
+        order = np.argsort(np.asarray(ids, dtype=object).astype(str), kind="stable")
+        sorted_ids = [ids[i] for i in order]
+        theta = np.full(len(ids), np.nan)
+        source = np.full(len(ids), "missing", dtype=object)
+        position = {item: i for i, item in enumerate(sorted_ids)}
+        at = np.fromiter((position[item] for item in common), dtype=np.int64, count=len(common))
+        theta[at], source[at] = joint, "joint"
+        rest = np.setdiff1d(np.arange(len(ids)), at)
+        if job.missing == "active_only" and rest.size:
+            rows = np.asarray(order)[rest]
+            theta[rest], source[rest] = model.fallback_scores(X[rows]), "active_only"
+        counts = {name: int(np.sum(source == name)) for name in ("joint", "active_only", "missing")}
+        out: Dict[str, Any] = {"missing_policy": job.missing, "counts": counts, "n_customers": len(ids),
+                               "model": str(model.path), "privacy_note": PRIVACY_NOTE}
+        if output is not None:
+            target = scores_path(output)
+            _write_scores(target, sorted_ids, theta, source, model.labels)
+            out["scores"] = str(target)
+        return out
+
+
+PRIVACY_NOTE = ("prediction showed the active party every passive party's partial scores x_p . w_p of the aligned "
+                "customers (not covered by any training epsilon), and every party which of its customers are "
+                "aligned (PSI's output)")
+
+
+def _sigmoid(value: float) -> float:
+    if value >= 0:
+        return 1.0 / (1.0 + math.exp(-value))
+    odds = math.exp(value)
+    return odds / (1.0 + odds)
+
+
+def _label_text(value: Any) -> str:
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value.item() if isinstance(value, np.generic) else value)
+
+
+def _write_scores(path: Path, ids: List[str], theta: np.ndarray, source: np.ndarray,
+                  labels: Optional[LabelEncoding]) -> None:
+    """``id, score, probability, prediction, source`` (empty cells for an unscored customer);
+    0600, atomic, as the runtime writes its other files."""
+    import io
+
+    from ..federation.private_files import write_private_bytes
+
+    logistic = labels is not None and labels.loss == "logistic"
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["id", "score", "probability", "prediction", "source"])
+    predictions = labels.predict(np.nan_to_num(theta)) if labels is not None else theta
+    for i, item in enumerate(ids):
+        value = float(theta[i])
+        if math.isnan(value):
+            writer.writerow([item, "", "", "", source[i]])
+            continue
+        probability = repr(_sigmoid(value)) if logistic else ""
+        writer.writerow([item, repr(value), probability, _label_text(predictions[i]), source[i]])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_private_bytes(path, buffer.getvalue().encode("utf-8"))
+
+
+register_job_kind(PredictJobKind(), replace=True)
