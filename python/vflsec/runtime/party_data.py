@@ -1,6 +1,10 @@
 """``vflsec party-data``: per-party CSV files for trying multi-process jobs.
 
-(With ``--input FILE`` it checks and prepares one party's own table instead: :mod:`.party_input`.)
+(With ``--input FILE`` it checks and prepares one party's own table instead: :mod:`.party_input`.
+With ``--raw`` it writes raw tables of a bank and an insurer instead -- text categories, missing
+cells, dates, text labels, training / held-out / next month's customers, CSV or Parquet
+(``--format``) -- from ``--dataset synthetic`` (built in) or ``adult``:
+:mod:`vflsec.data.demo_tables`, what the "your own data" guide starts from.)
 
 Splits a dataset vertically (:func:`vflsec.data.vertical_split`, per-party
 ``zscore_clip`` scaling to row norms <= 1, statistics from each party's own
@@ -105,9 +109,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default=None, help="dataset folder (default: $VFLSEC_DATA)")
     parser.add_argument("--out", default=None, help="output folder (default: data; with --input: none, "
                                                     "only the check is printed)")
+    parser.add_argument("--raw", action="store_true",
+                        help="write a bank's and an insurer's raw tables instead (--dataset synthetic or adult): "
+                             "bank.csv, insurer.csv, their -test and -next tables")
+    parser.add_argument("--format", default="csv", choices=("csv", "parquet"),
+                        help="the --raw tables' file format (default csv)")
     from .party_input import add_input_arguments
 
     add_input_arguments(parser)
+
+
+def _write_raw(args) -> None:
+    from ..data.demo_tables import DEMO_ID, DEMO_LABELS, DEMO_SOURCES, write_bank_insurer_tables
+    from ..errors import CommandError, missing_dataset
+
+    if args.dataset not in DEMO_SOURCES:
+        raise CommandError(f"--raw writes tables from {' or '.join(DEMO_SOURCES)}, not {args.dataset!r}",
+                           "use --dataset synthetic (built in) or --dataset adult")
+    if args.rows is not None and args.rows < 100:
+        raise CommandError(f"--rows must be >= 100 with --raw, got {args.rows}", "leave it out for the default")
+    try:
+        written = write_bank_insurer_tables(args.out, args.dataset, fmt=args.format, seed=args.seed, rows=args.rows,
+                                            data_dir=args.data_dir)
+    except FileNotFoundError as exc:
+        raise missing_dataset(exc) from exc
+    label, positive = DEMO_LABELS[args.dataset]
+    for path in written.values():
+        print(path)
+    print(f"ID column {DEMO_ID!r}; the bank's label column {label!r} (positive label {positive!r}); "
+          "-next tables have no label")
 
 
 def run(args) -> None:
@@ -122,6 +152,9 @@ def run(args) -> None:
         return
     if args.out is None:
         args.out = "data"
+    if getattr(args, "raw", False):
+        _write_raw(args)
+        return
 
     # Every argument is checked before the dataset is read.
     if args.dataset not in DATASETS:

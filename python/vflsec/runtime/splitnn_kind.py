@@ -36,7 +36,8 @@ trained modules go to ``<output stem>.modules.npz`` (``bottom.<param>``,
 Held-out evaluation (``evaluate = true``): each passive party sends the
 active party the embeddings of the aligned held-out rows as it would release
 them at prediction time (its bottom in eval mode, then its defense's
-``transform_embedding``, as the estimator's default ``inference="defended"``;
+``transform_embedding``, as the estimator's explicit opt-in ``inference="defended"``
+does; the estimator's default, ``"raw"``, releases the embeddings without the defense);
 tag ``eval_embedding``: float32, the held-out rows by the sender's embedding
 width, finite, or refused naming the sender); the active party runs its own bottom and head and
 scores the output: accuracy beside the majority rate (classification), R^2
