@@ -29,3 +29,9 @@ def test_api_reference_builds_strictly(tmp_path):
     for name in ("estimator.VerticalLogisticRegression", "central_dp.CentralDPLogisticRegression"):
         for member in ("", ".fit", ".save", ".load"):
             assert f'id="vflsec.glm.{name}{member}"' in glm, name + member
+    splitnn = (tmp_path / "api" / "splitnn" / "index.html").read_text()
+    for name in ("SplitNNClassifier", "SplitNNRegressor"):
+        for member in ("", ".fit", ".predict", ".save", ".load"):
+            assert f'id="vflsec.splitnn.estimator.{name}{member}"' in splitnn, name + member
+    # The "your own data" guide is a page of the site.
+    assert "predict.toml" in (tmp_path / "own-data" / "index.html").read_text()

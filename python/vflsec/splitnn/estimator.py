@@ -205,6 +205,10 @@ class _SplitNNBase(BaseEstimator):
         raise NotImplementedError
 
     def fit(self, X_parts: Sequence[Any], y: Any):
+        """Train the split model on ``X_parts`` -- one feature block per party, active party first,
+        rows aligned (numpy arrays or torch tensors) -- and the active party's labels ``y``; each
+        party runs its program in its own thread over an in-memory channel, with the defense's
+        hooks on what crosses it. Returns ``self``."""
         self._check_params()
         for attr in ("n_features_per_party_",):
             if hasattr(self, attr):
@@ -431,10 +435,13 @@ class SplitNNClassifier(ClassifierMixin, _SplitNNBase):
         return encoded.astype(np.int64)
 
     def predict_proba(self, X_parts: Sequence[Any]) -> np.ndarray:
+        """Class probabilities (columns in ``classes_`` order) on per-party blocks as at fit;
+        deterministic with ``inference="raw"`` (the default)."""
         torch = require_torch("split learning")
         return torch.softmax(self._outputs(X_parts).double(), dim=1).numpy()
 
     def predict(self, X_parts: Sequence[Any]) -> np.ndarray:
+        """The most probable class of every row (labels as given at fit)."""
         winners = self._outputs(X_parts).argmax(dim=1).numpy()  # checks the model is fitted first
         return self.classes_[winners]
 
@@ -455,8 +462,10 @@ class SplitNNRegressor(RegressorMixin, _SplitNNBase):
         return y
 
     def predict(self, X_parts: Sequence[Any]) -> np.ndarray:
+        """The predicted value of every row (per-party blocks as at fit)."""
         return self._outputs(X_parts).reshape(-1).double().numpy()
 
     def mse(self, X_parts: Sequence[Any], y: Any) -> float:
+        """Mean squared error of :meth:`predict` against ``y``."""
         y, _ = as_float_array(y, "y", ndim=1, dtype=np.float64)
         return float(np.mean((self.predict(X_parts) - y) ** 2))
