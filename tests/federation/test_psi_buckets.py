@@ -1,0 +1,103 @@
+"""Entity alignment split into ID buckets (vflsec.federation.psi): the same intersection whatever the
+bucket count and the threads, every bucket a separate message each way, and a leader that asks for
+more buckets than allowed or opens with another protocol is refused."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("private_set_intersection.python")
+
+from vflsec.federation.channel import InMemoryHub  # noqa: E402
+from vflsec.federation.psi import (  # noqa: E402
+    MAX_BUCKETS,
+    PROTOCOL,
+    TAG_PSI_REQUEST,
+    TAG_PSI_SETUP,
+    align_ids,
+    bucket_of,
+)
+
+
+def _sets(n=900, seed=0, parties=("a", "b", "c"), keep=0.7):
+    rng = np.random.default_rng(seed)
+    universe = [f"cust-{v}" for v in rng.permutation(10 ** 7)[:n]]
+    sets = {}
+    for name in parties:
+        own = [u for u in universe if rng.random() < keep]
+        rng.shuffle(own)
+        sets[name] = own
+    return sets
+
+
+def _run(sets, leader="a", **kwargs):
+    hub = InMemoryHub(default_timeout=60, keep_payloads=True)
+    endpoints = {name: hub.endpoint(name) for name in sets}
+    members = [n for n in sets if n != leader]
+    results, errors = {}, {}
+
+    def party(name):
+        try:
+            results[name] = align_ids(endpoints[name], sets[name], leader=leader,
+                                      members=members if name == leader else (), **kwargs)
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            errors[name] = exc
+
+    threads = [threading.Thread(target=party, args=(n,)) for n in sets]
+    [t.start() for t in threads]
+    [t.join(120) for t in threads]
+    return results, errors, hub
+
+
+@pytest.mark.parametrize("bucket_target, workers", [(10 ** 6, 1), (100, 1), (100, 3), (7, 2)])
+def test_every_bucketing_finds_the_same_sorted_intersection(bucket_target, workers):
+    sets = _sets()
+    results, errors, hub = _run(sets, bucket_target=bucket_target, workers=workers)
+    assert not errors, errors
+    expected = sorted(set(sets["a"]) & set(sets["b"]) & set(sets["c"]))
+    assert len(expected) > 100
+    assert all(results[name] == expected for name in sets)
+    # One request per bucket (after the header) to each member: ceil(|running set| / target) buckets.
+    requests = [r for r, _ in hub.transcript if r.tag == TAG_PSI_REQUEST and r.receiver == "b"]
+    assert len(requests) == 1 + -(-len(sets["a"]) // bucket_target)
+
+
+def test_the_bucket_of_an_id_is_the_same_at_every_party_and_spreads_ids():
+    ids = [f"x{i}" for i in range(20000)]
+    where = bucket_of(ids, 16)
+    assert np.array_equal(where, bucket_of(list(reversed(ids)), 16)[::-1])
+    counts = np.bincount(where, minlength=16)
+    assert counts.min() > 1000 and counts.max() < 1500  # ~1250 each
+    assert not bucket_of(ids, 1).any()
+
+
+def _member_facing(header):
+    """A member answering a leader that sends ``header`` first; the member's error."""
+    hub = InMemoryHub(default_timeout=5)
+    leader, member = hub.endpoint("a"), hub.endpoint("b")
+    leader.send("b", TAG_PSI_REQUEST, header)
+    with pytest.raises((ValueError, TypeError)) as info:
+        align_ids(member, ["1", "2"], leader="a", members=())
+    return str(info.value)
+
+
+def test_a_member_refuses_too_many_buckets_and_another_protocol():
+    assert "at most" in _member_facing({"protocol": PROTOCOL, "buckets": MAX_BUCKETS + 1})
+    assert "at most" in _member_facing({"protocol": PROTOCOL, "buckets": 0})
+    assert "same vflsec version" in _member_facing(b"an old unbucketed request")
+
+
+def test_an_empty_bucket_on_either_side_is_still_answered():
+    # Two IDs per side in 64 buckets: most buckets are empty at one party or both.
+    sets = {"a": ["p", "q", "r"], "b": ["q", "r", "s"]}
+    results, errors, hub = _run(sets, bucket_target=1, workers=2)
+    assert not errors and results["a"] == results["b"] == ["q", "r"]
+    assert sum(1 for r, _ in hub.transcript if r.tag == TAG_PSI_SETUP) == 3
+
+
+@pytest.mark.parametrize("bad", [{"workers": 0}, {"workers": 1.5}, {"bucket_target": 0}])
+def test_bad_settings_are_refused(bad):
+    with pytest.raises(ValueError):
+        align_ids(InMemoryHub().endpoint("a"), ["1"], leader="a", members=(), **bad)
