@@ -17,6 +17,7 @@ from vflsec.federation.psi import (  # noqa: E402
     TAG_PSI_REQUEST,
     TAG_PSI_SETUP,
     align_ids,
+    bucket_count,
     bucket_of,
 )
 
@@ -59,9 +60,17 @@ def test_every_bucketing_finds_the_same_sorted_intersection(bucket_target, worke
     expected = sorted(set(sets["a"]) & set(sets["b"]) & set(sets["c"]))
     assert len(expected) > 100
     assert all(results[name] == expected for name in sets)
-    # One request per bucket (after the header) to each member: ceil(|running set| / target) buckets.
+    # One request per bucket (after the header) to each member.
     requests = [r for r, _ in hub.transcript if r.tag == TAG_PSI_REQUEST and r.receiver == "b"]
-    assert len(requests) == 1 + -(-len(sets["a"]) // bucket_target)
+    assert len(requests) == 1 + bucket_count(len(sets["a"]), bucket_target, workers)
+
+
+def test_the_bucket_count_follows_the_target_and_gives_every_thread_work():
+    assert bucket_count(10 ** 6, 20_000, 1) == 50
+    assert bucket_count(20_000, 20_000, 1) == 1  # one thread: the unbucketed protocol
+    assert bucket_count(20_000, 20_000, 2) == 4  # two threads: two buckets each
+    assert bucket_count(1_500, 20_000, 8) == 1  # too few IDs to split
+    assert bucket_count(10 ** 9, 1, 1) == MAX_BUCKETS
 
 
 def test_the_bucket_of_an_id_is_the_same_at_every_party_and_spreads_ids():

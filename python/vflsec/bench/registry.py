@@ -32,6 +32,8 @@ EXPERIMENTS: Dict[str, ExperimentEntry] = {
                                "step.", ("torch", "dp_accounting")),
     "privacy": ExperimentEntry("Privacy benchmark: every defense scored against the attacks it should stop.",
                                ("torch", "dp_accounting")),
+    "scale": ExperimentEntry("How big a job fits: time and peak memory against n (estimator, vflsec party, PSI), "
+                             "and a Paillier epoch on the local pool vs Ray.", ("grpc", "cryptography")),
     "he": ExperimentEntry("Paillier and CKKS throughput against phe and HEU, and one HE-VFL epoch, in one run.",
                           ("phe", "gmpy2", "tenseal")),
 }

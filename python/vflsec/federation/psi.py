@@ -116,6 +116,8 @@ def psi_client_intersection(client, setup: bytes, response: bytes) -> List[int]:
 
 #: IDs per bucket the leader aims at (a bucket is one two-party PSI instance and one message each way)
 BUCKET_TARGET = 20_000
+#: fewest IDs in a bucket the leader makes to give every thread work
+MIN_BUCKET = 1_000
 #: most buckets a member accepts (a bound on the work a leader can ask of it per ID)
 MAX_BUCKETS = 4096
 PROTOCOL = "ecdh-psi/buckets-v1"
@@ -160,8 +162,9 @@ def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Se
     all parties hold. The leader calls it with ``members`` = the other data
     parties; a member with ``members`` = () (only the leader is contacted).
 
-    Each two-party run is split into buckets of about ``bucket_target`` of the leader's IDs
-    (:func:`bucket_of`; the leader chooses the count and announces it), each an independent
+    Each two-party run is split into buckets of about ``bucket_target`` of the leader's IDs, at
+    least two per thread when there are enough IDs (:func:`bucket_count`, :func:`bucket_of`; the
+    leader chooses the count and announces it), each an independent
     ECDH PSI with fresh keys. Each party blinds its buckets on ``workers`` threads (default: its
     cores, at most 8; openmined-psi releases the GIL) and the buckets are pipelined: the member
     answers bucket k while the leader blinds bucket k + 1. ``workers=1`` with a
@@ -174,7 +177,7 @@ def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Se
         current = sorted(ids)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vflsec-psi") as pool:
             for member in members:
-                current = _leader_run(endpoint, member, current, pool, bucket_target, timeout)
+                current = _leader_run(endpoint, member, current, pool, bucket_target, timeout, threads)
         common = sorted(current)
         encoded = [item.encode("utf-8") for item in common]
         for member in members:
@@ -198,10 +201,20 @@ def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Se
     return common
 
 
+def bucket_count(n_ids: int, bucket_target: int, threads: int) -> int:
+    """Buckets for ``n_ids`` of the leader's IDs: about ``bucket_target`` IDs each, and with
+    several threads at least two per thread (buckets of at least :data:`MIN_BUCKET` IDs), so
+    every thread has work and the parties can pipeline."""
+    buckets = -(-n_ids // bucket_target)
+    if threads > 1:
+        buckets = max(buckets, min(2 * threads, n_ids // MIN_BUCKET))
+    return max(1, min(MAX_BUCKETS, buckets))
+
+
 def _leader_run(endpoint: Channel, member: str, current: List[str], pool: ThreadPoolExecutor, bucket_target: int,
-                timeout: Optional[float]) -> List[str]:
+                timeout: Optional[float], threads: int) -> List[str]:
     """One two-party run as PSI client: the running intersection with ``member``'s IDs."""
-    buckets = max(1, min(MAX_BUCKETS, -(-len(current) // bucket_target)))
+    buckets = bucket_count(len(current), bucket_target, threads)
     parts = _split(current, buckets)
     endpoint.send(member, TAG_PSI_REQUEST, {"protocol": PROTOCOL, "buckets": buckets})
     requests = [pool.submit(psi_client_request, part) for part in parts]

@@ -1,0 +1,127 @@
+"""One measurement of ``vflsec bench scale`` in a process of its own: ``python -m
+vflsec.bench.experiments.scale.probe KIND 'JSON'`` prints one JSON line.
+
+Its own process so that the peak resident memory (``ru_maxrss``) is the cell's alone. The
+resident memory after the imports and before the data exists (``base_rss_bytes``) is reported
+beside the peak, so the report can state both the peak and the part of it the cell added.
+
+Kinds: ``estimator`` (one ``VerticalLogisticRegression`` fit on synthetic blocks: wall and CPU
+seconds, peak memory, the data's bytes) and ``psi`` (two-party PSI with both parties on threads
+of this process: bucketed on every core, or the unbucketed sequential protocol).
+"""
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import threading
+import time
+from typing import Any, Dict, List
+
+import numpy as np
+
+__all__ = ["current_rss", "make_blocks", "peak_rss", "run_probe"]
+
+
+def current_rss() -> int:
+    """This process's resident memory now, in bytes (Linux /proc; 0 where absent)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory so far, in bytes (Linux reports KiB)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def make_blocks(n: int, widths: List[int], seed: int):
+    """Synthetic party blocks (float64, standard normal) and 0/1 labels from a logistic model
+    over every block, so every party's columns carry signal."""
+    rng = np.random.default_rng(seed)
+    blocks = [rng.standard_normal((n, d)) for d in widths]
+    theta = np.zeros(n)
+    for X in blocks:
+        theta += X @ (rng.standard_normal(X.shape[1]) / np.sqrt(X.shape[1]))
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-theta))).astype(np.int64)
+    return blocks, y
+
+
+def _estimator(args: Dict[str, Any]) -> Dict[str, Any]:
+    from vflsec.glm import VerticalLogisticRegression
+
+    if args["method"] == "ckks":
+        import tenseal  # noqa: F401  # imported before the base is read: the library is not the cell
+    if args["method"] == "paillier":
+        import gmpy2  # noqa: F401
+        import phe  # noqa: F401
+    base = current_rss()
+    blocks, y = make_blocks(args["n"], args["widths"], args["seed"])
+    data_bytes = int(sum(X.nbytes for X in blocks))
+    options: Dict[str, Any] = dict(epochs=1, batch_size=min(args["batch_size"], args["n"]), lr=args["lr"],
+                                   random_state=args["seed"])
+    if args["method"] == "hdp":
+        options.update(epsilon=args["epsilon"], noise_seed=args["seed"] + 1)
+    if args["method"] == "paillier":
+        options.update(key_bits=args["key_bits"])
+    model = VerticalLogisticRegression(args["method"], **options)
+    wall, cpu = time.perf_counter(), time.process_time()
+    model.fit(blocks, y)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_bytes": peak_rss(), "base_rss_bytes": base,
+            "data_bytes": data_bytes, "train_accuracy": float(model.score(blocks, y))}
+
+
+def _psi(args: Dict[str, Any]) -> Dict[str, Any]:
+    from vflsec.federation.channel import InMemoryHub
+    from vflsec.federation.psi import align_ids
+
+    n, overlap = args["n"], args["overlap"]
+    rng = np.random.default_rng(args["seed"])
+    shared = int(round(n * overlap))
+    pool = rng.choice(10 ** 12, size=2 * n - shared, replace=False)
+    ids = {"a": [f"id{v:012d}" for v in pool[:n]], "b": [f"id{v:012d}" for v in pool[n - shared:]]}
+    hub = InMemoryHub(default_timeout=4 * 3600)
+    endpoints = {name: hub.endpoint(name) for name in ids}  # both exist before either sends
+    found: Dict[str, int] = {}
+    failed: Dict[str, str] = {}
+    options = ({"workers": 1, "bucket_target": 10 ** 12} if args["sequential"] else {})
+
+    def party(name: str) -> None:
+        try:
+            common = align_ids(endpoints[name], ids[name], leader="a", members=["b"] if name == "a" else (),
+                               **options)
+            found[name] = len(common)
+        except Exception as exc:  # noqa: BLE001 - reported, and the peer is released
+            failed[name] = f"{type(exc).__name__}: {exc}"
+            hub.abort(failed[name])
+
+    threads = [threading.Thread(target=party, args=(name,)) for name in ids]
+    wall = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - wall
+    if failed:
+        raise RuntimeError(f"PSI failed: {failed}")
+    if found != {"a": shared, "b": shared}:
+        raise RuntimeError(f"PSI found {found}, expected {shared} shared IDs")
+    return {"wall_s": wall, "shared": shared, "bytes": int(hub.total_bytes())}
+
+
+def run_probe(kind: str, args: Dict[str, Any]) -> Dict[str, Any]:
+    if kind == "estimator":
+        return _estimator(args)
+    if kind == "psi":
+        return _psi(args)
+    raise ValueError(f"unknown probe {kind!r}")
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_probe(sys.argv[1], json.loads(sys.argv[2]))))

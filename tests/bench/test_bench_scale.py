@@ -1,0 +1,84 @@
+"""`vflsec bench scale`: a tiny run of every stage but Ray through the runner (cells, report, PNGs),
+the cost model's algebra, and the report's answers from constructed numbers."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("grpc")
+pytest.importorskip("private_set_intersection.python")
+pytest.importorskip("pyarrow")
+
+from vflsec.bench import runner  # noqa: E402
+from vflsec.bench.config import shipped_config_text  # noqa: E402
+from vflsec.bench.experiments.scale import EXPERIMENT  # noqa: E402
+from vflsec.bench.experiments.scale.model import fit_cost_model, growth_exponent  # noqa: E402
+from vflsec.bench.experiments.scale.report import conclusion, ray_model  # noqa: E402
+
+pytestmark = pytest.mark.network
+
+
+def _tiny_config(tmp_path):
+    text = shipped_config_text("scale")
+    quick = text[text.index("[quick]"):]
+    for key, value in (("estimator_methods", '["plain", "hdp"]'), ("estimator_sizes", "[1000, 4000]"),
+                       ("party_methods", '["plain"]'), ("party_sizes", "[1500]"), ("psi_sizes", "[1500]")):
+        quick = re.sub(rf"{key} = \[[^\]]*\]", f"{key} = {value}", quick)
+    quick = re.sub(r"ray_rows = \d+", "ray_rows = 0", quick)
+    path = tmp_path / "scale.toml"
+    path.write_text(text[:text.index("[quick]")] + quick)
+    return path
+
+
+def test_a_tiny_run_measures_every_stage_and_reports(tmp_path):
+    out = tmp_path / "out"
+    payload = runner.run(EXPERIMENT, {"quick": True, "out": out, "config": _tiny_config(tmp_path), "seed": 3})
+    est = payload["estimator"]
+    assert [(c["method"], c["n"]) for c in est] == [("plain", 1000), ("plain", 4000), ("hdp", 1000), ("hdp", 4000)]
+    for cell in est:
+        assert "error" not in cell, cell
+        assert cell["data_bytes"] == cell["n"] * 8 * 8  # [4, 4] float64 features
+        assert cell["peak_rss_bytes"] >= cell["base_rss_bytes"] > 0 and cell["train_accuracy"] > 0.5
+    (party,) = payload["party"]
+    assert "error" not in party, party
+    assert 1000 < party["n_aligned"] < 1500
+    for name, p in party["parties"].items():
+        assert p["peak_rss_bytes"] > 50 * 2 ** 20 and p["timings"]["psi_s"] > 0, name
+    assert {c["variant"] for c in payload["psi"]} == {"bucketed", "sequential"}
+    assert all(c["shared"] == 1200 for c in payload["psi"])
+    assert "ray" not in payload
+    assert {p.name for p in out.iterdir()} >= {"results.json", "report.md", "scale_time.png", "scale_memory.png"}
+    report = (out / "report.md").read_text()
+    assert "## How big a job fits" in report and "## Conclusion" in report and "estimator plain" in report
+
+
+def test_the_cost_model_recovers_serial_shared_and_per_task_costs():
+    n, s, w, tau, tasks = 10_000, 2e-4, 8e-3, 0.01, 40
+    local_1, local_2 = n * (s + w), n * (s + w / 2)
+    ray_1 = local_1 + tasks * tau
+    model = fit_cost_model(n, local_1, local_2, ray_1, tasks)
+    assert model.s == pytest.approx(s) and model.w == pytest.approx(w) and model.tau == pytest.approx(tau)
+    assert model.predict(n, nodes=2, cores=1) == pytest.approx(n * (s + w / 2) + tasks * tau)
+    assert model.predict(10 * n, nodes=4, cores=16, ray=False) == pytest.approx(10 * n * (s + w / 64))
+    assert growth_exponent([1e3, 1e4, 1e5], [1.0, 10.0, 100.0]) == pytest.approx(1.0)
+    assert growth_exponent([1e3], [1.0]) is None
+
+
+def _ray_payload(ray_2):
+    base = {"n": 1000, "tasks": 8}
+    return {"ray": [{"engine": "local", "workers": 1, "wall_s": 100.0, **base},
+                    {"engine": "local", "workers": 2, "wall_s": 55.0, **base},
+                    {"engine": "ray", "nodes": 1, "wall_s": 104.0, **base},
+                    {"engine": "ray", "nodes": 2, "wall_s": ray_2, **base}]}
+
+
+@pytest.mark.parametrize("ray_2, within", [(60.0, True), (90.0, False)])
+def test_the_conclusion_judges_ray_against_the_pool_and_the_model(ray_2, within):
+    payload = _ray_payload(ray_2)
+    model = ray_model(payload)
+    # s = 10 ms, w = 90 ms per row over 1000 rows; tau = 0.5 s per task over 8 tasks: 2 nodes -> 59 s.
+    assert model["predicted_2_nodes_s"] == pytest.approx(59.0)
+    (line,) = conclusion(payload)
+    assert f"{ray_2 / 55.0:.2f}x the local pool" in line
+    assert (model["error"] <= 0.2) is within and (model["ray2_over_local2"] <= 1.15) is within
