@@ -23,7 +23,7 @@ NAMES = ("active", "passive1", "passive2")
 
 def test_all_extra_is_every_optional_dependency():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    union = {r for name in ("torch", "he", "net", "bench", "baselines", "data") for r in extras[name]}
+    union = {r for name in ("torch", "he", "net", "bench", "baselines", "data", "ray") for r in extras[name]}
     assert set(extras["all"]) == union
     assert "torch==2.13.0" in extras["all"]
     assert set(extras["paillier"]) <= set(extras["he"])
