@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -113,29 +113,54 @@ ROW_NORM_TOLERANCE = 1e-9
 _NORM_SAFETY = 1.0 + 8.0 * np.finfo(np.float64).eps
 
 
+# Rows walked in chunks of about 1 MB of float64 (check_row_norms, and the callers of
+# row_chunk): no temporary the size of the whole block, and few enough calls to cost nothing.
+_CHUNK_BYTES = 1 << 20
+
+
 def _row_norms(X: np.ndarray) -> np.ndarray:
     return np.sqrt(np.einsum("ij,ij->i", X, X))
 
 
-def clip_row_norms(X: np.ndarray, radius: float = 1.0) -> np.ndarray:
+def row_chunk(width: int) -> int:
+    """Rows of ``width`` float64 columns in one chunk of about 1 MB (at least 1)."""
+    return max(1, _CHUNK_BYTES // (8 * max(1, int(width))))
+
+
+def clip_row_norms(X: np.ndarray, radius: float = 1.0, *, out: Optional[np.ndarray] = None) -> np.ndarray:
     """Project every row onto the L2 ball of ``radius``: ``x / max(1, ||x|| / radius)``
     (the bound ``||x_i|| <= 1`` the sensitivities above assume, and the
-    encrypted schemes' value range)."""
+    encrypted schemes' value range).
+
+    ``out``: where the projected rows go, an array of ``X``'s shape: ``X``
+    itself (in place), or a view such as the first columns of a wider block;
+    None (the default) gives a new array. Each row's result is the same bit
+    for bit wherever it is written (a row's norm depends on its values only)."""
     norms = _row_norms(X)
     if radius != 1.0:
         norms = norms * (_NORM_SAFETY / radius)
-    return X / np.maximum(1.0, norms)[:, None]
+    return np.divide(X, np.maximum(1.0, norms)[:, None], out=out)
 
 
-def check_row_norms(X: np.ndarray, *, radius: float = 1.0, what: str = "this protocol",
+def check_row_norms(X: Any, *, radius: float = 1.0, what: str = "this protocol",
                     party: Optional[str] = None, reason: str = "",
                     remedy: str = "Scale rows first") -> None:
     """ValueError unless every row of ``X`` has L2 norm <= ``radius`` (up to
     :data:`ROW_NORM_TOLERANCE`). The message names ``what`` needs the bound,
     ``reason`` (appended after "for every row"), the offending ``party`` and
-    the ``remedy``."""
-    norms = _row_norms(X)
-    worst = float(norms.max()) if norms.size else 0.0
+    the ``remedy``.
+
+    ``X``: a 2-D array, or anything whose row slices ``X[a:b]`` are 2-D arrays
+    and that has a ``shape`` (:class:`vflsec.glm.design_rows.DesignedRows`,
+    whose rows are built per slice); the rows are read in chunks of about
+    1 MB, so no temporary the size of ``X`` is made."""
+    if not hasattr(X, "shape"):
+        X = np.asarray(X, dtype=np.float64)
+    n, width = X.shape
+    step = row_chunk(width)
+    # np.max of the chunks' maxima: a NaN norm propagates as it did through one max over all rows.
+    maxima = [_row_norms(X[start:start + step]).max() for start in range(0, n, step)]
+    worst = float(np.max(maxima)) if maxima else 0.0
     if worst > radius + ROW_NORM_TOLERANCE:
         where = f"party {party!r} has a row of norm" if party is not None else "a row has norm"
         raise ValueError(

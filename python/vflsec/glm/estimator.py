@@ -64,6 +64,7 @@ from sklearn.exceptions import NotFittedError
 
 from .._arrays import check_positive_int, check_real
 from .._progress import EpochProgress
+from ..dp.sensitivity import row_chunk
 from .checks import refuse_sample_weight, resolve_delta, warn_single_class
 from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, GLMPartyResult, PartyData
 from .model import (
@@ -93,6 +94,17 @@ def design_blocks(parts: Sequence[np.ndarray], *, fit_intercept: bool = True,
     training path so it sees the same data as the protocols.)"""
     design = GLMDesign(fit_intercept=fit_intercept, intercept_scaling=intercept_scaling, row_norm=row_norm)
     return design.blocks([np.asarray(X, dtype=np.float64) for X in parts])
+
+
+def _training_theta(design: GLMDesign, parts: Sequence[np.ndarray], coef: Sequence[np.ndarray],
+                    intercept: float) -> np.ndarray:
+    """The design's ``theta`` on the training rows, a chunk of rows at a time (no copy of
+    every party's features at once). Only its predicted classes are used (the
+    single-class warning); a chunk's products may round differently in the last bit
+    from one product over all rows."""
+    step = row_chunk(sum(X.shape[1] for X in parts))
+    return np.concatenate([design.decision_function([X[start:start + step] for X in parts], coef, intercept)
+                           for start in range(0, parts[0].shape[0], step)])
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -176,6 +188,12 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         calibrated to the whole sequence of releases, so there is no
         per-epoch figure). The references ("sklearn", "centralized") print
         nothing.
+    executor : None (default: the process's, :func:`vflsec.he.get_executor`)
+        or a :class:`vflsec.he.Executor` the HE protocols' vector work runs on
+        during ``fit`` (e.g. ``vflsec.he.RayExecutor(address)``: Ray tasks on a
+        cluster; the key holder still decrypts in this process). It is the
+        process's executor for the duration of the fit (:func:`vflsec.he.use_executor`);
+        the fitted numbers do not depend on it. Not saved by ``save``.
 
     The defaults (``lr=2.5, epochs=10, batch_size=1/16, k=5``) were measured
     on Breast / Credit / Adult with ``vertical_split``'s default scaling:
@@ -283,6 +301,7 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         party_columns: Optional[Dict[str, Sequence[Any]]] = None,
         timeout: Optional[float] = None,
         verbose: int = 0,
+        executor: Any = None,
     ):
         self.protection = protection
         self.epsilon = epsilon
@@ -309,6 +328,7 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         self.party_columns = party_columns
         self.timeout = timeout
         self.verbose = verbose
+        self.executor = executor
 
     # -- scikit-learn ----------------------------------------------------------
     def __sklearn_tags__(self) -> Any:
@@ -455,7 +475,9 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
             protocol = get_protocol(self.protection)
             job = self._job(self.protection, design, parts, protocol.needs_coordinator,
                             uses_delta=self._uses_delta(self.protection))
-            self._fit_vfl(job, design, design.blocks(parts), y_signed)
+            # Blocks built batch by batch (DesignedRows): the plain/hdp programs then hold no copy of the data;
+            # any other protocol builds its whole block once (PartyData.checked).
+            self._fit_vfl(job, design, design.blocks(parts, by_batch=True), y_signed)
         self.batch_size_ = job.batch_size
         self.batch_seed_ = job.seed
         self.delta_ = job.delta
@@ -471,7 +493,7 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         self.active_radius_ = design.active_radius
         self.privacy_spent_ = self._privacy_spent(job)
         if self.labels_.classes is not None and any(spent is not None for spent in self.privacy_spent_.values()):
-            theta = design.decision_function(parts, self.coef_, self.intercept_)
+            theta = _training_theta(design, parts, self.coef_, self.intercept_)
             warn_single_class(self.labels_.predict(theta), f"{type(self).__name__}({self.protection!r})",
                               self.epsilon)
         return self
@@ -492,11 +514,14 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
 
         return EpochProgress(job.epochs, emit, epsilon=(lambda: budget) if budget is not None else None)
 
-    def _fit_vfl(self, job: GLMJob, design: GLMDesign, blocks: List[np.ndarray], y_signed: np.ndarray) -> None:
+    def _fit_vfl(self, job: GLMJob, design: GLMDesign, blocks: Sequence[Any], y_signed: np.ndarray) -> None:
         data = {job.active: PartyData(blocks[0], y_signed, progress=self._progress(job))}
         data.update({name: PartyData(X) for name, X in zip(job.passives, blocks[1:])})
+        from ..he.executor import use_executor
+
         start = time.perf_counter()
-        run = run_job(job, data, timeout=self.timeout)
+        with use_executor(self.executor):
+            run = run_job(job, data, timeout=self.timeout)
         wall = time.perf_counter() - start
         # cast: every GLM protocol's party programs return GLMPartyResult (JobResult holds the base type).
         results = cast(Dict[str, GLMPartyResult], run.results)

@@ -323,7 +323,7 @@ def _program_setup(job: GLMJob, party: str, role: str, data: Any, clock: PhaseCl
 
 def hdp_active(endpoint, job, data):
     clock = PhaseClock()
-    X, y = data.checked(job, endpoint.name, needs_labels=True)
+    X, y = data.checked_by_batch(job, endpoint.name, needs_labels=True)
     check_row_norms(X, endpoint.name)
     constants = hdp_sensitivities_for(job).constants
     check_labels(job, y, constants)
@@ -338,7 +338,7 @@ def hdp_active(endpoint, job, data):
 
 def hdp_passive(endpoint, job, data):
     clock = PhaseClock()
-    X, _ = data.checked(job, endpoint.name, needs_labels=False)
+    X, _ = data.checked_by_batch(job, endpoint.name, needs_labels=False)
     check_row_norms(X, endpoint.name)
     mechanisms, release, info = _program_setup(job, endpoint.name, "passive", data, clock)
     bound = hdp_sensitivities_for(job).constants.L

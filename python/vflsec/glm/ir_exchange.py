@@ -24,13 +24,14 @@ where the protocol bounds what an honest peer sends ("hdp":
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Union
 
 import numpy as np
 
 from ..federation.channel import Channel
 from ..vfl.clock import PhaseClock
 from ..vfl.received import PeerMessageRefused, check_received_array
+from .design_rows import DesignedRows
 from .job import SIGNED_LABEL_LOSSES, GLMJob, PartyData, PartyResult
 from .penalties import clip_norm, penalized_step
 
@@ -81,15 +82,17 @@ def active_program(
     release: Release = _identity,
     clock: Optional[PhaseClock] = None,
     info: Optional[Dict] = None,
-    X: Optional[np.ndarray] = None,
+    X: Optional[Union[np.ndarray, DesignedRows]] = None,
     y: Optional[np.ndarray] = None,
     theta_bound: Optional[float] = None,
     ir_bound: Optional[float] = None,
     received_limit: Optional[float] = None,
 ) -> PartyResult:
     """Active party: labels + features X_A. ``X``/``y`` may be passed
-    already validated (then ``data`` is not re-checked). ``theta_bound``
-    clips theta before the loss derivative (needed by the Poisson DP
+    already validated (then ``data`` is not re-checked). ``X`` is read by
+    batches only (``X[idx]``), so it may be a
+    :class:`~vflsec.glm.design_rows.DesignedRows` (the block built per
+    batch). ``theta_bound`` clips theta before the loss derivative (needed by the Poisson DP
     constants, see ``vflsec.dp.loss_constants``); ``ir_bound`` clips
     ``IR_A = dl/dtheta`` to ``[-bound, bound]`` (the "hdp" protocol: the
     sensitivity lemmas need ``|h| <= L``, which the L2-loss SVM and least
@@ -100,7 +103,7 @@ def active_program(
     :func:`release_limit`)."""
     clock = PhaseClock() if clock is None else clock
     if X is None:
-        X, y = data.checked(job, endpoint.name, needs_labels=True)
+        X, y = data.checked_by_batch(job, endpoint.name, needs_labels=True)
     assert y is not None  # needs_labels=True (checked() raises rather than return no labels), or passed with X
     loss_gradient, loss_value = _losses()
     b = job.batch_size
@@ -156,11 +159,12 @@ def passive_program(
     release: Release = _identity,
     clock: Optional[PhaseClock] = None,
     info: Optional[Dict] = None,
-    X: Optional[np.ndarray] = None,
+    X: Optional[Union[np.ndarray, DesignedRows]] = None,
     received_bound: Optional[float] = None,
     received_limit: Optional[float] = None,
 ) -> PartyResult:
-    """Passive party: features X_P only. ``received_bound`` clips every
+    """Passive party: features X_P only (read by batches, as in
+    :func:`active_program`). ``received_bound`` clips every
     received ``IR_A`` entry to ``[-bound, bound]`` before the gradient (the
     "hdp" protocol needs it: the noisy IR is unbounded, see
     :mod:`vflsec.dp.sensitivity`, step 5); the clip is for in-range noise:
@@ -168,7 +172,7 @@ def passive_program(
     ``received_limit`` (no honest release has one, :func:`release_limit`)."""
     clock = PhaseClock() if clock is None else clock
     if X is None:
-        X, _ = data.checked(job, endpoint.name, needs_labels=False)
+        X, _ = data.checked_by_batch(job, endpoint.name, needs_labels=False)
     w = data.initial_coef(job, X.shape[1], {})
     b = job.batch_size
     for epoch, step, idx in job.batches():

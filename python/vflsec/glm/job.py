@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from ..dp.sensitivity import PENALTIES
 from ..vfl.clock import PhaseClock
 from ..vfl.job import VFLJob, check_name
 from ..vfl.result import PartyResult as _PartyResultBase
+from .design_rows import DesignedRows
 
 __all__ = [
     "CALIBRATIONS",
@@ -252,19 +253,39 @@ class PartyData:
         """``(X, y)`` as validated float64 arrays; raises ValueError/TypeError
         naming ``party`` on NaN/inf, wrong shapes, a row count different
         from ``job.n_samples`` or a column count different from the job's
-        agreed ``widths``."""
+        agreed ``widths``. An ``X`` that is a
+        :class:`~vflsec.glm.design_rows.DesignedRows` is built whole here
+        (once per call)."""
         X, _ = as_float_array(self.X, f"X of party {party!r}", ndim=2, dtype=np.float64)
-        if X.shape[0] != job.n_samples:
+        return X, self._checked_rest(job, party, X.shape, needs_labels=needs_labels)
+
+    def checked_by_batch(self, job: GLMJob, party: str, *,
+                         needs_labels: bool) -> Tuple[Union[np.ndarray, DesignedRows], Optional[np.ndarray]]:
+        """:meth:`checked` for a program that reads ``X`` only by rows
+        (``X[idx]``, ``X[a:b]``, ``X.shape``): a
+        :class:`~vflsec.glm.design_rows.DesignedRows` stays one (its rows are
+        built per batch; checked for NaN/inf in chunks), any other ``X`` is
+        checked as by :meth:`checked`."""
+        if not isinstance(self.X, DesignedRows):
+            return self.checked(job, party, needs_labels=needs_labels)
+        if not self.X.all_finite():
+            raise ValueError(f"X of party {party!r} contains NaN or infinite values")
+        return self.X, self._checked_rest(job, party, self.X.shape, needs_labels=needs_labels)
+
+    def _checked_rest(self, job: GLMJob, party: str, shape: Tuple[int, ...], *,
+                      needs_labels: bool) -> Optional[np.ndarray]:
+        """The checks of :meth:`checked` after X's own: its shape against the job, and ``y``."""
+        if shape[0] != job.n_samples:
             raise ValueError(
-                f"party {party!r} has {X.shape[0]} rows, the job has n_samples={job.n_samples}"
+                f"party {party!r} has {shape[0]} rows, the job has n_samples={job.n_samples}"
             )
-        if job.widths is not None and X.shape[1] != job.widths[party]:
-            raise ValueError(f"party {party!r} holds {X.shape[1]} feature columns, the job agreed on "
+        if job.widths is not None and shape[1] != job.widths[party]:
+            raise ValueError(f"party {party!r} holds {shape[1]} feature columns, the job agreed on "
                              f"widths[{party!r}] = {job.widths[party]}")
         if not needs_labels:
             if self.y is not None:
                 raise ValueError(f"party {party!r} is not the active party but holds labels")
-            return X, None
+            return None
         if self.y is None:
             raise ValueError(f"the active party {party!r} has no labels (y is None)")
         y, _ = as_float_array(self.y, f"y of party {party!r}", ndim=1, dtype=np.float64)
@@ -274,7 +295,7 @@ class PartyData:
             raise ValueError(f"loss {job.loss!r} needs labels y in {{-1, +1}}")
         if job.loss == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
             raise ValueError("loss 'poisson' needs non-negative integer counts y")
-        return X, y
+        return y
 
 
 @dataclass

@@ -10,7 +10,9 @@ defined here, once:
 
 * **Party blocks**: one feature block per party, active party first, rows
   aligned. Each party builds its own block from its own rows
-  (:meth:`GLMDesign.block`); nothing here needs another party's data.
+  (:meth:`GLMDesign.block`, one new array; or batch by batch,
+  :meth:`GLMDesign.rows`, which the estimator trains on without a copy of
+  the data); nothing here needs another party's data.
 * **Row normalisation** (``row_norm="clip"``): every row onto the unit ball,
   ``x <- x / max(1, ||x||_2)`` (HDP-VFL's sensitivities need ``||x_i|| <= 1``
   per party); a per-row, data-independent map, applied again at prediction.
@@ -49,6 +51,7 @@ import numpy as np
 
 from .._arrays import as_float_array, check_real
 from ..dp.sensitivity import clip_row_norms
+from .design_rows import DesignedRows
 from .job import LOSSES, SIGNED_LABEL_LOSSES, GLMJob
 
 __all__ = [
@@ -121,29 +124,61 @@ class GLMDesign:
     def features(self, X: np.ndarray, role: str) -> np.ndarray:
         """One party's feature rows after the row normalisation (no constant
         column): with "clip" onto the unit ball and, for the active party with
-        an intercept, onto the ball of radius :attr:`active_radius`."""
+        an intercept, onto the ball of radius :attr:`active_radius` (a new
+        array; ``X`` itself without "clip")."""
         _check_role(role)
         X = np.asarray(X, dtype=np.float64)
-        if self.row_norm != "clip" or X.shape[1] == 0:
+        if not self._projects(X):
             return X
-        projected = clip_row_norms(X)
+        return self._project(X, role, np.empty_like(X))
+
+    def _projects(self, X: np.ndarray) -> bool:
+        return self.row_norm == "clip" and X.shape[1] > 0
+
+    def _project(self, X: np.ndarray, role: str, out: np.ndarray) -> np.ndarray:
+        """The row normalisation of ``X`` written into ``out`` (``X``'s shape):
+        onto the unit ball, then in place onto the active party's ball; no
+        other array of ``X``'s size."""
+        clip_row_norms(X, out=out)
         radius = self.active_radius
         if role == "active" and radius < 1.0:
-            projected = clip_row_norms(projected, radius)
-        return projected
+            clip_row_norms(out, radius, out=out)
+        return out
 
     def block(self, X: np.ndarray, role: str) -> np.ndarray:
         """The block party ``role`` ("active" or "passive") trains on, from its
         own rows ``X`` (2-D): :meth:`features`, and for the active party with
-        an intercept the constant column ``c`` appended."""
-        block = self.features(X, role)
-        if role == "active" and self.fit_intercept:
-            block = np.hstack([block, np.full((block.shape[0], 1), self.intercept_scaling)])
+        an intercept the constant column ``c`` appended. One new array at most
+        (the rows are normalised straight into the block); ``X`` is never
+        written."""
+        _check_role(role)
+        X = np.asarray(X, dtype=np.float64)
+        if not (role == "active" and self.fit_intercept):
+            return self.features(X, role)
+        n, d = X.shape
+        block = np.empty((n, d + 1))
+        block[:, d] = self.intercept_scaling
+        if self._projects(X):
+            self._project(X, role, block[:, :d])
+        else:
+            block[:, :d] = X
         return block
 
-    def blocks(self, parts: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Every party's block, active first (as :meth:`block` builds each)."""
-        return [self.block(X, "active" if i == 0 else "passive") for i, X in enumerate(parts)]
+    def rows(self, X: np.ndarray, role: str) -> DesignedRows:
+        """The block of :meth:`block`, built batch by batch from ``X`` (2-D
+        float64, kept as given): ``rows[idx]`` is ``block(X)[idx]`` bit for
+        bit (every step of the design maps a row on its own), so a program
+        that reads its block by batches holds no copy of the party's data
+        (:mod:`vflsec.glm.design_rows`)."""
+        _check_role(role)
+        X = np.asarray(X, dtype=np.float64)
+        return DesignedRows(X, lambda selected: self.block(selected, role), self.width(X.shape[1], role))
+
+    def blocks(self, parts: Sequence[np.ndarray], *, by_batch: bool = False) -> List[Any]:
+        """Every party's block, active first (as :meth:`block` builds each;
+        ``by_batch``: as :meth:`rows`, built batch by batch)."""
+        make = self.rows if by_batch else self.block
+        return [make(X, "active" if i == 0 else "passive") for i, X in enumerate(parts)]
 
     def width(self, n_features: int, role: str) -> int:
         """Columns of the block of a party holding ``n_features`` features."""
@@ -172,7 +207,8 @@ class GLMDesign:
         ``parts`` (active first) with feature weights ``coef`` (equal to the
         blocks' ``X_p w_p`` summed: the constant column times ``w_c`` is the
         intercept)."""
-        features = [self.features(X, "active" if i == 0 else "passive") for i, X in enumerate(parts)]
+        # One party's features at a time (a generator): the same sum, without every party's copy at once.
+        features = (self.features(X, "active" if i == 0 else "passive") for i, X in enumerate(parts))
         theta = sum(X @ np.asarray(w, dtype=np.float64) for X, w in zip(features, coef)) + float(intercept)
         return np.asarray(theta, dtype=np.float64)
 

@@ -61,7 +61,7 @@ __all__ = [
 FORMAT = "vflsec-glm-model"
 FORMAT_VERSION = 1
 NOT_SAVED = ("the noise generator and noise seeds (noise_seed is saved as None), HE keys, and training-time "
-             "objects that are not the model (e.g. mechanism_)")
+             "objects that are not the model (e.g. mechanism_, the executor: saved as None)")
 PathLike = Union[str, "Path"]
 
 
@@ -154,6 +154,8 @@ def save_model(model: Any, path: PathLike) -> None:
     ``steps_``) to ``path``."""
     params = model.get_params(deep=False)
     params["noise_seed"] = None  # never saved: whoever holds it can reconstruct the noise
+    if "executor" in params:
+        params["executor"] = None  # where the HE work ran (a process's pool, a cluster), not part of the model
     vertical = hasattr(model, "party_names_")
     fitted: Dict[str, Any] = {
         "coef": list(model.coef_) if vertical else model.coef_, "intercept": model.intercept_,

@@ -14,6 +14,7 @@ import numpy as np
 from .._arrays import as_float_array
 from ..federation.channel import InMemoryHub
 from ..vfl.runner import JobResult, PartyError, run_programs
+from .design_rows import DesignedRows
 from .job import GLMJob, PartyData
 from .registry import get_protocol
 
@@ -67,6 +68,9 @@ def _with_widths(job: GLMJob, party_data: Mapping[str, Optional[PartyData]], nee
     for party in job.data_parties:
         data = party_data[party]
         assert data is not None  # run_job checked every data party has a PartyData
+        if isinstance(data.X, DesignedRows):  # its width is known without building it
+            widths[party] = data.X.shape[1]
+            continue
         X, _ = as_float_array(data.X, f"X of party {party!r}", ndim=2, dtype=np.float64)
         widths[party] = X.shape[1]
     if job.widths is None:

@@ -19,6 +19,14 @@ Both schemes' vectors share one base, :class:`vflsec.he.vector.AbstractEncrypted
 (a data party's :class:`~vflsec.he.scheme.PartyScheme`, the coordinator's
 :class:`~vflsec.he.scheme.KeyHolder`).
 
+Where the Paillier vector work runs (encryption, the encrypted products,
+re-randomization) is the process's executor, :mod:`vflsec.he.executor`:
+:class:`LocalPoolExecutor` (this machine's process pool, the default; its
+size is ``set_num_processes``) or :class:`RayExecutor` (Ray tasks over row
+shards on the party's own cluster, ``pip install "vflsec[ray]"``), chosen with
+``set_executor`` / ``use_executor``. Decryption never leaves the key holder's
+process and its local pool.
+
 Each scheme is imported when first used: ``import vflsec.he`` loads neither
 phe, gmpy2 nor TenSEAL, and the names below resolve on first access.
 """
@@ -28,6 +36,8 @@ import importlib
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from ._pool import get_num_processes, set_num_processes, shutdown_pool
+from .executor import Executor, LocalPoolExecutor, get_executor, set_executor, use_executor
+from .ray_executor import RayExecutor
 from .scheme import KeyHolder, PartyScheme
 from .vector import AbstractEncryptedVector
 
@@ -64,19 +74,25 @@ __all__ = [
     "CKKSPublicContext",
     "CKKSSecretContext",
     "EncryptedVector",
+    "Executor",
     "KeyHolder",
+    "LocalPoolExecutor",
     "PaillierEncryptedVector",
     "PaillierPrivateKey",
     "PaillierPublicKey",
     "PartyScheme",
     "RandomnessPool",
+    "RayExecutor",
     "WeakKeyWarning",
     "check_key_bits",
     "flooding_sigma",
     "generate_keypair",
+    "get_executor",
     "get_num_processes",
+    "set_executor",
     "set_num_processes",
     "shutdown_pool",
+    "use_executor",
 ]
 
 

@@ -1,9 +1,14 @@
-"""Paillier arithmetic on plain integers: the work units the process pool runs.
+"""Paillier arithmetic on plain integers: the work units an executor runs
+(:mod:`vflsec.he.executor`: the local process pool, or Ray tasks).
 
 Everything here takes and returns Python ints (and lists of them) so it can be
-shipped to worker processes without key objects. The generator is g = n + 1,
-as in phe, so that g^m = 1 + n*m (mod n^2) and encryption costs one modular
-exponentiation, r^n mod n^2, which dominates. gmpy2 does the arithmetic.
+shipped to worker processes without key objects. Only :func:`decrypt_chunk`
+takes key material (the factors p, q); it is marked
+:func:`~vflsec.he.executor.local_only`, so it never goes to Ray workers.
+
+The generator is g = n + 1, as in phe, so that g^m = 1 + n*m (mod n^2) and
+encryption costs one modular exponentiation, r^n mod n^2, which dominates.
+gmpy2 does the arithmetic.
 
 Fast encryption (Damgard, Jurik & Nielsen 2010, Sec. 4.2; the same as HEU's
 ZPaillier). A key from :func:`vflsec.he.generate_keypair` also carries
@@ -39,6 +44,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 import gmpy2
 
 from .. import _core
+from .executor import local_only
 
 
 def random_unit(n: int) -> int:
@@ -284,6 +290,20 @@ def dot_columns_chunk(n: int, ciphertexts: Sequence[int], columns: Sequence[Sequ
     return out
 
 
+def multiply_shards(n: int, shards: Sequence[Sequence[int]]) -> List[int]:
+    """Per column, the product mod n^2 of the shards' results of
+    :func:`dot_columns_chunk` over disjoint row shards: the product over all rows."""
+    nsquare = gmpy2.mpz(n) * n
+    if not shards:
+        return []
+    out = [gmpy2.mpz(v) for v in shards[0]]
+    for shard in shards[1:]:
+        if len(shard) != len(out):
+            raise ValueError(f"row shards give {len(out)} and {len(shard)} columns")
+        out = [a * b % nsquare for a, b in zip(out, shard)]
+    return [int(v) for v in out]
+
+
 def dot_chunk(n: int, ciphertexts: Sequence[int], rows: Sequence[Sequence[int]]) -> Tuple[List[int], List[int]]:
     """Partial vector-matrix product over a block of rows.
 
@@ -317,6 +337,7 @@ def _crt_constants(p: int, q: int):
     return p, q, psquare, qsquare, hp, hq, gmpy2.invert(p, q)
 
 
+@local_only
 def decrypt_chunk(p: int, q: int, ciphertexts: Sequence[int]) -> List[int]:
     """Decrypt to integers in [0, n) with the Chinese remainder theorem (about 4x
     faster than working modulo n^2)."""

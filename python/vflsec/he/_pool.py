@@ -6,7 +6,11 @@ workers costs far more than a chunk of work) and shut down at interpreter exit b
 ``concurrent.futures``. Workers are started with ``forkserver``: the federated
 runner executes each party in a thread, and forking a multi-threaded process can
 copy a lock held by another thread into the child. Work items are plain integers
-and lists of integers, never key objects.
+and lists of integers, never key objects (decryption's items carry the factors
+p and q: the pool's workers are this party's own child processes).
+
+This pool is :class:`vflsec.he.executor.LocalPoolExecutor`, the default
+executor; :mod:`vflsec.he.executor` chooses where an operation runs.
 """
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 vector operations and a byte format for the wire.
 
 Keys come from ``phe`` (python-paillier, backed by gmpy2); the vector operations
-work on the raw integers in a process pool (see ``vflsec.he._pool``).
+work on the raw integers in chunks, on this process's executor
+(:mod:`vflsec.he.executor`: the local process pool of ``vflsec.he._pool`` by
+default, or a Ray cluster). Only public values go to the executor;
+decryption stays in the key holder's process and its local pool.
 
 Fixed-point encoding
 --------------------
@@ -77,7 +80,8 @@ except ImportError as _exc:
 
 from .._arrays import as_float_array, check_positive_int
 from . import _paillier_math as _pm
-from ._pool import chunk_bounds, resolve_processes, run_chunks
+from ._pool import chunk_bounds
+from .executor import executor_for, run_chunks
 from .vector import AbstractEncryptedVector
 
 SCALE_BITS = 40
@@ -331,10 +335,11 @@ class PaillierPrivateKey:
         """Plaintext integers in [0, n), not decoded (masked values stay masked)."""
         if vector.public_key != self.public_key:
             raise ValueError("vector was encrypted under a different public key")
-        processes = resolve_processes(processes)
+        # The chunks carry p and q: this process or its local pool only, whatever the executor.
+        executor, workers = executor_for(processes, holds_secret=True)
         cts = vector.ciphertexts
-        bounds = chunk_bounds(len(cts), processes, _MIN_CHUNK_EXP)
-        parts = run_chunks(_pm.decrypt_chunk, [(self.p, self.q, cts[a:b]) for a, b in bounds], processes)
+        bounds = chunk_bounds(len(cts), workers, _MIN_CHUNK_EXP)
+        parts = run_chunks(executor, _pm.decrypt_chunk, [(self.p, self.q, cts[a:b]) for a, b in bounds])
         return [m for part in parts for m in part]
 
     def decrypt(self, vector: "PaillierEncryptedVector", *, processes: Optional[int] = None) -> np.ndarray:
@@ -374,9 +379,9 @@ def generate_keypair(key_bits: int = DEFAULT_KEY_BITS) -> Tuple[PaillierPublicKe
 
 def _parallel_list(func, key: PaillierPublicKey, items: List[int], processes: Optional[int],
                    min_chunk: int) -> List[int]:
-    processes = resolve_processes(processes)
-    bounds = chunk_bounds(len(items), processes, min_chunk)
-    parts = run_chunks(func, [(key.n, items[a:b], key.hs) for a, b in bounds], processes)
+    executor, workers = executor_for(processes)
+    bounds = chunk_bounds(len(items), workers, min_chunk)
+    parts = run_chunks(executor, func, [(key.n, items[a:b], key.hs) for a, b in bounds])
     return [v for part in parts for v in part]
 
 
@@ -460,11 +465,11 @@ class PaillierEncryptedVector(AbstractEncryptedVector):
         scalars = self.public_key.encode_signed(values, 1, "values")
         if scalars.ndim != 1 or scalars.shape[0] != len(self):
             raise ValueError(f"values must have shape ({len(self)},), got {scalars.shape}")
-        processes = resolve_processes(processes)
+        executor, workers = executor_for(processes)
         cts, scalars = self.ciphertexts, scalars.tolist()
-        bounds = chunk_bounds(len(cts), processes, _MIN_CHUNK_MUL)
-        parts = run_chunks(_pm.mul_chunk, [(self.public_key.n, cts[a:b], scalars[a:b]) for a, b in bounds],
-                           processes)
+        bounds = chunk_bounds(len(cts), workers, _MIN_CHUNK_MUL)
+        parts = run_chunks(executor, _pm.mul_chunk,
+                           [(self.public_key.n, cts[a:b], scalars[a:b]) for a, b in bounds])
         return PaillierEncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
 
     def dot(self, matrix: Any, *, processes: Optional[int] = None) -> "PaillierEncryptedVector":
@@ -472,15 +477,25 @@ class PaillierEncryptedVector(AbstractEncryptedVector):
         encoded = self.public_key.encode_signed(matrix, 1, "matrix")
         if encoded.ndim != 2 or encoded.shape[0] != len(self):
             raise ValueError(f"matrix must have shape ({len(self)}, p), got {encoded.shape}")
-        processes = resolve_processes(processes)
+        executor, workers = executor_for(processes)
+        columns = encoded.T.tolist()
+        n = self.public_key.n
+        if executor.ships_arguments and len(self) > 1:
+            # Every task's arguments travel to another machine: each gets its row
+            # shard and all columns, and the per-shard products multiply together
+            # (prod_i c_i^x_ij over all rows is the same residue mod n^2 in any grouping).
+            cts = self.ciphertexts
+            bounds = chunk_bounds(len(cts), workers, _MIN_CHUNK_MUL)
+            parts = run_chunks(executor, _pm.dot_columns_chunk,
+                               [(n, cts[a:b], [column[a:b] for column in columns]) for a, b in bounds])
+            return PaillierEncryptedVector(self.public_key, _pm.multiply_shards(n, parts), self.level + 1)
         # One Pippenger multi-exponentiation per column over all rows (the
         # bucket method gains with the number of bases), columns split among
         # the workers; one column per chunk at most, so a 10-column product
         # keeps every worker busy.
-        columns = encoded.T.tolist()
-        bounds = chunk_bounds(len(columns), processes, 1)
-        parts = run_chunks(_pm.dot_columns_chunk,
-                           [(self.public_key.n, self.ciphertexts, columns[a:b]) for a, b in bounds], processes)
+        bounds = chunk_bounds(len(columns), workers, 1)
+        parts = run_chunks(executor, _pm.dot_columns_chunk,
+                           [(n, self.ciphertexts, columns[a:b]) for a, b in bounds])
         return PaillierEncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
 
     def sum(self) -> "PaillierEncryptedVector":

@@ -33,6 +33,11 @@ Format (relative paths are relative to the file)::
     handshake_timeout = 60.0        # per handshake message (job agreement, start plan)
     step_timeout = 900.0            # per protocol message after it (PSI, training);
                                     # default from the job (runtime.deadlines)
+
+    [compute]                       # optional: where the party's HE vector work runs (vflsec.he.executor)
+    engine = "ray"                  # "local" (default): this machine's process pool; "ray": a Ray cluster
+    address = "10.0.0.5:6379"       # the Ray head's HOST:PORT, or "auto"; without it a Ray instance of the
+                                    # party's own on this machine. The key holder decrypts locally either way.
 """
 from __future__ import annotations
 
@@ -83,11 +88,13 @@ class PartyConfig:
     positive_label: Any = None
     preprocess: Optional[Mapping[str, Any]] = None
     model: Optional[Path] = None
+    compute: Mapping[str, Any] = field(default_factory=dict)
 
 
 PARTY_KEYS = ("name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data",
               "positive_label", "model")
 TLS_KEYS = ("ca", "cert", "key")
+COMPUTE_KEYS = ("engine", "address")
 
 
 def _table(raw: Mapping[str, Any], name: str, path: Path) -> Dict[str, Any]:
@@ -104,6 +111,37 @@ def _strings(table: Mapping[str, Any], section: str, path: Path) -> None:
                              f"{type(value).__name__} {value!r}")
 
 
+def _compute(raw: Mapping[str, Any], path: Path) -> Dict[str, Any]:
+    """``[compute]`` checked: ``engine`` one of the executors, ``address`` (HOST:PORT or
+    "auto") only with engine = "ray". Whether the cluster answers is checked by
+    :mod:`vflsec.runtime.startup`, which connects to it."""
+    from ..federation.address import parse_address
+    from ..he.executor import ENGINES
+
+    compute = _table(raw, "compute", path)
+    unknown = sorted(set(compute) - set(COMPUTE_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unknown [compute] keys {unknown} (known: {', '.join(COMPUTE_KEYS)})")
+    _strings(compute, "compute", path)
+    engine = compute.setdefault("engine", "local")
+    if engine not in ENGINES:
+        raise ValueError(f"{path}: [compute] engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r} "
+                         "-- set engine = \"local\" (this machine's process pool) or \"ray\" (a Ray cluster: "
+                         "address = its head's HOST:PORT)")
+    address = compute.get("address")
+    if address is not None:
+        if engine != "ray":
+            raise ValueError(f"{path}: [compute] address is set but engine is {engine!r} -- set engine = \"ray\" "
+                             "to use the Ray cluster at that address, or remove address")
+        if address != "auto":
+            try:
+                parse_address(address, "[compute] address")
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc} -- give the Ray head's HOST:PORT (6379 for `ray start --head`) "
+                                 "or \"auto\"") from None
+    return compute
+
+
 def load_party_config(path: Path) -> PartyConfig:
     """The checked configuration: ValueError naming ``path`` and the table for an
     unknown table or key, a missing key or a value that is not a string (the
@@ -112,10 +150,10 @@ def load_party_config(path: Path) -> PartyConfig:
     path = Path(path)
     raw = read_toml(path)
     base = path.parent
-    unknown = set(raw) - {"party", "peers", "tls", "network", "preprocess"}
+    unknown = set(raw) - {"party", "peers", "tls", "network", "preprocess", "compute"}
     if unknown:
         raise ValueError(f"{path}: unknown tables {sorted(unknown)} (a party file has [party], [peers], [tls], "
-                         "[preprocess] and [network])")
+                         "[preprocess], [network] and [compute])")
     party = _table(raw, "party", path)
     for key in ("name", "listen", "job"):
         if key not in party:
@@ -150,4 +188,5 @@ def load_party_config(path: Path) -> PartyConfig:
         network=_table(raw, "network", path), positive_label=positive_label,
         preprocess=_table(raw, "preprocess", path) if "preprocess" in raw else None,
         model=resolve(party.get("model")),
+        compute=_compute(raw, path),
     )

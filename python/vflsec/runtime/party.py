@@ -59,7 +59,7 @@ from ..errors import CommandError
 from . import deadlines
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
 from .job_spec import JobSpec
-from .startup import PartyStart, prepare_party
+from .startup import PartyRows, PartyStart, prepare_party
 
 __all__ = ["main", "run_party"]
 
@@ -215,9 +215,6 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
     ids: List[str] = [] if start.rows is None else start.rows.ids
     X = None if start.rows is None else start.rows.X
     y = None if start.rows is None else start.rows.y
-    test_ids: List[str] = [] if start.test_rows is None else start.test_rows.ids
-    X_test = None if start.test_rows is None else start.test_rows.X
-    y_test = None if start.test_rows is None else start.test_rows.y
 
     channel = _make_channel(start, insecure)
     try:
@@ -275,9 +272,13 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
             raise ValueError(f"the leader announced {n_samples} aligned rows, this party aligned {len(common)}")
         job = spec.job(n_samples=n_samples, start_epoch=start_epoch, widths=widths)
         if X is not None:
+            assert start.rows is not None  # X is its table
             order = row_order(ids, common)
-            # The rows as the program takes them: the job's row_norm, or the kind's model design (GLM: intercept).
-            X = kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, X[order])
+            # The rows in the aligned order replace the table as read (handed over by start.rows, so this
+            # is its last reference); then the rows as the program takes them replace those: the job's
+            # row_norm, or the kind's model design (GLM: intercept). Never more than two tables at once.
+            X = start.rows.take_features()[order]
+            X = kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, X)
             y = y[order] if y is not None else None
         data = kind.party_data(job, spec.fields, cfg.name, X, y, checkpoint)
         logger.info("party %r: %d aligned rows, training a %s job from epoch %d", cfg.name, n_samples, kind.name,
@@ -294,7 +295,7 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         if spec.evaluate:
             t = time.perf_counter()
             channel.set_recv_timeout(step_timeout, deadlines.PHASE_EVALUATION)
-            evaluation = _evaluate(channel, spec, job, role, result, leader, probe, test_ids, X_test, y_test, data)
+            evaluation = _evaluate(channel, spec, job, role, result, leader, probe, start.test_rows, data)
             timings["evaluate_s"] = time.perf_counter() - t
         timings["total_s"] = time.perf_counter() - started
         summary = {
@@ -331,22 +332,23 @@ def _finish(channel, cfg, role: str, summary: Dict[str, Any]) -> Dict[str, Any]:
     return summary
 
 
-def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe, test_ids: List[str],
-              X_test, y_test, data) -> Optional[Dict[str, Any]]:
+def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe, test_rows: Optional[PartyRows],
+              data) -> Optional[Dict[str, Any]]:
     """Align the held-out rows by PSI (as the training rows), prepare them as the
-    training rows (the kind's ``party_rows``) and score the trained model on them
+    training rows (the kind's ``party_rows``; the table as read handed over by
+    ``test_rows`` and dropped once ordered) and score the trained model on them
     (the kind's ``evaluate``, with the program's ``data``); the active party's
     metrics, else None."""
     from ..federation.psi import align_ids, row_order
 
     X = y = None
-    if role in ("active", "passive") and X_test is not None:
-        common = align_ids(channel, test_ids, leader=leader, members=probe.passives if role == "active" else ())
+    if role in ("active", "passive") and test_rows is not None:
+        common = align_ids(channel, test_rows.ids, leader=leader, members=probe.passives if role == "active" else ())
         if not common:
             raise ValueError("the parties share no held-out IDs; nothing to evaluate on")
-        order = row_order(test_ids, common)
-        X = spec.kind.party_rows(job, spec.fields, spec.row_norm, channel.name, X_test[order])
-        y = y_test[order] if y_test is not None else None
+        order = row_order(test_rows.ids, common)
+        X = spec.kind.party_rows(job, spec.fields, spec.row_norm, channel.name, test_rows.take_features()[order])
+        y = test_rows.y[order] if test_rows.y is not None else None
     return spec.kind.evaluate(channel, job, role, result, X, y, data=data)
 
 

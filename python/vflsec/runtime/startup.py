@@ -12,6 +12,10 @@ things, and says which file to correct:
    :func:`~vflsec.federation.tls.check_party_name`), ``listen`` and every
    peer address (:func:`~vflsec.federation.address.parse_address`),
    ``[network]`` (:class:`~vflsec.federation.grpc_channel.NetworkSettings`);
+   ``[compute]``: the executor of the party's HE vector work is made and set
+   for the process (:func:`vflsec.he.executor.executor_from_config`; with
+   ``engine = "ray"`` this connects to the party's own Ray cluster, so a
+   cluster that does not answer fails here, before any peer is contacted);
 2. the job file (:func:`.job_spec.load_job_spec`: the kind and its fields);
 3. the party's place in the job: one of its parties, ``[peers]`` naming
    exactly the others; the kind's checks of the job
@@ -58,7 +62,7 @@ from .party_table import read_party_table, uses_table_reader
 __all__ = ["PartyRows", "PartyStart", "prepare_party"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class PartyRows:
     """One data file as read (``X`` before the job's row_norm)."""
 
@@ -66,6 +70,15 @@ class PartyRows:
     X: np.ndarray
     y: Optional[np.ndarray]
     preprocessor: Any = None  # the fitted vflsec.data.PartyPreprocessor of a raw table (party_table)
+
+    def take_features(self) -> np.ndarray:
+        """``X``, handed over: these rows keep an empty table of its width
+        in its place, so the caller holds the only reference to the table as
+        read and frees it by dropping it (the run keeps its rows in the
+        aligned order instead, not both)."""
+        X = self.X
+        self.X = np.empty((0, X.shape[1]), dtype=X.dtype)
+        return X
 
 
 @dataclass(frozen=True)
@@ -118,6 +131,13 @@ def _network_settings(network: Mapping[str, Any], config: Path) -> Any:
         raise CommandError(f"unknown [network] keys {unknown} (known: {', '.join(known)})", fix)
     with _fix(fix, "[network]"):
         return NetworkSettings(**network)
+
+
+def _set_executor(cfg: PartyConfig, config: Path) -> None:
+    from ..he.executor import executor_from_config, set_executor
+
+    with _fix(f"correct [compute] in {config}, or start the Ray cluster it names", "[compute]"):
+        set_executor(executor_from_config(cfg.compute))
 
 
 def _check_addresses(cfg: PartyConfig, config: Path) -> None:
@@ -253,7 +273,7 @@ def _read_data(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config
 def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False) -> PartyStart:
     """Read and check one party's configuration, job file, TLS files and CSVs
     (module docstring); :class:`~vflsec.errors.CommandError` for any mistake.
-    Opens no socket."""
+    Opens no socket to a peer (``[compute] engine = "ray"`` connects to the party's Ray cluster)."""
     started = time.perf_counter()
     config = Path(config)
     if not config.is_file():
@@ -263,6 +283,7 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False)
         cfg = load_party_config(config)
     _check_addresses(cfg, config)
     settings = _network_settings(cfg.network, config)
+    _set_executor(cfg, config)
 
     if not cfg.job.is_file():
         raise CommandError(f"the job file {cfg.job} does not exist ([party] job in {config})",

@@ -6,8 +6,9 @@ resident memory after the imports and before the data exists (``base_rss_bytes``
 beside the peak, so the report can state both the peak and the part of it the cell added.
 
 Kinds: ``estimator`` (one ``VerticalLogisticRegression`` fit on synthetic blocks: wall and CPU
-seconds, peak memory, the data's bytes) and ``psi`` (two-party PSI with both parties on threads
-of this process: bucketed on every core, or the unbucketed sequential protocol).
+seconds, peak memory, the data's bytes), ``psi`` (two-party PSI with both parties on threads
+of this process: bucketed on every core, or the unbucketed sequential protocol) and
+``paillier_epoch`` (one Paillier epoch on the local pool or through Ray on a cluster it starts).
 """
 from __future__ import annotations
 
@@ -115,11 +116,70 @@ def _psi(args: Dict[str, Any]) -> Dict[str, Any]:
     return {"wall_s": wall, "shared": shared, "bytes": int(hub.total_bytes())}
 
 
+def _local_cluster(nodes: int) -> Any:
+    """A Ray cluster of ``nodes`` nodes of one CPU each on 127.0.0.1 only, in a temporary folder
+    of its own (as tests/he/test_executor_ray.py starts one); the caller shuts it down."""
+    import os
+    import tempfile
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    folder = tempfile.mkdtemp(prefix="vs", dir="/tmp")  # short: Ray's socket paths must stay < 108 characters
+    os.environ["RAY_TMPDIR"] = folder
+    # Ray swaps a loopback address for the machine's IP (its rule for real clusters): keep 127.0.0.1.
+    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+    node: Dict[str, Any] = dict(num_cpus=1, object_store_memory=200 * 2**20, node_ip_address="127.0.0.1")
+    cluster = Cluster(initialize_head=True, connect=False,
+                      head_node_args=dict(node, include_dashboard=False, temp_dir=f"{folder}/ray"))
+    for _ in range(nodes - 1):
+        cluster.add_node(**node)
+    return cluster
+
+
+def _paillier_epoch(args: Dict[str, Any]) -> Dict[str, Any]:
+    """One Paillier epoch of ``VerticalLogisticRegression`` on the local pool (``workers``
+    processes) or through Ray on a cluster of ``nodes`` nodes of one CPU each that this process
+    starts on 127.0.0.1 and stops (``ray.cluster_utils.Cluster``; never ``ray stop``)."""
+    from vflsec import he
+    from vflsec.glm import VerticalLogisticRegression
+
+    blocks, y = make_blocks(args["n"], args["widths"], args["seed"])
+    options = dict(epochs=1, batch_size=min(args["batch_size"], args["n"]), lr=args["lr"], key_bits=args["key_bits"],
+                   random_state=args["seed"])
+    cluster = executor = None
+    try:
+        if args["engine"] == "local":
+            he.set_num_processes(args["workers"])
+        else:
+            cluster = _local_cluster(args["nodes"])
+            executor = he.RayExecutor(address=cluster.address)
+        model = VerticalLogisticRegression("paillier", executor=executor, **options)
+        wall, cpu = time.perf_counter(), time.process_time()
+        model.fit(blocks, y)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        out = {"wall_s": wall, "cpu_s": cpu, "train_accuracy": float(model.score(blocks, y))}
+        if executor is not None:
+            out.update(tasks=int(sum(executor.task_counts.values())), nodes_used=len(executor.task_counts))
+        return out
+    finally:
+        if executor is not None:
+            executor.close()
+        if cluster is not None:
+            import ray
+
+            ray.shutdown()
+            cluster.shutdown()
+        he.shutdown_pool()
+
+
 def run_probe(kind: str, args: Dict[str, Any]) -> Dict[str, Any]:
     if kind == "estimator":
         return _estimator(args)
     if kind == "psi":
         return _psi(args)
+    if kind == "paillier_epoch":
+        return _paillier_epoch(args)
     raise ValueError(f"unknown probe {kind!r}")
 
 

@@ -1,0 +1,79 @@
+"""A party's block built batch by batch from its own rows, never whole.
+
+The design of :mod:`vflsec.glm.model` maps every row on its own (the row
+norm, the intercept column), so the rows ``idx`` of the block are the design
+of the rows ``idx``, bit for bit. :class:`DesignedRows` uses that: it keeps
+the party's rows as given (never writing to them) and builds the block's rows
+when they are read, ``rows[idx]`` (a batch) or ``rows[a:b]`` (a chunk). A
+program that reads its block only that way (the IR exchange of "plain" and
+"hdp", :mod:`vflsec.glm.ir_exchange`) then trains without a second copy of
+the party's data; any other program gets the whole block, built once,
+through :meth:`vflsec.glm.job.PartyData.checked` (``np.asarray(rows)``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple
+
+import numpy as np
+
+from ..dp.sensitivity import row_chunk
+
+__all__ = ["DesignedRows", "all_finite"]
+
+
+def all_finite(X: np.ndarray) -> bool:
+    """True when every value of the 2-D array ``X`` is finite, read in chunks
+    of rows (no boolean temporary the size of ``X``)."""
+    step = row_chunk(X.shape[1])
+    return all(bool(np.isfinite(X[start:start + step]).all()) for start in range(0, X.shape[0], step))
+
+
+class DesignedRows:
+    """The block ``build(X)`` of a party's rows ``X`` (2-D float64), built per
+    selection of rows: ``rows[idx]`` (an index array) and ``rows[a:b]`` are
+    ``build(X[idx])`` and ``build(X[a:b])``, new arrays; ``X`` is read, never
+    written. ``build`` must map each row on its own (then ``rows[idx]``
+    equals ``build(X)[idx]`` bit for bit) and give ``width`` columns.
+    ``np.asarray(rows)`` is the whole block ``build(X)``."""
+
+    def __init__(self, X: np.ndarray, build: Callable[[np.ndarray], np.ndarray], width: int):
+        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64:
+            raise TypeError(f"DesignedRows needs a 2-D float64 array, got {type(X).__name__} "
+                            f"{getattr(X, 'shape', '')} {getattr(X, 'dtype', '')}".rstrip())
+        self._X = X
+        self._build = build
+        self._width = int(width)
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return (self._X.shape[0], self._width)
+
+    @property
+    def ndim(self) -> int:
+        return 2
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float64)
+
+    def __len__(self) -> int:
+        return self._X.shape[0]
+
+    def all_finite(self) -> bool:
+        """True when every value of the block is finite: when the rows are
+        (the design divides a row by a norm >= 1, possibly inf, and appends a
+        finite constant)."""
+        return all_finite(self._X)
+
+    def __getitem__(self, rows: Any) -> np.ndarray:
+        selected = self._X[rows]
+        if not isinstance(selected, np.ndarray) or selected.ndim != 2:
+            raise TypeError("DesignedRows selects rows only: an index array or a slice")
+        return self._build(selected)
+
+    def __array__(self, dtype: Optional[Any] = None, copy: Optional[bool] = None) -> np.ndarray:
+        block = self._build(self._X)
+        return block if dtype is None else block.astype(dtype, copy=False)
+
+    def __repr__(self) -> str:
+        return f"DesignedRows(shape={self.shape})"

@@ -1,0 +1,230 @@
+"""Where a party's heavy HE vector work runs: the executor interface.
+
+The Paillier vector operations (encryption, the offline randomizers, the
+encrypted products ``mul_plain`` / ``dot``, re-randomization) split their rows
+into chunks and hand them to an :class:`Executor` as ``map_chunks(func,
+args_per_chunk)``: ``[func(*args) for args in args_per_chunk]``, in order,
+wherever the executor runs them. Two implementations:
+
+* :class:`LocalPoolExecutor` (the default): this machine's process pool of
+  :mod:`vflsec.he._pool`, as before executors existed; ``set_num_processes``
+  still sets its size.
+* :class:`vflsec.he.RayExecutor`: Ray tasks over the row chunks, on a Ray
+  cluster of the party's own machines (:mod:`vflsec.he.ray_executor`).
+
+:func:`set_executor` chooses the executor of this process (``vflsec party``
+does it from ``[compute]`` of the party file, :func:`executor_from_config`);
+:func:`use_executor` does it for a block (the estimators' ``executor=``).
+
+Secrets never leave the process that owns them. What a chunk function gets
+is the public modulus, the public DJN base ``hs`` and plain integers
+(plaintexts of the party's own values, ciphertexts, encoded features).
+Decryption takes the private key's factors, so it never goes to the chosen
+executor: the key holder decrypts in its own process or in its own local
+pool's worker processes (children of the key holder on its machine, as
+before executors existed) -- :func:`executor_for` with ``holds_secret=True``.
+A chunk function that takes key material is marked :func:`local_only`, and an
+executor that ships work off this process's machine refuses it.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
+
+from .._arrays import check_positive_int
+from . import _pool
+
+__all__ = [
+    "ENGINES",
+    "Executor",
+    "LocalPoolExecutor",
+    "executor_for",
+    "executor_from_config",
+    "get_executor",
+    "local_only",
+    "run_chunks",
+    "set_executor",
+    "use_executor",
+]
+
+ENGINES = ("local", "ray")
+"""The values of ``[compute] engine`` in a party file."""
+
+_LOCAL_ONLY = "__vflsec_local_only__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def local_only(func: F) -> F:
+    """Mark a chunk function whose arguments include key material (e.g. the
+    factors of a Paillier modulus): only this process and its local pool may run it."""
+    setattr(func, _LOCAL_ONLY, True)
+    return func
+
+
+def is_local_only(func: Callable[..., Any]) -> bool:
+    return bool(getattr(func, _LOCAL_ONLY, False))
+
+
+class Executor(ABC):
+    """Runs the chunks of a party's vector work.
+
+    ``map_chunks(func, args_per_chunk)`` returns ``[func(*args) for args in
+    args_per_chunk]`` in order; ``func`` is a module-level function (workers
+    import it by name) and the arguments are plain data. ``n_workers`` is how
+    many chunks can run at once (operations make about two chunks per worker).
+    ``close()`` releases what the executor started; a closed executor may start
+    again on its next use. ``ships_arguments``: True when each task's
+    arguments travel to another machine, so an operation gives each task only
+    its own share of the rows (a vector-matrix product is split by rows and its
+    per-shard products multiplied together, instead of giving every task all
+    the ciphertexts and some of the columns).
+    """
+
+    ships_arguments = False
+
+    @property
+    @abstractmethod
+    def n_workers(self) -> int:
+        """How many chunks run at the same time."""
+
+    @abstractmethod
+    def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
+        """``[func(*args) for args in args_per_chunk]``, computed by the executor's workers."""
+
+    def close(self) -> None:  # noqa: B027 - optional: an executor that starts nothing has nothing to release
+        """Release the executor's workers (nothing by default)."""
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class LocalPoolExecutor(Executor):
+    """This machine's process pool (:mod:`vflsec.he._pool`): the default executor.
+
+    ``processes``: the pool's size; None (the default) follows
+    :func:`vflsec.he.set_num_processes` (the available cores unless set), 1 runs
+    every chunk in this process. Every LocalPoolExecutor shares the one pool of
+    the interpreter (started on first use, resized when the size changes).
+    """
+
+    def __init__(self, processes: Optional[int] = None):
+        self.processes = None if processes is None else check_positive_int(processes, "processes")
+
+    @property
+    def n_workers(self) -> int:
+        return self.processes if self.processes is not None else _pool.get_num_processes()
+
+    def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
+        return _pool.run_chunks(func, args_per_chunk, self.n_workers)
+
+    def close(self) -> None:
+        """Stop the shared pool's worker processes (the next use starts new ones)."""
+        _pool.shutdown_pool()
+
+    def __repr__(self) -> str:
+        return f"LocalPoolExecutor(processes={self.processes!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalPoolExecutor) and other.processes == self.processes
+
+    def __hash__(self) -> int:
+        return hash((LocalPoolExecutor, self.processes))
+
+
+_DEFAULT = LocalPoolExecutor()
+_lock = threading.Lock()
+_executor: Executor = _DEFAULT
+
+
+def _check_executor(executor: Any, name: str = "executor") -> Executor:
+    if not isinstance(executor, Executor):
+        raise TypeError(f"{name} must be a vflsec.he.Executor (LocalPoolExecutor, RayExecutor) or None, got "
+                        f"{type(executor).__name__}")
+    return executor
+
+
+def set_executor(executor: Optional[Executor]) -> Executor:
+    """Run this process's HE vector work on ``executor`` (None: the default local
+    pool). Returns the executor it replaces (which stays open: close it when done)."""
+    global _executor
+    chosen = _DEFAULT if executor is None else _check_executor(executor)
+    with _lock:
+        previous, _executor = _executor, chosen
+    return previous
+
+
+def get_executor() -> Executor:
+    """The executor this process's HE vector work runs on."""
+    return _executor
+
+
+@contextlib.contextmanager
+def use_executor(executor: Optional[Executor]) -> Iterator[Executor]:
+    """Within the block, HE vector work runs on ``executor`` (None: leave the
+    current one); the previous executor comes back after it. The choice is the
+    process's, not the thread's (the in-memory runner executes each party in a
+    thread): two blocks in concurrent threads would see each other's choice."""
+    if executor is None:
+        yield get_executor()
+        return
+    previous = set_executor(executor)
+    try:
+        yield executor
+    finally:
+        set_executor(previous)
+
+
+def executor_for(processes: Optional[int], *, holds_secret: bool = False) -> Tuple[Executor, int]:
+    """``(executor, workers)`` for one vector operation: the process's executor
+    and its width for ``processes=None``; this process alone for 1; for k > 1 the
+    process's executor split into chunks for k workers (a local pool of k
+    processes when the executor is the local pool, as before executors existed).
+    ``holds_secret``: the chunks carry key material, so an executor that is not
+    a local pool is replaced by the local pool (the key never leaves this machine's
+    processes of this party)."""
+    executor = get_executor()
+    if holds_secret and not isinstance(executor, LocalPoolExecutor):
+        executor = _DEFAULT
+    if processes is None:
+        return executor, executor.n_workers
+    processes = check_positive_int(processes, "processes")
+    if processes == 1 or isinstance(executor, LocalPoolExecutor):
+        return LocalPoolExecutor(processes), processes
+    return executor, processes
+
+
+def run_chunks(executor: Executor, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
+    """``[func(*args) for args in args_per_chunk]`` on ``executor``; a single chunk
+    runs in this process (a task round trip would cost more than it saves)."""
+    if len(args_per_chunk) <= 1:
+        return [func(*args) for args in args_per_chunk]
+    return executor.map_chunks(func, args_per_chunk)
+
+
+def executor_from_config(compute: Mapping[str, Any]) -> Executor:
+    """The executor a party file's ``[compute]`` table names (checked by
+    :func:`vflsec.runtime.config.load_party_config`): ``engine = "local"`` (the
+    default) or ``"ray"`` with ``address`` (a Ray cluster's ``HOST:PORT``, or
+    ``"auto"``; without it a Ray instance of this party's own on this machine).
+    ValueError ``<what> -- <fix>`` when Ray is missing; a cluster that does not
+    answer is a ConnectionError (:class:`vflsec.he.RayExecutor`)."""
+    engine = compute.get("engine", "local")
+    if engine not in ENGINES:
+        raise ValueError(f"[compute] engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r} -- set "
+                         "engine = \"local\" (this machine's process pool) or \"ray\" (a Ray cluster, with "
+                         "address = its HOST:PORT)")
+    if engine == "local":
+        return LocalPoolExecutor()
+    from .ray_executor import RayExecutor
+
+    try:
+        return RayExecutor(address=compute.get("address"))
+    except ImportError:
+        raise ValueError("[compute] engine = \"ray\" but Ray is not installed -- pip install \"vflsec[ray]\", or "
+                         "set engine = \"local\"") from None
