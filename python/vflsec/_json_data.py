@@ -6,13 +6,26 @@ non-finite floats into ``{"__float__": "inf"}``; :func:`from_json` restores the 
 """
 from __future__ import annotations
 
+import json
 import math
 import numbers
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["from_json", "to_json"]
+__all__ = ["from_json", "read_json_document", "to_json"]
+
+
+def read_json_document(file: Path, what: str) -> Any:
+    """The JSON document in ``file``; ValueError "``file``: not ``what`` (why)" when it is not
+    UTF-8 text or not JSON (FileNotFoundError when it does not exist)."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{file}: not {what} (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{file}: not {what} (invalid JSON at line {exc.lineno}: {exc.msg})") from None
 
 
 def to_json(value: Any, where: str = "value") -> Any:

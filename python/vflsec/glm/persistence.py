@@ -37,7 +37,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from .._json_data import from_json, to_json
+from .._json_data import from_json, read_json_document, to_json
 from .model import GLMDesign, LabelEncoding
 
 __all__ = [
@@ -125,13 +125,7 @@ def read_model(path: PathLike, estimator: str) -> Tuple[Dict[str, Any], Dict[str
     """``(params, fitted)`` of the saved ``estimator`` at ``path`` (floats decoded). ValueError
     naming the file when it is not such a model (FileNotFoundError when it does not exist)."""
     file = Path(path)
-    try:
-        document = json.loads(file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(f"{file}: not a saved vflsec GLM model (not UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{file}: not a saved vflsec GLM model (invalid JSON at line {exc.lineno}: "
-                         f"{exc.msg})") from None
+    document = read_json_document(file, "a saved vflsec GLM model")
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ValueError(f"{file}: not a saved vflsec GLM model (no \"format\": \"{FORMAT}\")")
     if document.get("version") != FORMAT_VERSION:

@@ -72,7 +72,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from .._json_data import from_json, to_json
+from .._json_data import from_json, read_json_document, to_json
 
 __all__ = [
     "DEFENSE_FORMAT",
@@ -276,13 +276,7 @@ def save_defense(defense: Any, path: PathLike) -> None:
 def load_defense(path: PathLike) -> Any:
     """The defense saved at ``path`` by :func:`save_defense`."""
     file = Path(path)
-    try:
-        document = json.loads(file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(f"{file}: not a saved vflsec split-learning defense (not UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{file}: not a saved vflsec split-learning defense (invalid JSON at line {exc.lineno}: "
-                         f"{exc.msg})") from None
+    document = read_json_document(file, "a saved vflsec split-learning defense")
     return decode_defense(document, file)
 
 
