@@ -15,6 +15,7 @@ from vflsec.federation.psi import (  # noqa: E402
     MAX_BUCKETS,
     PROTOCOL,
     TAG_PSI_REQUEST,
+    TAG_PSI_RESULT,
     TAG_PSI_SETUP,
     align_ids,
     bucket_count,
@@ -110,3 +111,45 @@ def test_an_empty_bucket_on_either_side_is_still_answered():
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ValueError):
         align_ids(InMemoryHub().endpoint("a"), ["1"], leader="a", members=(), **bad)
+
+
+def test_the_leader_keeps_at_most_a_window_of_requests_unanswered():
+    sets = _sets(n=3000, parties=("a", "b"))
+    results, errors, hub = _run(sets, bucket_target=50, workers=2)
+    assert not errors, errors
+    header = next(p for r, p in hub.transcript if r.tag == TAG_PSI_REQUEST)
+    assert header["window"] == 4 and header["buckets"] > 4 * header["window"]
+    outstanding = most = 0
+    for record, _ in hub.transcript:
+        if record.tag == TAG_PSI_REQUEST and record.receiver == "b":
+            outstanding += 1
+        elif record.tag == TAG_PSI_SETUP:
+            outstanding -= 1
+        most = max(most, outstanding)
+    assert most == 1 + header["window"]  # the header and a full window, never more
+
+
+def test_the_result_is_announced_in_parts(monkeypatch):
+    from vflsec.federation import psi
+
+    monkeypatch.setattr(psi, "RESULT_PART", 7)
+    sets = _sets(n=120)
+    results, errors, hub = _run(sets, bucket_target=20, workers=2)
+    assert not errors, errors
+    expected = sorted(set(sets["a"]) & set(sets["b"]) & set(sets["c"]))
+    assert results["a"] == results["b"] == results["c"] == expected
+    parts = [p for r, p in hub.transcript if r.tag == TAG_PSI_RESULT and r.receiver == "b"]
+    assert parts[0] == {"count": len(expected), "parts": -(-len(expected) // 7)} and len(parts) == 1 + parts[0]["parts"]
+
+
+def test_a_member_refuses_a_bad_window_and_a_result_it_cannot_hold(monkeypatch):
+    from vflsec.federation import psi
+
+    assert "window" in _member_facing({"protocol": PROTOCOL, "buckets": 2, "window": 3})
+    assert "window" in _member_facing({"protocol": PROTOCOL, "buckets": 2, "window": 0})
+    # An honest bucketed exchange, then a leader announcing an ID the member lacks.
+    real = psi._announce
+    monkeypatch.setattr(psi, "_announce", lambda endpoint, name, common: real(endpoint, name,
+                                                                              psi.IdColumn.of(["1", "3"])))
+    results, errors, _ = _run({"a": ["1", "2"], "b": ["1", "2"]})
+    assert "announced ID '3' that party 'b' does not hold" in str(errors["b"])

@@ -118,3 +118,24 @@ def test_fit_peaks_within_1_6_times_its_input(protection):
     data = sum(X.nbytes for X in blocks)
     peak = _traced_peak_of_fit(protection, blocks, y, **options)
     assert data + peak <= 1.6 * data, f"fit peaked at {(data + peak) / data:.2f}x its input"
+
+
+def test_rows_in_another_order_are_designed_without_the_ordered_copy():
+    rng = np.random.default_rng(3)
+    X = 2.0 * rng.standard_normal((300, 4))
+    X[7] = np.nan  # a row the order leaves out
+    order = rng.permutation(np.delete(np.arange(300), 7))[:250]
+    design = GLMDesign(intercept_scaling=0.5)
+    for role in ("active", "passive"):
+        rows = design.rows(X, role, order)
+        expected = design.block(X[order], role)
+        assert rows.shape == expected.shape and len(rows) == 250
+        np.testing.assert_array_equal(np.asarray(rows), expected)
+        np.testing.assert_array_equal(rows[10:20], expected[10:20])
+        np.testing.assert_array_equal(rows[np.array([5, 0, 249])], expected[[5, 0, 249]])
+        assert rows.all_finite()
+    assert not design.rows(X, "active", np.array([3, 7])).all_finite()
+    with pytest.raises(IndexError):
+        design.rows(X, "active", np.array([300]))
+    with pytest.raises(TypeError):
+        design.rows(X, "active", np.array([0.5]))

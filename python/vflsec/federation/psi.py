@@ -16,7 +16,9 @@ to the running intersection). It then sends the final intersection, sorted,
 to every member. A member learns the final intersection and the size of the
 running set the leader sent it -- nothing about non-shared IDs of others.
 Every party then orders its rows by the sorted common IDs
-(:func:`row_order`), so rows line up without any further exchange.
+(:func:`row_order`), so rows line up without any further exchange. The IDs
+stay in one Arrow array per party (:class:`~vflsec.federation.ids.IdColumn`);
+the intersection is announced in parts of :data:`RESULT_PART` IDs.
 
 A member checks that every ID the leader announces is one it holds, is
 unique and sorted, and that no more IDs are announced than it could share.
@@ -30,22 +32,27 @@ number of the other's IDs in each bucket (for IDs not chosen to collide, about
 ``n / buckets`` each, whatever the IDs are), no ID. The work is the same as
 unbucketed (per ID: three exponentiations for the client's items, one for the
 server's), so the speed-up is the number of cores the two parties' threads
-find free: at most 2x when both run on one 2-core machine.
+find free: at most 2x when both run on one 2-core machine. The leader keeps
+at most a window of buckets (two per thread) unanswered and the member
+answers before it waits beyond it, so the messages a party holds at once do
+not grow with the number of IDs.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .channel import Channel
+from .ids import IdColumn, check_strings, ids_sha256
 
-__all__ = ["BUCKET_TARGET", "TAG_PSI_REQUEST", "TAG_PSI_RESPONSE", "TAG_PSI_RESULT", "TAG_PSI_SETUP", "align_ids",
-           "bucket_of", "psi_client_intersection", "psi_server_reply", "row_order"]
+__all__ = ["BUCKET_TARGET", "TAG_PSI_REQUEST", "TAG_PSI_RESPONSE", "TAG_PSI_RESULT", "TAG_PSI_SETUP", "IdColumn",
+           "align_ids", "bucket_of", "ids_sha256", "psi_client_intersection", "psi_server_reply", "row_order"]
 
 TAG_PSI_REQUEST = "psi_request"
 TAG_PSI_SETUP = "psi_setup"
@@ -61,24 +68,17 @@ def _psi():
     return psi
 
 
-def check_ids(ids: Sequence[str], what: str = "ids") -> List[str]:
-    """IDs as a list of non-empty str without duplicates (ValueError/TypeError)."""
-    if isinstance(ids, (str, bytes)):
-        raise TypeError(f"{what} must be a sequence of str, not a single {type(ids).__name__}")
-    out = []
-    for i, item in enumerate(ids):
-        if not isinstance(item, str) or not item:
-            raise TypeError(f"{what}[{i}] must be a non-empty str, got {item!r}")
-        out.append(item)
-    if len(set(out)) != len(out):
-        seen, dup = set(), None
-        for item in out:
-            if item in seen:
-                dup = item
-                break
-            seen.add(item)
-        raise ValueError(f"{what} contains duplicate ID {dup!r}; IDs must be unique per party")
-    return out
+def check_ids(ids: Sequence[str], what: str = "ids") -> Sequence[str]:
+    """IDs checked: non-empty strings without duplicates (TypeError/ValueError naming
+    the first offending one). A checked :class:`~vflsec.federation.ids.IdColumn`
+    (compact, for alignment), or the list of them when pyarrow is not installed."""
+    if isinstance(ids, IdColumn):
+        return IdColumn.of(ids, what)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return check_strings(ids, what)
+    return IdColumn.of(ids, what)
 
 
 def psi_client_request(ids: Sequence[str]):
@@ -120,7 +120,9 @@ BUCKET_TARGET = 20_000
 MIN_BUCKET = 1_000
 #: most buckets a member accepts (a bound on the work a leader can ask of it per ID)
 MAX_BUCKETS = 4096
-PROTOCOL = "ecdh-psi/buckets-v1"
+#: IDs per message of the announced intersection
+RESULT_PART = 1 << 20
+PROTOCOL = "ecdh-psi/buckets-v2"
 
 
 def bucket_of(ids: Sequence[str], buckets: int) -> np.ndarray:
@@ -136,12 +138,24 @@ def bucket_of(ids: Sequence[str], buckets: int) -> np.ndarray:
     return np.fromiter((d % buckets for d in digests), dtype=np.int64, count=len(ids))
 
 
-def _split(ids: Sequence[str], buckets: int) -> List[List[str]]:
-    where = bucket_of(ids, buckets)
-    parts: List[List[str]] = [[] for _ in range(buckets)]
-    for item, k in zip(ids, where.tolist()):
-        parts[k].append(item)
-    return parts
+class _Buckets:
+    """Where each bucket's IDs sit in a column: ``rows(k)`` (positions, ascending) and
+    ``strings(k)`` (the IDs, made into Python strings only when asked for)."""
+
+    def __init__(self, ids: IdColumn, buckets: int):
+        where = bucket_of(ids, buckets).astype(np.uint16)  # MAX_BUCKETS fits
+        self._bounds = np.concatenate([[0], np.cumsum(np.bincount(where, minlength=buckets))])
+        order = np.argsort(where, kind="stable")  # a radix sort of the bucket numbers
+        del where
+        # 4 bytes per ID where the positions fit (what a party holds through the whole run).
+        self._order = order.astype(np.int32) if len(ids) < 2 ** 31 else order
+        self._ids = ids
+
+    def rows(self, k: int) -> np.ndarray:
+        return self._order[self._bounds[k]:self._bounds[k + 1]]
+
+    def strings(self, k: int) -> List[str]:
+        return self._ids.strings(self.rows(k))
 
 
 def _workers(workers: Optional[int]) -> int:
@@ -157,47 +171,74 @@ def _workers(workers: Optional[int]) -> int:
 
 def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Sequence[str],
               timeout: Optional[float] = None, workers: Optional[int] = None,
-              bucket_target: int = BUCKET_TARGET) -> List[str]:
-    """Run multi-party PSI; every caller gets the same sorted list of the IDs
-    all parties hold. The leader calls it with ``members`` = the other data
+              bucket_target: int = BUCKET_TARGET) -> IdColumn:
+    """Run multi-party PSI; every caller gets the same sorted column of the IDs
+    all parties hold (an :class:`~vflsec.federation.ids.IdColumn`, equal to the
+    list of them). The leader calls it with ``members`` = the other data
     parties; a member with ``members`` = () (only the leader is contacted).
+    ``ids``: a sequence of str or an IdColumn (a party's IDs as read, checked
+    once).
 
     Each two-party run is split into buckets of about ``bucket_target`` of the leader's IDs, at
     least two per thread when there are enough IDs (:func:`bucket_count`, :func:`bucket_of`; the
     leader chooses the count and announces it), each an independent
     ECDH PSI with fresh keys. Each party blinds its buckets on ``workers`` threads (default: its
     cores, at most 8; openmined-psi releases the GIL) and the buckets are pipelined: the member
-    answers bucket k while the leader blinds bucket k + 1. ``workers=1`` with a
-    ``bucket_target`` above the ID count is the unbucketed, sequential protocol."""
-    ids = check_ids(ids)
+    answers bucket k while the leader blinds bucket k + 1. At most ``window`` buckets (two per
+    thread) are under way at once, so a party's memory for the messages does not grow with the
+    number of IDs; a bucket's IDs become Python strings only while it is under way.
+    ``workers=1`` with a ``bucket_target`` above the ID count is the unbucketed, sequential
+    protocol."""
+    column = IdColumn.of(ids)
     threads = _workers(workers)
     if isinstance(bucket_target, bool) or not isinstance(bucket_target, int) or bucket_target < 1:
         raise ValueError(f"bucket_target must be an int >= 1, got {bucket_target!r}")
     if endpoint.name == leader:
-        current = sorted(ids)
+        current = column  # the running intersection, in the column's order (no sorted copy of all IDs)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vflsec-psi") as pool:
             for member in members:
                 current = _leader_run(endpoint, member, current, pool, bucket_target, timeout, threads)
-        common = sorted(current)
-        encoded = [item.encode("utf-8") for item in common]
+        common = current.sorted()
+        del current
         for member in members:
-            endpoint.send(member, TAG_PSI_RESULT, encoded)
+            _announce(endpoint, member, common)
         return common
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vflsec-psi") as pool:
-        _member_run(endpoint, leader, ids, pool, timeout)
-    announced = endpoint.recv(leader, TAG_PSI_RESULT, timeout=timeout)
-    if not isinstance(announced, list):
-        raise TypeError(f"party {leader!r} sent a PSI result that is not a list of IDs")
-    try:
-        common = [item.decode("utf-8") for item in announced]
-    except UnicodeDecodeError:
-        raise ValueError(f"party {leader!r} announced IDs that are not UTF-8") from None
-    own = set(ids)
-    foreign = next((item for item in common if item not in own), None)
-    if foreign is not None:
+        _member_run(endpoint, leader, column, pool, timeout)
+    common = _announced(endpoint, leader, timeout)
+    if len(common) > len(column):
+        raise ValueError(f"party {leader!r} announced {len(common)} common IDs; party {endpoint.name!r} holds "
+                         f"only {len(column)}")
+    positions = common.positions_in(column)
+    if np.any(positions < 0):
+        foreign = common[int(np.argmax(positions < 0))]
         raise ValueError(f"party {leader!r} announced ID {foreign!r} that party {endpoint.name!r} does not hold")
-    if any(a >= b for a, b in zip(common, common[1:])):
+    del positions
+    if not common.is_strictly_increasing():
         raise ValueError(f"party {leader!r} announced IDs that are not sorted and unique")
+    return common
+
+
+def _announce(endpoint: Channel, member: str, common: IdColumn) -> None:
+    """The final intersection to ``member``: its size and the number of parts, then the parts."""
+    parts = -(-len(common) // RESULT_PART)
+    endpoint.send(member, TAG_PSI_RESULT, {"count": len(common), "parts": parts})
+    for start in range(0, len(common), RESULT_PART):
+        endpoint.send(member, TAG_PSI_RESULT, common.pack(start, start + RESULT_PART))
+
+
+def _announced(endpoint: Channel, leader: str, timeout: Optional[float]) -> IdColumn:
+    header = endpoint.recv(leader, TAG_PSI_RESULT, timeout=timeout)
+    count = header.get("count") if isinstance(header, dict) else None
+    parts = header.get("parts") if isinstance(header, dict) else None
+    if (isinstance(count, bool) or not isinstance(count, int) or isinstance(parts, bool) or not isinstance(parts, int)
+            or count < 0 or parts != -(-count // RESULT_PART)):
+        raise ValueError(f"party {leader!r} sent a PSI result header that is not {{count, parts}} of the "
+                         f"{PROTOCOL} protocol")
+    received = [endpoint.recv(leader, TAG_PSI_RESULT, timeout=timeout) for _ in range(parts)]
+    common = IdColumn.unpack(received, f"party {leader!r}'s PSI result")
+    if len(common) != count:
+        raise ValueError(f"party {leader!r} announced {count} common IDs and sent {len(common)}")
     return common
 
 
@@ -211,61 +252,94 @@ def bucket_count(n_ids: int, bucket_target: int, threads: int) -> int:
     return max(1, min(MAX_BUCKETS, buckets))
 
 
-def _leader_run(endpoint: Channel, member: str, current: List[str], pool: ThreadPoolExecutor, bucket_target: int,
-                timeout: Optional[float], threads: int) -> List[str]:
-    """One two-party run as PSI client: the running intersection with ``member``'s IDs."""
+def _blind(parts: _Buckets, k: int) -> Tuple[Any, bytes]:
+    return psi_client_request(parts.strings(k))
+
+
+def _leader_run(endpoint: Channel, member: str, current: IdColumn, pool: ThreadPoolExecutor, bucket_target: int,
+                timeout: Optional[float], threads: int) -> IdColumn:
+    """One two-party run as PSI client: the running intersection with ``member``'s IDs.
+
+    Requests go out at most ``window`` buckets ahead of the replies that came back (the
+    member answers in bucket order), and each bucket is blinded ``window`` buckets ahead."""
     buckets = bucket_count(len(current), bucket_target, threads)
-    parts = _split(current, buckets)
-    endpoint.send(member, TAG_PSI_REQUEST, {"protocol": PROTOCOL, "buckets": buckets})
-    requests = [pool.submit(psi_client_request, part) for part in parts]
-    clients = []
-    for future in requests:  # in bucket order, each as soon as it is ready
-        client, request = future.result()
-        clients.append(client)
+    window = min(buckets, 2 * threads)
+    parts = _Buckets(current, buckets)
+    endpoint.send(member, TAG_PSI_REQUEST, {"protocol": PROTOCOL, "buckets": buckets, "window": window})
+    blinding = {k: pool.submit(_blind, parts, k) for k in range(min(2 * window, buckets))}
+    clients: Dict[int, Any] = {}
+
+    def send_request(k: int) -> None:
+        client, request = blinding.pop(k).result()
+        clients[k] = client
         endpoint.send(member, TAG_PSI_REQUEST, request)
+        if k + 2 * window < buckets:
+            blinding[k + 2 * window] = pool.submit(_blind, parts, k + 2 * window)
+
+    for k in range(window):
+        send_request(k)
     found = []
     for k in range(buckets):
         setup = endpoint.recv(member, TAG_PSI_SETUP, timeout=timeout)
         response = endpoint.recv(member, TAG_PSI_RESPONSE, timeout=timeout)
         if not isinstance(setup, bytes) or not isinstance(response, bytes):
             raise TypeError(f"party {member!r} sent a PSI reply that is not bytes")
-        found.append(pool.submit(psi_client_intersection, clients[k], setup, response))
-    kept: List[str] = []
-    for part, future in zip(parts, found):
-        kept.extend(part[i] for i in future.result())
-    return kept
+        found.append(pool.submit(_kept_rows, parts, k, clients.pop(k), setup, response))
+        if k + window < buckets:
+            send_request(k + window)
+    kept = [future.result() for future in found]
+    return current.take(np.sort(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64))
 
 
-def _member_run(endpoint: Channel, leader: str, ids: List[str], pool: ThreadPoolExecutor,
+def _kept_rows(parts: _Buckets, k: int, client: Any, setup: bytes, response: bytes) -> np.ndarray:
+    """The positions (in the leader's column) of bucket ``k``'s IDs the member holds: an int64
+    array, not the library's list of Python ints, while the other buckets finish."""
+    return parts.rows(k)[np.asarray(psi_client_intersection(client, setup, response), dtype=np.int64)]
+
+
+def _member_run(endpoint: Channel, leader: str, ids: IdColumn, pool: ThreadPoolExecutor,
                 timeout: Optional[float]) -> None:
-    """One two-party run as PSI server, bucket by bucket as the leader's requests arrive."""
+    """One two-party run as PSI server, bucket by bucket as the leader's requests arrive; a
+    reply goes out before the member waits for a request beyond the leader's window."""
     header = endpoint.recv(leader, TAG_PSI_REQUEST, timeout=timeout)
     if not isinstance(header, dict) or header.get("protocol") != PROTOCOL:
         raise ValueError(f"party {leader!r} opened PSI with {type(header).__name__}, not the {PROTOCOL} header "
                          "(every party must run the same vflsec version)")
-    buckets = header.get("buckets")
+    buckets, window = header.get("buckets"), header.get("window")
     if isinstance(buckets, bool) or not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS:
         raise ValueError(f"party {leader!r} asked for {buckets!r} PSI buckets; at most {MAX_BUCKETS}")
-    parts = _split(ids, buckets)
-    replies = []
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= buckets:
+        raise ValueError(f"party {leader!r} announced a PSI window of {window!r} buckets; 1 to {buckets}")
+    parts = _Buckets(ids, buckets)
+    replies: Deque[Any] = deque()
+
+    def send_reply() -> None:
+        setup, response = replies.popleft().result()
+        endpoint.send(leader, TAG_PSI_SETUP, setup)
+        endpoint.send(leader, TAG_PSI_RESPONSE, response)
+
     for k in range(buckets):
+        while replies and (len(replies) >= window or replies[0].done()):
+            send_reply()
         request = endpoint.recv(leader, TAG_PSI_REQUEST, timeout=timeout)
         if not isinstance(request, bytes):
             raise TypeError(f"party {leader!r} sent a PSI request that is not bytes")
-        replies.append(pool.submit(psi_server_reply, parts[k], request))
-    for future in replies:
-        setup, response = future.result()
-        endpoint.send(leader, TAG_PSI_SETUP, setup)
-        endpoint.send(leader, TAG_PSI_RESPONSE, response)
+        replies.append(pool.submit(_reply, parts, k, request))
+    while replies:
+        send_reply()
+
+
+def _reply(parts: _Buckets, k: int, request: bytes) -> Tuple[bytes, bytes]:
+    return psi_server_reply(parts.strings(k), request)
 
 
 def row_order(ids: Sequence[str], common: Sequence[str]) -> np.ndarray:
     """Row indices into ``ids`` that put this party's rows in ``common``'s order."""
-    position: Dict[str, int] = {item: i for i, item in enumerate(ids)}
-    try:
-        return np.fromiter((position[item] for item in common), dtype=np.int64, count=len(common))
-    except KeyError as exc:
-        raise ValueError(f"ID {exc.args[0]!r} of the intersection is not among this party's IDs") from None
+    positions = IdColumn.of(common, "common").positions_in(IdColumn.of(ids))
+    if np.any(positions < 0):
+        missing = common[int(np.argmax(positions < 0))]
+        raise ValueError(f"ID {missing!r} of the intersection is not among this party's IDs")
+    return positions
 
 
 def time_two_party_psi(n_ids: int, overlap: float = 0.5, seed: int = 0) -> Dict[str, float]:

@@ -34,19 +34,31 @@ class DesignedRows:
     ``build(X[idx])`` and ``build(X[a:b])``, new arrays; ``X`` is read, never
     written. ``build`` must map each row on its own (then ``rows[idx]``
     equals ``build(X)[idx]`` bit for bit) and give ``width`` columns.
-    ``np.asarray(rows)`` is the whole block ``build(X)``."""
+    ``np.asarray(rows)`` is the whole block ``build(X)``.
 
-    def __init__(self, X: np.ndarray, build: Callable[[np.ndarray], np.ndarray], width: int):
+    ``index`` (row positions into ``X``): the block of ``X[index]`` instead,
+    without that copy of the rows (a party's rows in the aligned order: the
+    table as read and the order, not both tables)."""
+
+    def __init__(self, X: np.ndarray, build: Callable[[np.ndarray], np.ndarray], width: int,
+                 index: Optional[np.ndarray] = None):
         if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64:
             raise TypeError(f"DesignedRows needs a 2-D float64 array, got {type(X).__name__} "
                             f"{getattr(X, 'shape', '')} {getattr(X, 'dtype', '')}".rstrip())
+        if index is not None:
+            index = np.asarray(index)
+            if index.ndim != 1 or index.dtype.kind not in "iu":
+                raise TypeError("index must be a 1-D integer array of row positions")
+            if index.size and (int(index.min()) < -X.shape[0] or int(index.max()) >= X.shape[0]):
+                raise IndexError(f"index holds row positions outside the {X.shape[0]} rows")
         self._X = X
+        self._index = index
         self._build = build
         self._width = int(width)
 
     @property
     def shape(self) -> Tuple[int, int]:
-        return (self._X.shape[0], self._width)
+        return (len(self), self._width)
 
     @property
     def ndim(self) -> int:
@@ -57,22 +69,32 @@ class DesignedRows:
         return np.dtype(np.float64)
 
     def __len__(self) -> int:
-        return self._X.shape[0]
+        return self._X.shape[0] if self._index is None else len(self._index)
 
     def all_finite(self) -> bool:
         """True when every value of the block is finite: when the rows are
         (the design divides a row by a norm >= 1, possibly inf, and appends a
         finite constant)."""
-        return all_finite(self._X)
+        if self._index is None:
+            return all_finite(self._X)
+        step = row_chunk(self._X.shape[1])
+        return all(bool(np.isfinite(self._X[self._index[start:start + step]]).all())
+                   for start in range(0, len(self), step))
 
     def __getitem__(self, rows: Any) -> np.ndarray:
-        selected = self._X[rows]
+        selected = self._X[rows] if self._index is None else self._X[self._index[rows]]
         if not isinstance(selected, np.ndarray) or selected.ndim != 2:
             raise TypeError("DesignedRows selects rows only: an index array or a slice")
         return self._build(selected)
 
     def __array__(self, dtype: Optional[Any] = None, copy: Optional[bool] = None) -> np.ndarray:
-        block = self._build(self._X)
+        if self._index is None:
+            block = self._build(self._X)
+        else:  # chunk by chunk into the block: no ordered copy of the rows beside it
+            block = np.empty(self.shape)
+            step = row_chunk(max(1, self._width))
+            for start in range(0, len(self), step):
+                block[start:start + step] = self[start:start + step]
         return block if dtype is None else block.astype(dtype, copy=False)
 
     def __repr__(self) -> str:

@@ -408,7 +408,7 @@ def check_dp_job(job: GLMJob, units_of: UnitsOf, scheme_check: Optional[Callable
 def check_party_rows(job: GLMJob, party: str, X: Any, y: Any) -> None:
     """A data party's own rows before training: norm <= 1 (the sensitivity's
     row bound) and, for the active party, labels within ``s_max``."""
-    check_row_norms(np.asarray(X, dtype=np.float64), what=f"protocol {job.protocol!r}", party=party,
+    check_row_norms(X, what=f"protocol {job.protocol!r}", party=party,
                     reason=" (the DP sensitivity's row bound)")
     if y is not None:
         labels = np.asarray(y, dtype=np.float64)

@@ -164,15 +164,16 @@ class GLMDesign:
             block[:, :d] = X
         return block
 
-    def rows(self, X: np.ndarray, role: str) -> DesignedRows:
+    def rows(self, X: np.ndarray, role: str, index: Optional[np.ndarray] = None) -> DesignedRows:
         """The block of :meth:`block`, built batch by batch from ``X`` (2-D
         float64, kept as given): ``rows[idx]`` is ``block(X)[idx]`` bit for
         bit (every step of the design maps a row on its own), so a program
         that reads its block by batches holds no copy of the party's data
-        (:mod:`vflsec.glm.design_rows`)."""
+        (:mod:`vflsec.glm.design_rows`). ``index``: the block of ``X[index]``
+        (without that copy)."""
         _check_role(role)
         X = np.asarray(X, dtype=np.float64)
-        return DesignedRows(X, lambda selected: self.block(selected, role), self.width(X.shape[1], role))
+        return DesignedRows(X, lambda selected: self.block(selected, role), self.width(X.shape[1], role), index)
 
     def blocks(self, parts: Sequence[np.ndarray], *, by_batch: bool = False) -> List[Any]:
         """Every party's block, active first (as :meth:`block` builds each;

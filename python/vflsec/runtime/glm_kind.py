@@ -48,6 +48,7 @@ from typing import Any, Dict, FrozenSet, Mapping, Optional, Set
 
 import numpy as np
 
+from ..glm.design_rows import DesignedRows
 from ..glm.job import SIGNED_LABEL_LOSSES, GLMJob, PartyData
 from ..glm.model import DEFAULT_INTERCEPT_SCALING, GLMDesign, LabelEncoding, glm_metric, privacy_text
 from ..glm.persistence import encode_design, encode_labels
@@ -143,8 +144,9 @@ class GLMJobKind(JobKind[GLMJob]):
         get_protocol(job.protocol).check_job(job)
 
     def party_rows(self, job: GLMJob, fields: Mapping[str, Any], row_norm: str, party: str,
-                   X: np.ndarray) -> np.ndarray:
-        return glm_design(job.loss, fields, row_norm).block(X, job.role_of(party))
+                   X: np.ndarray, order: Optional[np.ndarray] = None) -> DesignedRows:
+        # Built batch by batch (plain and hdp read their block that way; other protocols build it whole once).
+        return glm_design(job.loss, fields, row_norm).rows(X, job.role_of(party), order)
 
     def check_party(self, job: GLMJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                     y: Optional[np.ndarray]) -> None:
@@ -152,10 +154,10 @@ class GLMJobKind(JobKind[GLMJob]):
         if data is None:
             return
         # What every role program checks first (labels of the loss, finite values), then the protocol's own.
-        X, y = data.checked(job, party, needs_labels=job.role_of(party) == "active")
+        rows, labels = data.checked_by_batch(job, party, needs_labels=job.role_of(party) == "active")
         check_rows = get_protocol(job.protocol).check_rows
         if check_rows is not None:
-            check_rows(job, party, X, y)
+            check_rows(job, party, rows, labels)
 
     def resume_refusal(self, job: GLMJob, fields: Mapping[str, Any]) -> Optional[str]:
         reason = get_protocol(job.protocol).resume_refusal

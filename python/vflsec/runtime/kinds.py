@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 import threading
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Generic, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Dict, FrozenSet, Generic, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
 import numpy as np
 
@@ -80,12 +80,18 @@ class JobKind(Generic[JobT]):
         GLM protocol's lookup and its parameter checks."""
 
     def party_rows(self, job: JobT, fields: Mapping[str, Any], row_norm: str, party: str,
-                   X: np.ndarray) -> np.ndarray:
+                   X: np.ndarray, order: Optional[np.ndarray] = None) -> Any:
         """Data party ``party``'s rows (training or held-out, as read from its
-        CSV and aligned) as its program and :meth:`evaluate` take them: by
+        CSV; ``order``: the row positions of the aligned order, None for the
+        rows as read) as its program and :meth:`evaluate` take them: by
         default the job's ``row_norm`` ("clip": every row onto the unit ball,
         ``x / max(1, ||x||)``; "none": as given). A kind whose model has a
-        design of its own overrides it (GLM: :mod:`vflsec.glm.model`)."""
+        design of its own overrides it (GLM: :mod:`vflsec.glm.model`, rows
+        designed batch by batch from ``X`` and ``order``). ``X`` is never written."""
+        if order is not None:
+            X = X[order]  # a new array: clipped in place below
+            if row_norm == "clip" and X.shape[1] > 0:
+                return clip_row_norms(X, out=X)
         if row_norm == "clip" and X.shape[1] > 0:
             return clip_row_norms(X)
         return X
@@ -165,7 +171,7 @@ class JobKind(Generic[JobT]):
         """Before the alignment: every party's model belongs to the same trained model."""
         raise NotImplementedError(f"job kind {self.name!r} reads no saved model")
 
-    def score(self, channel: Any, job: JobT, model: Any, ids: List[str], X: np.ndarray, common: List[str],
+    def score(self, channel: Any, job: JobT, model: Any, ids: Sequence[str], X: np.ndarray, common: Sequence[str],
               output: Optional[Path]) -> Dict[str, Any]:
         """Score this party's rows (``ids``, ``X`` as read; ``common`` the aligned IDs) with the
         saved model; the kind's entries of the party's output."""

@@ -44,7 +44,6 @@ sends nothing fails the job at the step's deadline (:mod:`.deadlines`):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import re
@@ -52,10 +51,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 
+from .._process_memory import peak_rss_bytes
 from .._progress import EpochProgress
 from ..errors import CommandError
+from ..federation.ids import ids_sha256
 from . import deadlines
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
 from .job_spec import JobSpec
@@ -212,7 +213,7 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
     leader = probe.active
     followers = [p for p in probe.parties if p != leader]
     holds_data = cfg.name in probe.data_parties
-    ids: List[str] = [] if start.rows is None else start.rows.ids
+    ids: Sequence[str] = [] if start.rows is None else start.rows.ids
     X = None if start.rows is None else start.rows.X
     y = None if start.rows is None else start.rows.y
 
@@ -243,7 +244,7 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         if kind.scores_saved_model:  # a predict job: every model from the same training run, before any PSI
             kind.agree_on_model(channel, probe, start.model)
         t = time.perf_counter()
-        common: List[str] = []
+        common: Sequence[str] = []
         if holds_data:
             common = align_ids(channel, ids, leader=leader, members=probe.passives if role == "active" else ())
             if not common and not kind.scores_saved_model:
@@ -256,8 +257,9 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
             timings["predict_s"] = time.perf_counter() - t
             timings["total_s"] = time.perf_counter() - started
             summary = {"party": cfg.name, "role": role, "kind": kind.name, "n_samples": len(common), **scored,
-                       **_traffic(channel), "timings": timings, "job_sha256": spec.digest,
-                       "ids_sha256": hashlib.sha256("\n".join(common).encode()).hexdigest()}
+                       **_traffic(channel), "timings": timings, "peak_rss_bytes": peak_rss_bytes(),
+                       "job_sha256": spec.digest,
+                       "ids_sha256": ids_sha256(common)}
             return _finish(channel, cfg, role, summary)
         checkpoint = None
         last_epoch = -1
@@ -274,11 +276,10 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         if X is not None:
             assert start.rows is not None  # X is its table
             order = row_order(ids, common)
-            # The rows in the aligned order replace the table as read (handed over by start.rows, so this
-            # is its last reference); then the rows as the program takes them replace those: the job's
-            # row_norm, or the kind's model design (GLM: intercept). Never more than two tables at once.
-            X = start.rows.take_features()[order]
-            X = kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, X)
+            # The rows as the program takes them, in the aligned order, from the table as read (handed over
+            # by start.rows, so the kind's rows hold its last reference): a GLM designs them batch by batch
+            # from the table and the order (no second table); other kinds hold the ordered, normalised copy.
+            X = kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, start.rows.take_features(), order)
             y = y[order] if y is not None else None
         data = kind.party_data(job, spec.fields, cfg.name, X, y, checkpoint)
         logger.info("party %r: %d aligned rows, training a %s job from epoch %d", cfg.name, n_samples, kind.name,
@@ -304,10 +305,11 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
             **kind_summary,
             "evaluation": evaluation,
             "history": {k: [float(v) for v in vals] for k, vals in result.history.items()},
-            "program_timings": dict(result.timings), "timings": timings,
+            "program_timings": dict(result.timings), "timings": timings, "peak_rss_bytes": peak_rss_bytes(),
+            "compute": _compute_summary(),
             **_traffic(channel),
             "job_sha256": spec.digest,
-            "ids_sha256": hashlib.sha256("\n".join(common).encode()).hexdigest(),
+            "ids_sha256": ids_sha256(common),
         }
         return _finish(channel, cfg, role, summary)
     except BaseException as exc:
@@ -315,6 +317,18 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         raise
     finally:
         channel.close()
+
+
+def _compute_summary() -> Dict[str, Any]:
+    """Where this party's HE vector work ran: its local pool, or the Ray cluster with the tasks
+    each node ran (Ray node IDs)."""
+    from ..he.executor import LocalPoolExecutor, get_executor
+
+    executor = get_executor()
+    if isinstance(executor, LocalPoolExecutor):
+        return {"engine": "local", "workers": executor.n_workers}
+    return {"engine": type(executor).__name__, "cluster": getattr(executor, "cluster_address", None),
+            "tasks_per_node": dict(getattr(executor, "task_counts", {}))}
 
 
 def _traffic(channel) -> Dict[str, Any]:
@@ -347,9 +361,36 @@ def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe
         if not common:
             raise ValueError("the parties share no held-out IDs; nothing to evaluate on")
         order = row_order(test_rows.ids, common)
-        X = spec.kind.party_rows(job, spec.fields, spec.row_norm, channel.name, test_rows.take_features()[order])
+        X = spec.kind.party_rows(job, spec.fields, spec.row_norm, channel.name, test_rows.take_features(), order)
         y = test_rows.y[order] if test_rows.y is not None else None
     return spec.kind.evaluate(channel, job, role, result, X, y, data=data)
+
+
+def _freed_memory_goes_back() -> None:
+    """Freed large blocks go back to the system at once in this party's process, so a step's
+    temporary memory (the CSV parser's blocks, the sorts and hash tables of alignment, a
+    bucket's strings) does not stay counted in its resident memory for the rest of the run:
+    Arrow's arrays on the C library's allocator (Arrow's default pool keeps what it frees), and
+    glibc's mmap threshold fixed at its initial 128 KiB (it otherwise rises after each large
+    free, up to 32 MiB, and blocks below it stay in the heap until trimmed)."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        pass
+    else:
+        pa.set_memory_pool(pa.system_memory_pool())
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import ctypes.util
+
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            libc.mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+        except (OSError, AttributeError):  # not glibc (musl has no mallopt): its own policy applies
+            pass
+
+
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 
 
 def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool = False) -> int:
@@ -359,6 +400,7 @@ def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool 
     status 2), as is a listen address that cannot be bound."""
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    _freed_memory_goes_back()
     start = prepare_party(Path(config), resume=resume, insecure=insecure)
     if insecure:
         print("vflsec party: WARNING: --insecure: plaintext transport, peers are NOT authenticated",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -28,6 +28,9 @@ __all__ = ["read_party_csv", "write_csv"]
 # parsed, converted), so this bounds its memory beside the table; a row longer than this
 # goes to the csv reader.
 _BLOCK_BYTES = 1 << 20
+# An ID that str.strip() leaves empty: nothing but the characters str.isspace() accepts (RE2 syntax).
+_BLANK = (r"^[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}"
+          r"\x{202f}\x{205f}\x{3000}]*$")
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class _Rows:
     every mistake of a line already; else read by pyarrow, with the first row
     holding an empty ID (``first_empty_id``) and whether any cell is NaN or inf."""
 
-    ids: List[str]
+    ids: Sequence[str]  # a list (the csv reader) or an IdColumn (pyarrow)
     X: np.ndarray
     y: Optional[np.ndarray]
     by_csv: bool
@@ -98,13 +101,13 @@ def _checked(header: _Header, rows: _Rows):
         _raise_line_mistake(header, rows)
     if not rows.ids:
         raise ValueError(f"{path} has a header but no data rows")
-    check_ids(rows.ids, f"{path}: the ID column {header.id_column!r}")
+    ids = check_ids(rows.ids, f"{path}: the ID column {header.id_column!r}")
     for values, what in ((rows.X, "features contain"), (rows.y, f"the label column {header.label_column!r} holds")):
         if values is not None:
             first = _first_non_finite_row(values.reshape(len(rows.ids), -1))
             if first is not None:
                 raise ValueError(f"{path}:{_line_of_row(header, rows, first)}: {what} NaN or inf")
-    return rows.ids, rows.X, rows.y, [header.names[i] for i in header.feature_at]
+    return ids, rows.X, rows.y, [header.names[i] for i in header.feature_at]
 
 
 def _read_header(path: Path, id_column: str, label_column: Optional[str], allow_no_features: bool) -> _Header:
@@ -147,7 +150,9 @@ class _Table:
     def __init__(self, header: _Header, capacity: int):
         self.X = np.empty((capacity, len(header.feature_at)))
         self.y = np.empty(capacity) if header.label_at is not None else None
-        self.ids: List[str] = []
+        self.ids: List[str] = []  # the csv reader's
+        self.id_parts: List[Any] = []  # pyarrow's: the ID column of each batch
+        self.n_rows = 0
 
     def reserve(self, rows: int) -> None:
         if rows > self.X.shape[0]:
@@ -160,9 +165,17 @@ class _Table:
             self.y.resize(rows, refcheck=False)
 
     def rows(self, *, by_csv: bool) -> _Rows:
-        if len(self.ids) < self.X.shape[0]:
-            self._resize(len(self.ids))
-        return _Rows(self.ids, self.X, self.y, by_csv)
+        ids: Sequence[str] = self.ids
+        if not by_csv:  # one Arrow array: the UTF-8 bytes and an offset per ID, not a Python str each
+            import pyarrow as pa
+
+            from ..federation.ids import IdColumn
+
+            ids = IdColumn(pa.concat_arrays(self.id_parts) if self.id_parts else pa.array([], pa.large_string()))
+            self.id_parts = []
+        if len(ids) < self.X.shape[0]:
+            self._resize(len(ids))
+        return _Rows(ids, self.X, self.y, by_csv)
 
 
 def _read_arrow(header: _Header, capacity: int) -> Optional[_Rows]:
@@ -172,6 +185,7 @@ def _read_arrow(header: _Header, capacity: int) -> Optional[_Rows]:
     mistake)."""
     try:
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.csv as pacsv
     except ImportError:
         return None
@@ -186,14 +200,19 @@ def _read_arrow(header: _Header, capacity: int) -> Optional[_Rows]:
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=_BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
-                column_types={names[header.id_at]: pa.string(), **{names[i]: pa.float64() for i in numeric}},
+                column_types={names[header.id_at]: pa.large_string(), **{names[i]: pa.float64() for i in numeric}},
                 null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False))
-        for batch in reader:
-            start, count = len(table.ids), batch.num_rows
-            ids = batch.column(header.id_at).to_pylist()
-            if first_empty_id is None and not all(map(str.strip, ids)):
-                first_empty_id = start + next(i for i, ident in enumerate(ids) if not ident.strip())
-            table.ids.extend(ids)
+        for number, batch in enumerate(reader):
+            if number % 16 == 15:  # the parser's freed blocks back to the system as it goes, not at the end
+                pa.default_memory_pool().release_unused()
+            start, count = table.n_rows, batch.num_rows
+            ids = batch.column(header.id_at)
+            if first_empty_id is None:
+                blank = pc.match_substring_regex(ids, _BLANK)  # what str.strip() empties
+                if pc.any(blank).as_py():
+                    first_empty_id = start + int(pc.index(blank, True).as_py())
+            table.id_parts.append(pa.concat_arrays([ids]))  # a copy: the column alone keeps the whole block
+            table.n_rows += count
             table.reserve(start + count)
             if any(batch.column(at).null_count for at in numeric):
                 return None  # none with null_values=[]; the csv reader reads such a file

@@ -43,7 +43,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -196,8 +196,8 @@ class PredictJobKind(JobKind[PredictJob]):
         return PredictJob(n_samples=n_samples, **dict(fields))
 
     def party_rows(self, job: PredictJob, fields: Mapping[str, Any], row_norm: str, party: str,
-                   X: np.ndarray) -> np.ndarray:
-        return X  # the saved model's design is applied when scoring
+                   X: np.ndarray, order: Optional[np.ndarray] = None) -> np.ndarray:
+        return X if order is None else X[order]  # the saved model's design is applied when scoring
 
     def receive_tags(self, job: PredictJob) -> Optional[FrozenSet[str]]:
         return frozenset({TAG_PREDICT_MODEL, TAG_PREDICT_SCORES})
@@ -227,8 +227,8 @@ class PredictJobKind(JobKind[PredictJob]):
                                  "(its training job or aligned IDs differ) -- give every party's [party] model "
                                  "its output of the same training job")
 
-    def score(self, channel: Any, job: PredictJob, model: SavedPartyModel, ids: List[str], X: np.ndarray,
-              common: List[str], output: Optional[Path]) -> Dict[str, Any]:
+    def score(self, channel: Any, job: PredictJob, model: SavedPartyModel, ids: Sequence[str], X: np.ndarray,
+              common: Sequence[str], output: Optional[Path]) -> Dict[str, Any]:
         """Send (passive) or gather (active) the partial scores of the aligned rows; the active
         party writes the scores file. The kind's entries of the party's summary."""
         from ..federation.psi import row_order
@@ -280,7 +280,7 @@ def _label_text(value: Any) -> str:
     return str(value.item() if isinstance(value, np.generic) else value)
 
 
-def _write_scores(path: Path, ids: List[str], theta: np.ndarray, source: np.ndarray,
+def _write_scores(path: Path, ids: Sequence[str], theta: np.ndarray, source: np.ndarray,
                   labels: Optional[LabelEncoding]) -> None:
     """``id, score, probability, prediction, source`` (empty cells for an unscored customer);
     0600, atomic, as the runtime writes its other files."""

@@ -47,7 +47,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, List, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -66,7 +66,7 @@ __all__ = ["PartyRows", "PartyStart", "prepare_party"]
 class PartyRows:
     """One data file as read (``X`` before the job's row_norm)."""
 
-    ids: List[str]
+    ids: Sequence[str]  # an IdColumn from the pyarrow reader
     X: np.ndarray
     y: Optional[np.ndarray]
     preprocessor: Any = None  # the fitted vflsec.data.PartyPreprocessor of a raw table (party_table)
@@ -74,8 +74,9 @@ class PartyRows:
     def take_features(self) -> np.ndarray:
         """``X``, handed over: these rows keep an empty table of its width
         in its place, so the caller holds the only reference to the table as
-        read and frees it by dropping it (the run keeps its rows in the
-        aligned order instead, not both)."""
+        read (the kind's rows then hold it: a GLM reads it in the aligned
+        order through the row positions, other kinds keep an ordered copy
+        and drop it)."""
         X = self.X
         self.X = np.empty((0, X.shape[1]), dtype=X.dtype)
         return X

@@ -61,9 +61,11 @@ def _psi_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) -> N
 
 
 def _write_party_csv(path: Path, ids: np.ndarray, n_features: int, labels: bool, seed: int,
-                     chunk: int = 500_000) -> int:
-    """A numeric party CSV written in chunks (``id``, ``y`` for the active party, ``x0..``);
-    the float64 bytes its features take in memory."""
+                     chunk: int = 500_000) -> Dict[str, int]:
+    """A numeric party CSV written in chunks (``id``, ``y`` for the active party, ``x0..``).
+    Its size in memory: ``table_bytes``, the table in Arrow form (the IDs' UTF-8 bytes and an
+    8-byte offset each, 8 bytes per number: what "its data" is), and ``feature_bytes``, the
+    float64 features alone."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -83,11 +85,13 @@ def _write_party_csv(path: Path, ids: np.ndarray, n_features: int, labels: bool,
     finally:
         if writer is not None:
             writer.close()
-    return int(len(ids) * n_features * 8)
+    id_bytes = sum(len(str(v).encode("utf-8")) for v in ids)
+    numbers = n_features + (1 if labels else 0)
+    return {"table_bytes": id_bytes + 8 * len(ids) + 8 * numbers * len(ids), "feature_bytes": 8 * n_features * len(ids)}
 
 
 def _wait_with_usage(procs: Dict[str, Any], timeout: float) -> Dict[str, Dict[str, Any]]:
-    """Every party process waited for with ``os.wait4``: exit code and peak resident memory."""
+    """Every party process waited for with ``os.wait4``: exit code and CPU seconds."""
     deadline = time.monotonic() + timeout
 
     def watchdog() -> None:
@@ -104,16 +108,18 @@ def _wait_with_usage(procs: Dict[str, Any], timeout: float) -> Dict[str, Dict[st
     for name, party in procs.items():
         _, status, usage = os.wait4(party.process.pid, 0)
         party.process.returncode = os.waitstatus_to_exitcode(status)
-        out[name] = {"exit": party.process.returncode, "peak_rss_bytes": int(usage.ru_maxrss) * 1024,
-                     "cpu_s": usage.ru_utime + usage.ru_stime,
+        out[name] = {"exit": party.process.returncode, "cpu_s": usage.ru_utime + usage.ru_stime,
                      "stderr_tail": party.stderr_path.read_text(errors="replace")[-2000:]}
     return out
 
 
-def party_cell(grid: ScaleGrid, method: str, n: int, workdir: Path) -> Dict[str, Any]:
+def party_cell(grid: ScaleGrid, method: str, n: int, workdir: Path,
+               compute: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """One two-party ``vflsec party`` job (mutual TLS on loopback) on ``n`` rows per party before
-    the ID overlap (each party keeps 95%, shuffled): wall time split and peak memory per party."""
-    from ....runtime.launch import start_parties, write_local_job
+    the ID overlap (each party keeps 95%, shuffled): wall time split and peak memory per party.
+    ``method`` "paillier" adds the key-holding coordinator; ``compute``: the data parties'
+    ``[compute]`` table (their HE work on a Ray cluster)."""
+    from ....runtime.launch import start_parties, to_toml, write_local_job
 
     parties = ["active", "passive1"]
     rng = np.random.default_rng(grid.seed)
@@ -124,14 +130,21 @@ def party_cell(grid: ScaleGrid, method: str, n: int, workdir: Path) -> Dict[str,
                active="active", passives=["passive1"])
     if method == "hdp":
         job.update(epsilon=grid.hdp_epsilon, noise_seed=grid.seed + 1)
+    if method == "paillier":
+        job.update(coordinator="coordinator", key_bits=grid.key_bits, batch_size=grid.ray_batch_size)
     local = write_local_job(workdir, job, placeholder,
-                            network=dict(peer_timeout=600.0, heartbeat_interval=2.0, connect_timeout=600.0))
-    data_bytes = {}
+                            network=dict(peer_timeout=3600.0, heartbeat_interval=2.0, connect_timeout=600.0))
+    if compute is not None:
+        for name in parties:
+            config = local.configs[name]
+            config.write_text(config.read_text() + "\n" + to_toml({"compute": compute}))
+    sizes = {}
     for p, name in enumerate(parties):
         kept = universe[rng.random(n) < 0.95]
         kept = kept[rng.permutation(len(kept))]
-        data_bytes[name] = _write_party_csv(local.directory / f"{name}.csv", kept, grid.features_per_party[p],
-                                            labels=p == 0, seed=grid.seed + 10 + p)
+        sizes[name] = _write_party_csv(local.directory / f"{name}.csv", kept, grid.features_per_party[p],
+                                       labels=p == 0, seed=grid.seed + 10 + p)
+        del kept
     start = time.perf_counter()
     procs = start_parties(local, env={"PYTHONPATH": _env()["PYTHONPATH"]})
     usage = _wait_with_usage(procs, CELL_TIMEOUT)
@@ -141,8 +154,11 @@ def party_cell(grid: ScaleGrid, method: str, n: int, workdir: Path) -> Dict[str,
         return {"error": "; ".join(f"{k}: exit {v['exit']}: {v['stderr_tail'].strip().splitlines()[-1:]}"
                                    for k, v in failed.items())}
     outputs = {name: json.loads(path.read_text()) for name, path in local.outputs.items()}
-    per_party = {name: {"peak_rss_bytes": usage[name]["peak_rss_bytes"], "cpu_s": usage[name]["cpu_s"],
-                        "data_bytes": data_bytes[name], "timings": outputs[name]["timings"]} for name in parties}
+    # The party's own peak (VmHWM, in its output): wait4's ru_maxrss would carry this process's size at fork.
+    per_party = {name: {"peak_rss_bytes": outputs[name]["peak_rss_bytes"], "cpu_s": usage[name]["cpu_s"],
+                        "data_bytes": sizes[name]["table_bytes"], "feature_bytes": sizes[name]["feature_bytes"],
+                        "timings": outputs[name]["timings"], "compute": outputs[name].get("compute")}
+                 for name in parties}
     return {"wall_s": wall, "n_aligned": outputs["active"]["n_samples"], "parties": per_party}
 
 
@@ -157,6 +173,31 @@ def _party_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) ->
         cells.append({"method": method, "n": n, **cell})
 
 
+def _ray_party_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) -> None:
+    """A whole Paillier ``vflsec party`` job on ``ray_party_rows`` rows per party: the data parties'
+    HE work on their local pools, then on a 2-node Ray cluster (one CPU each, 127.0.0.1, started
+    and stopped here; the parties are told to keep its loopback address)."""
+    from .probe import _local_cluster
+
+    for engine in progress(["local", "ray"], desc="bench scale: vflsec party, local pools vs Ray", unit="job"):
+        cluster = None
+        with tempfile.TemporaryDirectory(prefix="vflsec-bench-scale-") as tmp:
+            try:
+                compute = None
+                if engine == "ray":
+                    cluster = _local_cluster(2)
+                    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # the party processes keep 127.0.0.1
+                    compute = {"engine": "ray", "address": cluster.address}
+                cell = party_cell(grid, "paillier", grid.ray_party_rows, Path(tmp), compute)
+            except (OSError, RuntimeError, ValueError) as exc:
+                cell = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+                if cluster is not None:
+                    cluster.shutdown()
+        cells.append({"engine": engine, "n": grid.ray_party_rows, **cell})
+
+
 def _ray_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) -> None:
     todo: Sequence[Dict[str, Any]] = [{"engine": "local", "workers": 1}, {"engine": "local", "workers": 2},
                                       {"engine": "ray", "nodes": 1}, {"engine": "ray", "nodes": 2}]
@@ -168,13 +209,14 @@ def _ray_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) -> N
 
 def run_cells(grid: ScaleGrid, result: Dict[str, Any], *, stages: Optional[Sequence[str]] = None) -> None:
     """Every stage of the grid (``stages``: a subset, for tests), in the order PSI, estimator,
-    party, Ray; each cell added to ``result[stage]`` as it finishes."""
+    party, Ray, a party job through Ray; each cell added to ``result[stage]`` as it finishes."""
     from ...._progress import progress
 
-    stages = stages or ("psi", "estimator", "party", "ray")
+    stages = stages or ("psi", "estimator", "party", "ray", "ray_party")
     result["features_per_party"] = list(grid.features_per_party)
-    runners = {"psi": _psi_cells, "estimator": _estimator_cells, "party": _party_cells, "ray": _ray_cells}
+    runners = {"psi": _psi_cells, "estimator": _estimator_cells, "party": _party_cells, "ray": _ray_cells,
+               "ray_party": _ray_party_cells}
     for stage in stages:
-        if stage == "ray" and not grid.ray_rows:
+        if (stage == "ray" and not grid.ray_rows) or (stage == "ray_party" and not grid.ray_party_rows):
             continue
         runners[stage](grid, result.setdefault(stage, []), progress)

@@ -36,6 +36,7 @@ class ScaleGrid:
     psi_overlap: float = field(metadata=spec(low=0, high=1))
     ray_rows: int = field(metadata=spec(low=0))
     ray_batch_size: int = field(metadata=spec(low=1))
+    ray_party_rows: int = field(metadata=spec(low=0))
 
     def __post_init__(self) -> None:
         if len(self.features_per_party) < 2:
@@ -59,6 +60,8 @@ class ScaleExperiment(Experiment):
                  "N,N,..."),
         Override("--psi-sizes", "psi_sizes", comma_list(int), "IDs per party for the PSI cells", "N,N,..."),
         Override("--ray-rows", "ray_rows", int, "rows of the Paillier epoch through Ray (0: no Ray cells)", "N"),
+        Override("--ray-party-rows", "ray_party_rows", int, "rows per party of the Paillier `vflsec party` job on "
+                 "the local pools and through Ray (0: none)", "N"),
     )
 
     def load_grid(self, *, quick: bool, path: Optional[Path], options: Dict[str, Any]) -> ScaleGrid:
@@ -69,11 +72,11 @@ class ScaleExperiment(Experiment):
         from ....errors import require_extra
 
         require_extra("private_set_intersection.python", "grpc")
-        if "paillier" in grid.estimator_methods or grid.ray_rows:
+        if "paillier" in grid.estimator_methods or grid.ray_rows or grid.ray_party_rows:
             require_extra("phe", "gmpy2")
         if "ckks" in grid.estimator_methods:
             require_extra("tenseal")
-        if grid.ray_rows:
+        if grid.ray_rows or grid.ray_party_rows:
             require_extra("ray")
 
     def run_cells(self, grid: ScaleGrid, options: Dict[str, Any], result: Dict[str, Any]) -> None:
