@@ -1,6 +1,7 @@
 """The grid of ``vflsec bench scale`` (``scale.toml``) and its :class:`~vflsec.bench.experiment.Experiment`."""
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -13,6 +14,8 @@ __all__ = ["EXPERIMENT", "ScaleExperiment", "ScaleGrid", "load_grid"]
 
 ESTIMATOR_METHODS = ("plain", "hdp", "ckks", "paillier")
 PARTY_METHODS = ("plain", "hdp")
+#: what ``vflsec bench scale`` measures, in the order it runs them (``--stages``)
+STAGES = ("psi", "estimator", "party", "ray", "ray_party")
 
 
 @dataclass(frozen=True)
@@ -64,13 +67,26 @@ class ScaleExperiment(Experiment):
                  "the local pools and through Ray (0: none)", "N"),
     )
 
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--stages", type=comma_list(str), default=None, metavar="S,S,...",
+                            help=f"run only these stages, in the usual order ({', '.join(STAGES)}; default: "
+                                 "all): e.g. the Ray stages on their own, as a run of their own")
+
     def load_grid(self, *, quick: bool, path: Optional[Path], options: Dict[str, Any]) -> ScaleGrid:
         return load_grid(quick, path)
+
+    def stages(self, options: Dict[str, Any]) -> Tuple[str, ...]:
+        chosen = options.get("stages") or STAGES
+        unknown = [s for s in chosen if s not in STAGES]
+        if unknown:
+            raise BenchConfigError(f"--stages: unknown stage {unknown[0]!r} -- choose from {', '.join(STAGES)}")
+        return tuple(s for s in STAGES if s in chosen)
 
     def check(self, grid: ScaleGrid, options: Dict[str, Any]) -> None:
         """Every library a cell needs imports, before any cell runs."""
         from ....errors import require_extra
 
+        self.stages(options)
         require_extra("private_set_intersection.python", "grpc")
         if "paillier" in grid.estimator_methods or grid.ray_rows or grid.ray_party_rows:
             require_extra("phe", "gmpy2")
@@ -82,7 +98,8 @@ class ScaleExperiment(Experiment):
     def run_cells(self, grid: ScaleGrid, options: Dict[str, Any], result: Dict[str, Any]) -> None:
         from .cells import run_cells
 
-        run_cells(grid, result)
+        result["stages"] = list(self.stages(options))
+        run_cells(grid, result, stages=self.stages(options))
 
     def render(self, result: Dict[str, Any], out: Path) -> List[str]:
         from .report import render

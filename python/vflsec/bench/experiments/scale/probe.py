@@ -1,7 +1,7 @@
 """One measurement of ``vflsec bench scale`` in a process of its own: ``python -m
 vflsec.bench.experiments.scale.probe KIND 'JSON'`` prints one JSON line.
 
-Its own process so that the peak resident memory (``ru_maxrss``) is the cell's alone. The
+Its own process so that the peak resident memory (``VmHWM``) is the cell's alone. The
 resident memory after the imports and before the data exists (``base_rss_bytes``) is reported
 beside the peak, so the report can state both the peak and the part of it the cell added.
 
@@ -13,7 +13,6 @@ of this process: bucketed on every core, or the unbucketed sequential protocol) 
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import threading
 import time
@@ -21,24 +20,20 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from ...._process_memory import current_rss_bytes, peak_rss_bytes
+
 __all__ = ["current_rss", "make_blocks", "peak_rss", "run_probe"]
 
 
 def current_rss() -> int:
     """This process's resident memory now, in bytes (Linux /proc; 0 where absent)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return current_rss_bytes()
 
 
 def peak_rss() -> int:
-    """This process's peak resident memory so far, in bytes (Linux reports KiB)."""
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    """This process's peak resident memory so far, in bytes: its own program's (VmHWM), not the
+    bench process's size at fork that ``ru_maxrss`` carries (:mod:`vflsec._process_memory`)."""
+    return peak_rss_bytes()
 
 
 def make_blocks(n: int, widths: List[int], seed: int):
