@@ -48,16 +48,22 @@ class ShardingExecutor(Executor):
 
     ships_arguments = True
 
-    def __init__(self, workers: int = 3):
+    def __init__(self, workers: int = 3, task_items: int = 0):
         self.workers = workers
+        self.min_task_items = task_items
         self.functions: List[Callable[..., Any]] = []
+        self.jobs: List[Sequence[tuple]] = []
 
     @property
     def n_workers(self) -> int:
         return self.workers
 
+    def task_items(self, min_chunk: int) -> int:
+        return self.min_task_items
+
     def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
         self.functions.extend([func] * len(args_per_chunk))
+        self.jobs.append(args_per_chunk)
         return [func(*args) for args in args_per_chunk]
 
 
@@ -96,25 +102,69 @@ def test_set_and_use_executor():
         assert isinstance(executor_for(None, holds_secret=True)[0], LocalPoolExecutor)
 
 
-def test_row_shards_give_the_local_pools_results_bit_for_bit(keypair):
+def test_blocks_of_rows_and_columns_give_the_local_pools_results_bit_for_bit(keypair):
     pk, sk = keypair
     rng = np.random.default_rng(0)
     x, X = rng.standard_normal(300), rng.uniform(-2, 2, (300, 4))
     enc = pk.encrypt(x, processes=1)
     local_dot = enc.dot(X, processes=2).ciphertexts
+    local_column = enc.dot(X[:, 1:2], processes=2).ciphertexts
     local_mul = enc.mul_plain(x, processes=2).ciphertexts
     shards = ShardingExecutor(workers=2)
     with he.use_executor(shards):
-        dot = enc.dot(X)  # 300 rows, at least 64 a shard: 4 row shards of all 4 columns
+        dot = enc.dot(X)  # 4 columns for 2 workers: 2 groups of 2 columns, every row
+        by_columns = shards.jobs[-1]
+        column = enc.dot(X[:, 1:2])  # 1 column for 2 workers: 2 row shards of 150 rows
+        by_rows = shards.jobs[-1]
         mul = enc.mul_plain(x)
         fresh = pk.encrypt(x)
         decrypted = sk.decrypt_raw(fresh)
     assert dot.ciphertexts == local_dot and mul.ciphertexts == local_mul
+    assert column.ciphertexts == local_column and column.level == dot.level == 2
     assert decrypted == pk.encode(x)
-    assert shards.functions.count(pm.dot_columns_chunk) == 4
+    # Each task gets its block; the column groups share one list of ciphertexts (shipped once).
+    assert [len(args[2]) for args in by_columns] == [2, 2] and by_columns[0][1] is by_columns[1][1]
+    assert [(len(args[1]), len(args[2])) for args in by_rows] == [(150, 1), (150, 1)]
     # Decryption took the local pool, never the shipping executor.
     assert pm.decrypt_chunk not in shards.functions and is_local_only(pm.decrypt_chunk)
     assert not any(is_local_only(f) for f in shards.functions)
+
+
+def test_a_grid_of_more_workers_than_columns_splits_the_rows_and_shares_each_shard(keypair):
+    pk, _ = keypair
+    rng = np.random.default_rng(1)
+    x, X = rng.standard_normal(300), rng.uniform(-2, 2, (300, 3))
+    enc = pk.encrypt(x, processes=1)
+    local_dot = enc.dot(X, processes=2).ciphertexts
+    shards = ShardingExecutor(workers=8)
+    with he.use_executor(shards):
+        dot = enc.dot(X)
+    assert dot.ciphertexts == local_dot
+    # 3 columns for 8 workers: one column per group, 2 row shards (8 // 3), so 6 tasks.
+    job = shards.jobs[-1]
+    assert [(len(args[1]), len(args[2])) for args in job] == [(150, 1)] * 6
+    assert job[0][1] is job[1][1] is job[2][1] and job[3][1] is job[4][1] is job[5][1]
+    assert job[0][1] is not job[3][1]
+
+
+def test_work_below_an_executors_task_size_stays_in_this_process_and_one_task_is_shipped(keypair):
+    pk, sk = keypair
+    x = np.linspace(-1, 1, 40)
+    enc = pk.encrypt(x, processes=1)
+    expected = enc.dot(np.ones((40, 2)), processes=1).ciphertexts
+    small = ShardingExecutor(workers=2, task_items=10**6)
+    with he.use_executor(small):
+        assert he.executor.split_work(None, 40, 4) == (LocalPoolExecutor(1), [(0, 40)])
+        assert sk.decrypt_raw(pk.encrypt(x)) == pk.encode(x)
+        assert enc.dot(np.ones((40, 2))).ciphertexts == expected
+    assert small.functions == []
+    # An operation of one chunk (6 values: one chunk of at least 4) still goes to the shipping executor.
+    single = ShardingExecutor(workers=1)
+    with he.use_executor(single):
+        assert sk.decrypt_raw(pk.encrypt(x[:6])) == pk.encode(x[:6])
+    assert single.functions == [pm.encrypt_chunk]
+    assert he.executor.even_bounds(10, 4) == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    assert he.executor.even_bounds(2, 4) == [(0, 1), (1, 2)] and he.executor.even_bounds(0, 3) == []
 
 
 def test_multiply_shards_refuses_shards_of_different_widths(keypair):

@@ -117,33 +117,41 @@ def test_executor_joins_the_cluster_and_sees_both_nodes(cluster):
 def test_paillier_through_ray_equals_the_local_pool_bit_for_bit(cluster):
     pk, sk = cluster.pk, cluster.sk
     rng = np.random.default_rng(0)
-    x = rng.standard_normal(200)
-    X = rng.uniform(-1, 1, (200, 6))
+    # Sizes above what the executor keeps in this process (64 times the local pool's smallest
+    # chunk: 256 encryptions, 4096 products, 4096 rows x columns of a vector-matrix product).
+    x = rng.standard_normal(800)
+    X = rng.uniform(-1, 1, (800, 6))
+    scalars = rng.standard_normal(4096)
     enc = pk.encrypt(x, processes=1)
-    local_mul = enc.mul_plain(x, processes=2).ciphertexts
+    long = pk.encrypt(scalars, processes=1)
+    local_mul = long.mul_plain(scalars, processes=2).ciphertexts
     local_dot = enc.dot(X, processes=2).ciphertexts
+    column_matrix = rng.uniform(-1, 1, (4096, 1))
+    local_column = long.dot(column_matrix, processes=2).ciphertexts
     before = sum(cluster.executor.task_counts.values())
     with he.use_executor(cluster.executor):
         assert he.get_executor() is cluster.executor
         through_ray = pk.encrypt(x)
-        mul = enc.mul_plain(x)
-        dot = enc.dot(X)  # row shards (200 rows: 3 shards) multiplied together
+        mul = long.mul_plain(scalars)
+        dot = enc.dot(X)  # 6 columns for 2 CPUs: 2 groups of 3 columns, the ciphertexts stored once
+        column = long.dot(column_matrix)  # 1 column: 2 row shards multiplied together
         fresh = enc.obfuscate()
-        randomizers = pk.precompute_randomness(40)
+        randomizers = pk.precompute_randomness(400)
     assert he.get_executor() is not cluster.executor  # the block restored the default
     # The deterministic products: the same residues mod n^2.
     assert mul.ciphertexts == local_mul and mul.level == 2
     assert dot.ciphertexts == local_dot and dot.level == 2
+    assert column.ciphertexts == local_column
     # Encryption and re-randomization draw fresh randomness: equal plaintexts, exactly.
     encoded = pk.encode(x)
     assert sk.decrypt_raw(through_ray, processes=1) == encoded
     assert sk.decrypt_raw(fresh, processes=1) == encoded
     assert not set(fresh.ciphertexts) & set(enc.ciphertexts)
     # A randomizer is an encryption of 0.
-    taken = randomizers.take(pk, 40)
-    assert sk.decrypt_raw(P.PaillierEncryptedVector(pk, taken), processes=1) == [0] * 40
-    # The work went to Ray: encrypt, mul, dot, obfuscate and the randomizers, several tasks each.
-    assert sum(cluster.executor.task_counts.values()) - before >= 10
+    taken = randomizers.take(pk, 400)
+    assert sk.decrypt_raw(P.PaillierEncryptedVector(pk, taken), processes=1) == [0] * 400
+    # The work went to Ray: encrypt, mul, both dots, obfuscate and the randomizers, a task per CPU each.
+    assert sum(cluster.executor.task_counts.values()) - before == 12
 
 
 def test_tasks_reach_both_nodes(cluster):
@@ -265,13 +273,23 @@ class RecordingRayExecutor(RayExecutor):
     def __init__(self, *args: Any, **kwargs: Any):
         self.submitted: List[Any] = []
         self.private_keys: List[Any] = []
+        self.stored: List[Any] = []
         super().__init__(*args, **kwargs)
 
-    def _submit(self, func, args):
+    def _keys_now(self) -> None:
         if not self.private_keys:  # the run's key holder made its key before anything was encrypted
             self.private_keys = [o for o in gc.get_objects() if isinstance(o, P.PaillierPrivateKey)]
+
+    def _submit(self, func, args):
+        self._keys_now()
         self.submitted.append((func, args, ray.cloudpickle.dumps((func, args))))
         return super()._submit(func, args)
+
+    def _put(self, value):
+        # What several tasks share goes to the object store once: that is sent too.
+        self._keys_now()
+        self.stored.append((value, ray.cloudpickle.dumps(value)))
+        return super()._put(value)
 
 
 def _secret_values(sk) -> dict:
@@ -293,16 +311,19 @@ def _integers(value: Any) -> Iterator[int]:
             yield from _integers(item)
 
 
-def _assert_nothing_secret(submitted, sk) -> None:
+def _assert_nothing_secret(recorder, sk) -> None:
     secrets = _secret_values(sk)
     encodings = {name: [s.to_bytes((s.bit_length() + 7) // 8, order) for order in ("little", "big")]
                  + [str(s).encode()] for name, s in secrets.items()}
-    for func, args, blob in submitted:
-        assert not he.executor.is_local_only(func)
+    sent = [(func, args, blob) for func, args, blob in recorder.submitted]
+    sent += [(None, value, blob) for value, blob in recorder.stored]
+    for func, args, blob in sent:
+        what = "the object store" if func is None else func.__name__
+        assert func is None or not he.executor.is_local_only(func)
         leaked = set(_integers(list(args))) & set(secrets.values())
-        assert not leaked, f"{func.__name__} was given a private-key value"
+        assert not leaked, f"{what} was given a private-key value"
         for name, forms in encodings.items():
-            assert not any(form in blob for form in forms), f"{name} is in the bytes sent to {func.__name__}"
+            assert not any(form in blob for form in forms), f"{name} is in the bytes sent to {what}"
 
 
 PUBLIC_WORK = {pm.encrypt_chunk, pm.obfuscate_chunk, pm.randomizers_chunk, pm.mul_chunk, pm.dot_columns_chunk}
@@ -312,19 +333,21 @@ def test_no_private_key_value_is_serialized_to_a_ray_task(cluster):
     pk, sk = cluster.pk, cluster.sk
     recorder = RecordingRayExecutor(cluster.cluster.address)
     rng = np.random.default_rng(3)
-    x, X = rng.standard_normal(160), rng.uniform(-1, 1, (160, 3))
+    # Above the sizes the executor keeps in this process (see the bit-for-bit test).
+    x, X = rng.standard_normal(4096), rng.uniform(-1, 1, (4096, 3))
     with he.use_executor(recorder):
         enc = pk.encrypt(x)
-        enc.dot(X)
+        enc.dot(X)  # 3 columns for 2 CPUs: the ciphertexts go to the object store once
         wire = enc.mul_plain(x).to_bytes()  # re-randomized before it is sent: obfuscate through Ray
-        pk.precompute_randomness(16)
+        pk.precompute_randomness(300)
         # The key holder's work: decryption stays in this process and its local pool.
         decrypted = sk.decrypt(enc)
         squares = sk.decrypt(P.PaillierEncryptedVector.from_bytes(pk, wire), processes=2)
     assert np.allclose(decrypted, x, atol=1e-11)
     assert np.allclose(squares, x * x, atol=1e-9)
     assert {func for func, _, _ in recorder.submitted} == PUBLIC_WORK
-    _assert_nothing_secret(recorder.submitted, sk)
+    assert [len(value) for value, _ in recorder.stored] == [4096]  # the dot's shared ciphertexts
+    _assert_nothing_secret(recorder, sk)
     # A function that takes key material is refused outright.
     with pytest.raises(ValueError, match="key material"):
         recorder.map_chunks(pm.decrypt_chunk, [(sk.p, sk.q, enc.ciphertexts[:2])] * 2)
@@ -335,7 +358,7 @@ def test_no_private_key_value_is_serialized_to_a_ray_task(cluster):
 def _estimator(executor=None):
     from vflsec.glm import VerticalLogisticRegression
 
-    return VerticalLogisticRegression("paillier", key_bits=2048, epochs=1, batch_size=128, lr=1.0,
+    return VerticalLogisticRegression("paillier", key_bits=2048, epochs=1, batch_size=1024, lr=1.0,
                                       executor=executor, timeout=JOB_LIMIT_S)
 
 
@@ -347,8 +370,9 @@ def _fit(model, parts, y):
 
 def test_estimator_fit_through_ray_equals_the_local_pool_and_ships_no_secret(cluster):
     rng = np.random.default_rng(4)
-    n = 256
-    parts = [rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (n, 3))]
+    # Batches of 1024 rows and 4 columns a party: big enough for Ray tasks (see the bit-for-bit test).
+    n = 2048
+    parts = [rng.uniform(-1, 1, (n, 4)), rng.uniform(-1, 1, (n, 4))]
     y = np.where(parts[0][:, 0] + parts[1][:, 1] + 0.3 * rng.standard_normal(n) > 0, 1, 0)
     local = _fit(_estimator(), parts, y)
     recorder = RecordingRayExecutor(cluster.cluster.address)
@@ -357,13 +381,13 @@ def test_estimator_fit_through_ray_equals_the_local_pool_and_ships_no_secret(clu
     for a, b in zip(local.coef_, through_ray.coef_):
         assert np.array_equal(a, b)
     assert local.intercept_ == through_ray.intercept_
-    # Encryption and the row-sharded products went to Ray; the key holder's key never did.
+    # Encryption and the products went to Ray; the key holder's key never did.
     funcs = {func for func, _, _ in recorder.submitted}
     assert {pm.encrypt_chunk, pm.dot_columns_chunk} <= funcs <= PUBLIC_WORK
     # The run's own key (made by its key holder) was alive when the tasks were submitted.
     assert any(key is not cluster.sk for key in recorder.private_keys)
     for key in recorder.private_keys:
-        _assert_nothing_secret(recorder.submitted, key)
+        _assert_nothing_secret(recorder, key)
 
 
 # -- the party file ----------------------------------------------------------------------------------

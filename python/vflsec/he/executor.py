@@ -40,12 +40,14 @@ __all__ = [
     "ENGINES",
     "Executor",
     "LocalPoolExecutor",
+    "even_bounds",
     "executor_for",
     "executor_from_config",
     "get_executor",
     "local_only",
     "run_chunks",
     "set_executor",
+    "split_work",
     "use_executor",
 ]
 
@@ -74,13 +76,15 @@ class Executor(ABC):
     ``map_chunks(func, args_per_chunk)`` returns ``[func(*args) for args in
     args_per_chunk]`` in order; ``func`` is a module-level function (workers
     import it by name) and the arguments are plain data. ``n_workers`` is how
-    many chunks can run at once (operations make about two chunks per worker).
-    ``close()`` releases what the executor started; a closed executor may start
-    again on its next use. ``ships_arguments``: True when each task's
-    arguments travel to another machine, so an operation gives each task only
-    its own share of the rows (a vector-matrix product is split by rows and its
-    per-shard products multiplied together, instead of giving every task all
-    the ciphertexts and some of the columns).
+    many chunks can run at once. ``close()`` releases what the executor
+    started; a closed executor may start again on its next use.
+
+    How an operation splits: :meth:`chunk_bounds` (the local pool's rule by
+    default: about two chunks per worker). ``ships_arguments``: True when each
+    task's arguments travel to another machine; then a single chunk still goes
+    to the executor (the operation is big enough for a task, see
+    :meth:`task_items`), and a vector-matrix product gives each task the rows
+    and columns of its own block (:func:`vflsec.he.paillier` ``dot``).
     """
 
     ships_arguments = False
@@ -93,6 +97,17 @@ class Executor(ABC):
     @abstractmethod
     def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
         """``[func(*args) for args in args_per_chunk]``, computed by the executor's workers."""
+
+    def chunk_bounds(self, n_items: int, workers: int, min_chunk: int) -> List[Tuple[int, int]]:
+        """The contiguous ``(start, stop)`` chunks of an operation over ``n_items`` for
+        ``workers`` workers, none smaller than ``min_chunk`` (the operation's smallest
+        chunk worth a round trip to a local pool process): about two per worker."""
+        return _pool.chunk_bounds(n_items, workers, min_chunk)
+
+    def task_items(self, min_chunk: int) -> int:
+        """The fewest items an operation needs before its work leaves this process
+        (fewer: it runs here, in one chunk); 0 leaves the choice to :meth:`chunk_bounds`."""
+        return 0
 
     def close(self) -> None:  # noqa: B027 - optional: an executor that starts nothing has nothing to release
         """Release the executor's workers (nothing by default)."""
@@ -199,10 +214,38 @@ def executor_for(processes: Optional[int], *, holds_secret: bool = False) -> Tup
     return executor, processes
 
 
+_IN_PROCESS = LocalPoolExecutor(1)
+
+
+def even_bounds(n_items: int, parts: int) -> List[Tuple[int, int]]:
+    """``range(n_items)`` as ``parts`` contiguous chunks whose sizes differ by at most one
+    (fewer when there are fewer items)."""
+    parts = max(1, min(parts, n_items))
+    size, extra = divmod(n_items, parts)
+    bounds, start = [], 0
+    for i in range(parts if n_items > 0 else 0):
+        stop = start + size + (1 if i < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def split_work(processes: Optional[int], n_items: int, min_chunk: int) -> Tuple[Executor, List[Tuple[int, int]]]:
+    """``(executor, chunks)`` for one vector operation of public work over ``n_items``
+    items: :func:`executor_for` and its :meth:`Executor.chunk_bounds`, or this process
+    and one chunk when the operation is below the executor's :meth:`Executor.task_items`."""
+    executor, workers = executor_for(processes)
+    if n_items < executor.task_items(min_chunk):
+        return _IN_PROCESS, [(0, n_items)] if n_items > 0 else []
+    return executor, executor.chunk_bounds(n_items, workers, min_chunk)
+
+
 def run_chunks(executor: Executor, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
     """``[func(*args) for args in args_per_chunk]`` on ``executor``; a single chunk
-    runs in this process (a task round trip would cost more than it saves)."""
-    if len(args_per_chunk) <= 1:
+    runs in this process (a pool round trip would cost more than it saves) unless
+    the executor ships its tasks elsewhere (the operation chose one task there:
+    :func:`split_work`)."""
+    if not args_per_chunk or (len(args_per_chunk) == 1 and not executor.ships_arguments):
         return [func(*args) for args in args_per_chunk]
     return executor.map_chunks(func, args_per_chunk)
 

@@ -81,7 +81,7 @@ except ImportError as _exc:
 from .._arrays import as_float_array, check_positive_int
 from . import _paillier_math as _pm
 from ._pool import chunk_bounds
-from .executor import executor_for, run_chunks
+from .executor import even_bounds, executor_for, run_chunks, split_work
 from .vector import AbstractEncryptedVector
 
 SCALE_BITS = 40
@@ -379,10 +379,22 @@ def generate_keypair(key_bits: int = DEFAULT_KEY_BITS) -> Tuple[PaillierPublicKe
 
 def _parallel_list(func, key: PaillierPublicKey, items: List[int], processes: Optional[int],
                    min_chunk: int) -> List[int]:
-    executor, workers = executor_for(processes)
-    bounds = chunk_bounds(len(items), workers, min_chunk)
+    executor, bounds = split_work(processes, len(items), min_chunk)
     parts = run_chunks(executor, func, [(key.n, items[a:b], key.hs) for a, b in bounds])
     return [v for part in parts for v in part]
+
+
+def _dot_grid(rows: int, width: int, workers: int) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:
+    """Row shards and column groups of a vector-matrix product for ``workers`` tasks at
+    once: columns first (a row shard's multi-exponentiation gets cheaper per row the more
+    rows it has: 1.17 s for 5000 rows x 10 columns in one block, 1.28 s in two row shards,
+    1.40 s in four, here), one group per worker when there are enough columns, else one
+    column per group and the rows split so that every worker has a block (shards of at
+    least ``_MIN_CHUNK_MUL`` rows)."""
+    if width >= workers:
+        return [(0, rows)], even_bounds(width, workers)
+    shards = max(1, min(workers // width, rows // _MIN_CHUNK_MUL))
+    return even_bounds(rows, shards), even_bounds(width, width)
 
 
 class PaillierEncryptedVector(AbstractEncryptedVector):
@@ -465,9 +477,8 @@ class PaillierEncryptedVector(AbstractEncryptedVector):
         scalars = self.public_key.encode_signed(values, 1, "values")
         if scalars.ndim != 1 or scalars.shape[0] != len(self):
             raise ValueError(f"values must have shape ({len(self)},), got {scalars.shape}")
-        executor, workers = executor_for(processes)
         cts, scalars = self.ciphertexts, scalars.tolist()
-        bounds = chunk_bounds(len(cts), workers, _MIN_CHUNK_MUL)
+        executor, bounds = split_work(processes, len(cts), _MIN_CHUNK_MUL)
         parts = run_chunks(executor, _pm.mul_chunk,
                            [(self.public_key.n, cts[a:b], scalars[a:b]) for a, b in bounds])
         return PaillierEncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
@@ -481,14 +492,8 @@ class PaillierEncryptedVector(AbstractEncryptedVector):
         columns = encoded.T.tolist()
         n = self.public_key.n
         if executor.ships_arguments and len(self) > 1:
-            # Every task's arguments travel to another machine: each gets its row
-            # shard and all columns, and the per-shard products multiply together
-            # (prod_i c_i^x_ij over all rows is the same residue mod n^2 in any grouping).
-            cts = self.ciphertexts
-            bounds = chunk_bounds(len(cts), workers, _MIN_CHUNK_MUL)
-            parts = run_chunks(executor, _pm.dot_columns_chunk,
-                               [(n, cts[a:b], [column[a:b] for column in columns]) for a, b in bounds])
-            return PaillierEncryptedVector(self.public_key, _pm.multiply_shards(n, parts), self.level + 1)
+            return PaillierEncryptedVector(self.public_key, self._dot_blocks(executor, workers, columns),
+                                           self.level + 1)
         # One Pippenger multi-exponentiation per column over all rows (the
         # bucket method gains with the number of bases), columns split among
         # the workers; one column per chunk at most, so a 10-column product
@@ -497,6 +502,27 @@ class PaillierEncryptedVector(AbstractEncryptedVector):
         parts = run_chunks(executor, _pm.dot_columns_chunk,
                            [(n, self.ciphertexts, columns[a:b]) for a, b in bounds])
         return PaillierEncryptedVector(self.public_key, [c for part in parts for c in part], self.level + 1)
+
+    def _dot_blocks(self, executor: Any, workers: int, columns: List[List[int]]) -> List[int]:
+        """``dot`` on an executor whose tasks' arguments travel: one task per block of
+        rows and columns (:func:`_dot_grid`), each block's product a Pippenger
+        multi-exponentiation per column; a column's row shards multiply together
+        (prod_i c_i^x_ij over all rows is the same residue mod n^2 in any grouping).
+        Tasks of one row shard get the same list object, which the executor ships
+        once (``RayExecutor`` stores it once in the object store)."""
+        n, cts = self.public_key.n, self.ciphertexts
+        if not columns:
+            return []
+        if len(cts) * len(columns) < executor.task_items(_MIN_CHUNK_MUL):
+            return _pm.dot_columns_chunk(n, cts, columns)
+        row_bounds, column_bounds = _dot_grid(len(cts), len(columns), workers)
+        shards = [cts if (a, b) == (0, len(cts)) else cts[a:b] for a, b in row_bounds]
+        parts = run_chunks(executor, _pm.dot_columns_chunk,
+                           [(n, shard, [column[a:b] for column in columns[c:d]])
+                            for (a, b), shard in zip(row_bounds, shards) for c, d in column_bounds])
+        groups = len(column_bounds)
+        return [value for j in range(groups)
+                for value in _pm.multiply_shards(n, parts[j::groups])]
 
     def sum(self) -> "PaillierEncryptedVector":
         """Enc(sum_i a_i) as a one-entry vector."""

@@ -1,8 +1,13 @@
 """A party's HE vector work as Ray tasks: :class:`RayExecutor`.
 
 Each chunk of an operation (:mod:`vflsec.he.executor`) is one Ray task that
-needs one CPU, spread over the cluster's nodes; a vector-matrix product is
-split by rows and the per-shard products multiplied together by the caller.
+needs one CPU, spread over the cluster's nodes: one chunk per CPU of the
+cluster (:meth:`RayExecutor.chunk_bounds`), and an operation too small to
+repay a task's cost stays in this process (:meth:`RayExecutor.task_items`);
+a vector-matrix product is split into blocks of columns, and of rows when
+there are fewer columns than CPUs (the caller multiplies a column's row
+shards together). An argument that several tasks of an operation share (the
+ciphertexts of a product split by columns) goes to the object store once.
 The cluster is the party's own: cross-party traffic stays on the party's
 gRPC/mTLS transport, and every node needs the same vflsec (and phe, gmpy2)
 installed. What a task gets is the public modulus, the public DJN base and
@@ -36,15 +41,25 @@ import collections
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .._arrays import check_positive_int, check_real
-from .executor import Executor, is_local_only
+from .executor import Executor, even_bounds, is_local_only
 
 __all__ = ["RayExecutor"]
 
 # While a job runs, its pending tasks and the cluster's nodes are looked at this often.
 _POLL_S = 0.5
+# An operation through Ray costs 3-5 ms beyond its work with nothing to ship, 20-60 ms with
+# 2500 ciphertexts each way per task (2 one-CPU nodes on 127.0.0.1, 2048-bit keys): it leaves
+# this process only with 64 times the smallest chunk the local pool takes, e.g. 256 Paillier
+# encryptions (about 16 ms of work) or 4096 rows x columns of a product.
+_TASK_ITEMS_FACTOR = 64
+# An argument that several tasks of one operation share (the same object) goes to the object
+# store once when it has at least this many entries (a few small ones travel inline, cheaper).
+_SHARED_MIN_LEN = 64
+# How many operations ``RayExecutor.timeline`` keeps (the oldest are dropped).
+_TIMELINE_OPERATIONS = 100_000
 # After a task failed for a system reason, how long to wait for the cluster to report which node died.
 _DEATH_REPORT_S = 10.0
 _connect_lock = threading.Lock()
@@ -59,10 +74,14 @@ def _import_ray() -> Any:
 
 
 def _run_chunk(func: Callable[..., Any], *args: Any) -> Any:
-    """One Ray task: the chunk's result and the node it ran on."""
+    """One Ray task: the node and worker it ran on, when the chunk's work began and ended
+    (``time.time()`` of the node) and the chunk's result."""
     import ray
 
-    return ray.get_runtime_context().get_node_id(), func(*args)
+    context = ray.get_runtime_context()
+    start = time.time()
+    value = func(*args)
+    return context.get_node_id(), context.get_worker_id(), start, time.time(), value
 
 
 def _one_line(text: Any, limit: int = 300) -> str:
@@ -119,7 +138,7 @@ def _check_address(address: Any) -> Optional[str]:
 
 
 class RayExecutor(Executor):
-    """HE vector work as Ray tasks over row shards (module docstring).
+    """HE vector work as Ray tasks over blocks of rows and columns (module docstring).
 
     Parameters
     ----------
@@ -136,7 +155,12 @@ class RayExecutor(Executor):
     connect_timeout_s : the seconds the address check waits for an answer.
 
     ``task_counts`` counts the tasks that ran on each node (by Ray node ID) since
-    the executor was made; ``cluster_address`` is the GCS address it is connected to.
+    the executor was made, ``operations`` the operations (``map_chunks`` calls) they
+    came from; ``timeline`` holds, for the last 100000 operations, ``(submitted,
+    done, tasks)`` with ``(worker ID, start, end)`` per task, in ``time.time()``
+    seconds (the tasks' on their nodes' clocks), from which the time an operation
+    spent beyond its tasks' work follows (:mod:`vflsec.bench.experiments.scale`
+    measures it); ``cluster_address`` is the GCS address it is connected to.
     """
 
     ships_arguments = True
@@ -150,6 +174,8 @@ class RayExecutor(Executor):
                                                                       low_inclusive=False)
         self.connect_timeout_s = check_real(connect_timeout_s, "connect_timeout_s", low=0.0, low_inclusive=False)
         self.task_counts: collections.Counter = collections.Counter()
+        self.operations = 0
+        self.timeline: collections.deque = collections.deque(maxlen=_TIMELINE_OPERATIONS)
         self.cluster_address: Optional[str] = None
         self._counts_lock = threading.Lock()
         self._remote: Any = None
@@ -199,9 +225,43 @@ class RayExecutor(Executor):
         ray = self._connect()
         return max(1, int(ray.cluster_resources().get("CPU", 1)))
 
+    def chunk_bounds(self, n_items: int, workers: int, min_chunk: int) -> List[Tuple[int, int]]:
+        """One chunk per worker, of equal sizes (the local pool makes two per worker so a slow
+        worker does not leave the others idle; a Ray task costs more than a pool round trip,
+        and the parties' operations run at the same time, which keeps the CPUs busy)."""
+        return even_bounds(n_items, min(workers, max(1, n_items // max(1, min_chunk))))
+
+    def task_items(self, min_chunk: int) -> int:
+        return min_chunk * _TASK_ITEMS_FACTOR
+
     def _submit(self, func: Callable[..., Any], args: tuple) -> Any:
-        """One task (its ObjectRef): ``func(*args)`` on a node of the cluster."""
+        """One task (its ObjectRef): ``func(*args)`` on a node of the cluster (an ObjectRef
+        among the arguments: Ray hands the task its value)."""
         return self._remote.remote(func, *args)
+
+    def _put(self, value: Any) -> Any:
+        """``value`` in the object store (its ObjectRef), for the tasks that share it."""
+        return _import_ray().put(value)
+
+    def _shared_once(self, args_per_chunk: Sequence[tuple]) -> List[tuple]:
+        """The chunks' arguments with each list or bytes object that several chunks share
+        (the same object, e.g. the ciphertexts every column group of a ``dot`` takes) replaced
+        by one ObjectRef: it is serialized once and each node fetches it once, instead of
+        once per task."""
+        uses = collections.Counter(id(a) for args in args_per_chunk for a in args
+                                   if isinstance(a, (list, bytes)) and len(a) >= _SHARED_MIN_LEN)
+        refs: Dict[int, Any] = {}
+        out = []
+        for args in args_per_chunk:
+            chunk = []
+            for a in args:
+                if uses.get(id(a), 0) > 1:
+                    if id(a) not in refs:
+                        refs[id(a)] = self._put(a)
+                    a = refs[id(a)]
+                chunk.append(a)
+            out.append(tuple(chunk))
+        return out
 
     def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
         if is_local_only(func):
@@ -209,7 +269,8 @@ class RayExecutor(Executor):
                              "party's own processes, never on Ray workers")
         ray = self._connect()
         alive = self._alive_nodes(ray)
-        refs = [self._submit(func, tuple(args)) for args in args_per_chunk]
+        submitted = time.time()
+        refs = [self._submit(func, args) for args in self._shared_once(args_per_chunk)]
         try:
             outputs = self._wait(ray, refs, func, alive)
         except BaseException:
@@ -219,9 +280,12 @@ class RayExecutor(Executor):
                 except Exception:  # noqa: BLE001 - finished or already gone
                     pass
             raise
+        done = time.time()
         with self._counts_lock:
-            self.task_counts.update(node for node, _ in outputs)
-        return [value for _, value in outputs]
+            self.task_counts.update(node for node, *_ in outputs)
+            self.operations += 1
+            self.timeline.append((submitted, done, tuple((worker, start, end) for _, worker, start, end, _ in outputs)))
+        return [value for *_, value in outputs]
 
     def _wait(self, ray: Any, refs: List[Any], func: Callable[..., Any], alive: Dict[str, str]) -> List[Any]:
         """The tasks' outputs in order; RuntimeError (one line) for a lost job, an

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...._process_memory import current_rss_bytes, peak_rss_bytes
 
-__all__ = ["current_rss", "make_blocks", "peak_rss", "run_probe"]
+__all__ = ["current_rss", "make_blocks", "operation_overhead", "peak_rss", "run_probe"]
 
 
 def current_rss() -> int:
@@ -132,10 +132,47 @@ def _local_cluster(nodes: int) -> Any:
     return cluster
 
 
+def operation_overhead(timeline: Any) -> float:
+    """Seconds the operations of a ``RayExecutor.timeline`` spent beyond their tasks' work, summed:
+    per operation, its wall time (submitted to done) less the longest time one of its workers was
+    working between the submission and the end of the operation's task there (that task, and the
+    tasks of other operations that held the worker first). What is left is the round trip:
+    submitting, shipping arguments and results, scheduling, waiting for the results."""
+    import bisect
+    from collections import defaultdict
+
+    runs: Dict[str, List[Any]] = defaultdict(list)
+    for _, _, tasks in timeline:
+        for worker, start, end in tasks:
+            runs[worker].append((start, end))
+    for intervals in runs.values():
+        intervals.sort()
+    starts = {worker: [start for start, _ in intervals] for worker, intervals in runs.items()}
+    total = 0.0
+    for submitted, done, tasks in timeline:
+        needed = 0.0
+        for worker, _, end in tasks:
+            intervals, busy = runs[worker], 0.0
+            i = bisect.bisect_left(starts[worker], end) - 1  # this task, then the ones before it
+            while i >= 0 and intervals[i][1] > submitted:
+                busy += min(intervals[i][1], end) - max(intervals[i][0], submitted)
+                i -= 1
+            needed = max(needed, busy)
+        total += max(0.0, done - submitted - needed)
+    return total
+
+
 def _paillier_epoch(args: Dict[str, Any]) -> Dict[str, Any]:
     """One Paillier epoch of ``VerticalLogisticRegression`` on the local pool (``workers``
     processes) or through Ray on a cluster of ``nodes`` nodes of one CPU each that this process
-    starts on 127.0.0.1 and stops (``ray.cluster_utils.Cluster``; never ``ray stop``)."""
+    starts on 127.0.0.1 and stops (``ray.cluster_utils.Cluster``; never ``ray stop``).
+
+    Reported: wall and CPU seconds of the fit (CPU: this process's, not its workers'), the
+    1-minute load average before and after it (the machine may be shared), and through Ray the
+    tasks, the operations they came from and the seconds those spent beyond their tasks' work
+    (:func:`operation_overhead`; the cost model's unit and overhead), and the nodes used."""
+    import os
+
     from vflsec import he
     from vflsec.glm import VerticalLogisticRegression
 
@@ -150,12 +187,16 @@ def _paillier_epoch(args: Dict[str, Any]) -> Dict[str, Any]:
             cluster = _local_cluster(args["nodes"])
             executor = he.RayExecutor(address=cluster.address)
         model = VerticalLogisticRegression("paillier", executor=executor, **options)
+        load_before = os.getloadavg()[0]
         wall, cpu = time.perf_counter(), time.process_time()
         model.fit(blocks, y)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        out = {"wall_s": wall, "cpu_s": cpu, "train_accuracy": float(model.score(blocks, y))}
+        out = {"wall_s": wall, "cpu_s": cpu, "train_accuracy": float(model.score(blocks, y)),
+               "load_before": load_before, "load_after": os.getloadavg()[0]}
         if executor is not None:
-            out.update(tasks=int(sum(executor.task_counts.values())), nodes_used=len(executor.task_counts))
+            out.update(tasks=int(sum(executor.task_counts.values())), operations=executor.operations,
+                       operation_overhead_s=operation_overhead(executor.timeline),
+                       nodes_used=len(executor.task_counts))
         return out
     finally:
         if executor is not None:

@@ -28,22 +28,52 @@ def _added_over_data(cell: Dict[str, Any]) -> Optional[float]:
     return (cell["peak_rss_bytes"] - cell.get("base_rss_bytes", 0)) / data if data else None
 
 
+def _peak_over(cell: Dict[str, Any], key: str) -> Optional[Dict[str, float]]:
+    """The largest peak over ``key`` among the job's parties, and that party's peak in GiB
+    (None for a cell recorded without ``key``)."""
+    parties = [p for p in cell["parties"].values() if p.get(key)]
+    if not parties:
+        return None
+    worst = max(parties, key=lambda p: p["peak_rss_bytes"] / p[key])
+    return {"ratio": worst["peak_rss_bytes"] / worst[key], "peak_gib": worst["peak_rss_bytes"] / GIB,
+            "data_gib": worst[key] / GIB}
+
+
 def _party_peak(cell: Dict[str, Any]) -> Dict[str, float]:
-    """The largest peak/data over the job's parties, and that party's peak in GiB."""
-    worst = max(cell["parties"].values(), key=lambda p: p["peak_rss_bytes"] / p["data_bytes"])
-    return {"ratio": worst["peak_rss_bytes"] / worst["data_bytes"], "peak_gib": worst["peak_rss_bytes"] / GIB,
-            "data_gib": worst["data_bytes"] / GIB}
+    """The largest peak over its data (the party's table in Arrow form) among the job's parties."""
+    peak = _peak_over(cell, "data_bytes")
+    if peak is None:
+        raise ValueError("a vflsec party cell without data_bytes")
+    return peak
+
+
+def party_marginal(cells: List[Dict[str, Any]]) -> Optional[float]:
+    """The memory an extra row cost over the data it added, between a method's two largest
+    cells (the worst party): what the peak tends to at large n, past the fixed cost of the
+    interpreter and its libraries."""
+    if len(cells) < 2:
+        return None
+    small, large = cells[-2], cells[-1]
+    ratios = []
+    for name, party in large["parties"].items():
+        before = small["parties"].get(name)
+        if before is None or party["data_bytes"] <= before["data_bytes"]:
+            continue
+        added = party["data_bytes"] - before["data_bytes"]
+        ratios.append((party["peak_rss_bytes"] - before["peak_rss_bytes"]) / added)
+    return max(ratios) if ratios else None
 
 
 def ray_model(payload: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The cost model fitted on the Ray stage and its check on the 2-node run (None without it)."""
     runs = {(c["engine"], c.get("workers") or c.get("nodes")): c for c in _ok(payload.get("ray", []))}
     needed = [("local", 1), ("local", 2), ("ray", 1), ("ray", 2)]
-    if not all(key in runs for key in needed):
-        return None
+    if not all(key in runs for key in needed) or "operation_overhead_s" not in runs[("ray", 1)]:
+        return None  # (a 1-node cell recorded before the overhead was measured has none)
     n = runs[("local", 1)]["n"]
-    model = fit_cost_model(n, runs[("local", 1)]["wall_s"], runs[("local", 2)]["wall_s"], runs[("ray", 1)]["wall_s"],
-                           runs[("ray", 1)].get("tasks", 0))
+    ray_1 = runs[("ray", 1)]
+    model = fit_cost_model(n, runs[("local", 1)]["wall_s"], runs[("local", 2)]["wall_s"], ray_1["operations"],
+                           ray_1["operation_overhead_s"])
     predicted = model.predict(n, nodes=2, cores=1)
     measured = runs[("ray", 2)]["wall_s"]
     return {"model": model, "n": n, "predicted_2_nodes_s": predicted, "measured_2_nodes_s": measured,
@@ -105,13 +135,17 @@ def conclusion(payload: Dict[str, Any]) -> List[str]:
                      f"{_ratio_over_data(top):.2f}x its data ({_added_over_data(top):.2f}x added over the "
                      "interpreter's own memory; the target is at most 1.5x at 3x10^6 rows).")
     party = _ok(payload.get("party", []))
-    if party:
-        top = max(party, key=lambda c: c["n"])
+    for method in sorted({c["method"] for c in party}):
+        cells = sorted((c for c in party if c["method"] == method), key=lambda c: c["n"])
+        top = cells[-1]
         peak = _party_peak(top)
         verdict = "within" if peak["ratio"] <= 2.0 else "above"
-        lines.append(f"`vflsec party` ({top['method']}) ran {top['n']:,} rows per party in {_duration(top['wall_s'])}; "
+        marginal = party_marginal(cells)
+        extra = "" if marginal is None else (f"; between the two largest n each extra row cost "
+                                             f"{marginal:.2f}x its data (the rest is the interpreter and libraries)")
+        lines.append(f"`vflsec party` ({method}) ran {top['n']:,} rows per party in {_duration(top['wall_s'])}; "
                      f"its largest party peaked at {peak['ratio']:.2f}x its data ({peak['peak_gib']:.2f} GiB), "
-                     f"{verdict} the 2x target.")
+                     f"{verdict} the 2x target{extra}.")
     psi = {(c["variant"], c["n"]): c for c in _ok(payload.get("psi", []))}
     both = sorted(n for v, n in psi if v == "sequential" and ("bucketed", n) in psi)
     if both:
@@ -141,16 +175,21 @@ def report_markdown(payload: Dict[str, Any]) -> str:
     party = []
     for c in payload.get("party", []):
         if "error" in c:
-            party.append([c["method"], f"{c['n']:,}", c["error"], "", "", "", ""])
+            party.append([c["method"], f"{c['n']:,}", c["error"], "", "", "", "", ""])
             continue
         t = c["parties"]["active"]["timings"]
         peak = _party_peak(c)
+        features = _peak_over(c, "feature_bytes")
         party.append([c["method"], f"{c['n']:,}", f"{c['n_aligned']:,}", f"{c['wall_s']:.1f}",
                       f"PSI {t.get('psi_s', 0):.1f}, train {t.get('train_s', 0):.1f}",
-                      f"{peak['peak_gib']:.2f} / {peak['data_gib']:.3f}", f"{peak['ratio']:.2f}x"])
+                      f"{peak['peak_gib']:.2f} / {peak['data_gib']:.3f}", f"{peak['ratio']:.2f}x",
+                      "" if features is None else f"{features['ratio']:.2f}x"])
     psi = [[f"{c['n']:,}", c["variant"], c.get("error") or f"{c['wall_s']:.2f}"] for c in payload.get("psi", [])]
     ray = [[c["engine"], c.get("workers") or c.get("nodes"), f"{c['n']:,}", c.get("error") or f"{c['wall_s']:.2f}",
-            c.get("tasks", "")] for c in payload.get("ray", [])]
+            c.get("tasks", ""), c.get("operations", ""),
+            f"{c['operation_overhead_s']:.2f}" if "operation_overhead_s" in c else "",
+            f"{c['load_before']:.1f} / {c['load_after']:.1f}" if "load_before" in c else ""]
+           for c in payload.get("ray", [])]
     model = ray_model(payload)
     exponents = summarize_exponents(_ok(payload.get("estimator", [])))
     lines = [
@@ -158,7 +197,10 @@ def report_markdown(payload: Dict[str, Any]) -> str:
         "",
         f"Synthetic float64 features per party {payload.get('features_per_party')}; one epoch per cell; "
         f"{load_text(payload)}. Every cell ran in processes of its own; peak = the process's peak resident "
-        "memory (ru_maxrss), data = the float64 bytes of its features.",
+        "memory (VmHWM, the cell's own program; not ru_maxrss, which carries the bench's size at fork). "
+        "Data: for the estimator the float64 bytes of its features; for a `vflsec party` "
+        "party its table in Arrow form (the IDs' UTF-8 bytes and an 8-byte offset each, 8 bytes per feature "
+        "and label), with the peak over the float64 features alone beside it.",
         "",
         "## How big a job fits",
         "",
@@ -176,7 +218,7 @@ def report_markdown(payload: Dict[str, Any]) -> str:
         "## vflsec party (two processes, mutual TLS on loopback)",
         "",
         markdown_table(["method", "rows per party", "aligned", "wall s", "active party", "peak / data GiB",
-                        "peak / data"], party),
+                        "peak / data", "peak / features"], party),
         "",
         "## PSI (two parties on threads of one process)",
         "",
@@ -184,13 +226,16 @@ def report_markdown(payload: Dict[str, Any]) -> str:
         "",
         "## Paillier epoch: local process pool vs Ray",
         "",
-        markdown_table(["engine", "workers / nodes", "rows", "wall s", "Ray tasks"], ray),
+        markdown_table(["engine", "workers / nodes", "rows", "wall s", "Ray tasks", "Ray operations",
+                        "round trips s", "load before / after"], ray),
         "",
     ]
     if model is not None:
         m = model["model"]
-        lines += [f"Cost model (per row): serial {m.s * 1e3:.3f} ms, shared {m.w * 1e3:.3f} ms, "
-                  f"{m.tau * 1e3:.2f} ms per Ray task ({m.tasks_per_row:.4f} tasks per row). Predicted 2-node "
+        lines += [f"Cost model (per row): serial {m.s * 1e3:.3f} ms, shared {m.w * 1e3:.3f} ms; "
+                  f"{m.tau * 1e3:.1f} ms per Ray operation ({m.operations_per_row:.5f} operations per row), "
+                  "the round trips of the 1-node run (the seconds its operations spent beyond their tasks' "
+                  "work: submitting, shipping arguments and results) over its operations. Predicted 2-node "
                   f"epoch {model['predicted_2_nodes_s']:.1f} s, measured {model['measured_2_nodes_s']:.1f} s "
                   f"({100 * model['error']:.0f}% off).", ""]
     lines += ["## Conclusion", ""] + [f"- {line}" for line in conclusion(payload)] + [""]
