@@ -162,6 +162,12 @@ def conclusion(payload: Dict[str, Any]) -> List[str]:
                      f"1.15x); the cost model predicted the 2-node run within {100 * model['error']:.0f}% "
                      f"(target 20%), and predicts {_duration(model['predict_1e7_s'])} for 10^7 rows and "
                      f"{_duration(model['predict_1e8_s'])} for 10^8 on 4 x 16 cores.")
+    runs = {c["engine"]: c for c in _ok(payload.get("ray_party", []))}
+    if "local" in runs and "ray" in runs:
+        local, ray = runs["local"], runs["ray"]
+        lines.append(f"A whole Paillier `vflsec party` job on {ray['n']:,} rows per party, the data parties' HE work "
+                     f"on a 2-node Ray cluster: {ray['wall_s']:.1f} s against {local['wall_s']:.1f} s on their local "
+                     f"pools ({ray['wall_s'] / local['wall_s']:.2f}x).")
     return lines or ["No cell finished."]
 
 
@@ -238,6 +244,21 @@ def report_markdown(payload: Dict[str, Any]) -> str:
                   "work: submitting, shipping arguments and results) over its operations. Predicted 2-node "
                   f"epoch {model['predicted_2_nodes_s']:.1f} s, measured {model['measured_2_nodes_s']:.1f} s "
                   f"({100 * model['error']:.0f}% off).", ""]
+    ray_party = payload.get("ray_party", [])
+    if ray_party:
+        rows = []
+        for c in ray_party:
+            if "error" in c:
+                rows.append([c["engine"], f"{c['n']:,}", c["error"], "", "", ""])
+                continue
+            t = c["parties"]["active"]["timings"]
+            tasks = {name: sum((p.get("compute") or {}).get("tasks_per_node", {}).values())
+                     for name, p in c["parties"].items()}
+            rows.append([c["engine"], f"{c['n']:,}", f"{c['wall_s']:.1f}", f"{t.get('psi_s', 0):.1f}",
+                         f"{t.get('train_s', 0):.1f}", ", ".join(f"{k} {v}" for k, v in tasks.items() if v) or "-"])
+        lines += ["## A whole Paillier `vflsec party` job: local pools vs a 2-node Ray cluster", "",
+                  markdown_table(["data parties' HE work", "rows per party", "wall s", "PSI s", "train s (active)",
+                                  "Ray tasks"], rows), ""]
     lines += ["## Conclusion", ""] + [f"- {line}" for line in conclusion(payload)] + [""]
     return "\n".join(lines)
 
