@@ -247,28 +247,6 @@ def test_ray_executor_without_an_address_runs_a_ray_instance_of_its_own_and_stop
 
 # -- the party file's [compute] table ---------------------------------------------------------------
 
-@pytest.fixture
-def party_files(tmp_path):
-    """A valid loopback job (plain, two parties, no TLS) and ``with_compute(table)``: the
-    active party's file with ``[compute]`` set to ``table``."""
-    from vflsec.runtime.launch import to_toml, write_local_job
-
-    ids = [f"id{i}" for i in range(16)]
-    rng = np.random.default_rng(2)
-    local = write_local_job(tmp_path, {"protocol": "plain", "epochs": 1, "batch_size": 8, "active": "active",
-                                       "passives": ["passive"]},
-                            {"active": (ids, rng.uniform(-0.5, 0.5, (16, 2)), np.arange(16) % 2),
-                             "passive": (ids, rng.uniform(-0.5, 0.5, (16, 2)), None)}, insecure=True)
-    config = local.configs["active"]
-    original = config.read_text()
-
-    def with_compute(table):
-        config.write_text(original + "\n" + to_toml({"compute": table}))
-        return config
-
-    return with_compute
-
-
 @pytest.mark.parametrize("table, expected", [
     ({"engine": "spark"}, "[compute] engine must be one of 'local', 'ray', got 'spark'"),
     ({"engine": "local", "address": "10.0.0.5:6379"}, "[compute] address is set but engine is 'local'"),

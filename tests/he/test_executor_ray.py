@@ -392,19 +392,10 @@ def test_estimator_fit_through_ray_equals_the_local_pool_and_ships_no_secret(clu
 
 # -- the party file ----------------------------------------------------------------------------------
 
-def test_party_file_compute_ray_sets_the_executor(cluster, tmp_path):
-    from vflsec.runtime.launch import to_toml, write_local_job
+def test_party_file_compute_ray_sets_the_executor(cluster, party_files):
     from vflsec.runtime.startup import prepare_party
 
-    ids = [f"id{i}" for i in range(16)]
-    rng = np.random.default_rng(5)
-    local = write_local_job(tmp_path, {"protocol": "plain", "epochs": 1, "batch_size": 8, "active": "active",
-                                       "passives": ["passive"]},
-                            {"active": (ids, rng.uniform(-0.5, 0.5, (16, 2)), np.arange(16) % 2),
-                             "passive": (ids, rng.uniform(-0.5, 0.5, (16, 2)), None)}, insecure=True)
-    config = local.configs["active"]
-    config.write_text(config.read_text() + "\n" + to_toml({"compute": {"engine": "ray",
-                                                                       "address": cluster.cluster.address}}))
+    config = party_files({"engine": "ray", "address": cluster.cluster.address})
     try:
         prepare_party(config, insecure=True)
         executor = he.get_executor()

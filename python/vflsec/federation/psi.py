@@ -199,6 +199,7 @@ def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Se
             for member in members:
                 current = _leader_run(endpoint, member, current, pool, bucket_target, timeout, threads)
         common = current.sorted()
+        common.checked = True  # IDs of the checked column, each once: row_order need not check them again
         del current
         for member in members:
             _announce(endpoint, member, common)
@@ -216,6 +217,7 @@ def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Se
     del positions
     if not common.is_strictly_increasing():
         raise ValueError(f"party {leader!r} announced IDs that are not sorted and unique")
+    common.checked = True  # unique and all this party's own (checked) IDs: row_order need not check them again
     return common
 
 

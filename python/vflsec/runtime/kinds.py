@@ -88,13 +88,10 @@ class JobKind(Generic[JobT]):
         ``x / max(1, ||x||)``; "none": as given). A kind whose model has a
         design of its own overrides it (GLM: :mod:`vflsec.glm.model`, rows
         designed batch by batch from ``X`` and ``order``). ``X`` is never written."""
-        if order is not None:
-            X = X[order]  # a new array: clipped in place below
-            if row_norm == "clip" and X.shape[1] > 0:
-                return clip_row_norms(X, out=X)
+        ordered = X[order] if order is not None else None  # a new array, clipped in place below
         if row_norm == "clip" and X.shape[1] > 0:
-            return clip_row_norms(X)
-        return X
+            return clip_row_norms(X if ordered is None else ordered, out=ordered)
+        return X if ordered is None else ordered
 
     def check_party(self, job: JobT, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                     y: Optional[np.ndarray]) -> None:
