@@ -36,10 +36,12 @@ def test_a_tiny_run_measures_every_stage_and_reports(tmp_path):
     out = tmp_path / "out"
     payload = runner.run(EXPERIMENT, {"quick": True, "out": out, "config": _tiny_config(tmp_path), "seed": 3})
     est = payload["estimator"]
-    assert [(c["method"], c["n"]) for c in est] == [("plain", 1000), ("plain", 4000), ("hdp", 1000), ("hdp", 4000)]
+    assert [(c["method"], c["n"], c["widths"]) for c in est] == [
+        ("plain", 1000, [4, 4]), ("plain", 4000, [4, 4]), ("hdp", 1000, [4, 4]), ("hdp", 4000, [4, 4]),
+        ("plain", 5000, [12, 12]), ("hdp", 5000, [12, 12])]  # the grid's width, then the wide shape
     for cell in est:
         assert "error" not in cell, cell
-        assert cell["data_bytes"] == cell["n"] * 8 * 8  # [4, 4] float64 features
+        assert cell["data_bytes"] == cell["n"] * 8 * sum(cell["widths"])  # float64 features
         assert cell["peak_rss_bytes"] >= cell["base_rss_bytes"] > 0 and cell["train_accuracy"] > 0.5
     (party,) = payload["party"]
     assert "error" not in party, party
@@ -52,6 +54,10 @@ def test_a_tiny_run_measures_every_stage_and_reports(tmp_path):
     assert {p.name for p in out.iterdir()} >= {"results.json", "report.md", "scale_time.png", "scale_memory.png"}
     report = (out / "report.md").read_text()
     assert "## How big a job fits" in report and "## Conclusion" in report and "estimator plain" in report
+    # The wide cells have a conclusion line of their own and stay out of the growth exponents.
+    assert "At the wide shape [12, 12] (Adult's width), 5,000 rows, plain: peak" in report
+    fits = report[report.index("## How big a job fits"):report.index("## Estimator")]
+    assert "| estimator plain | 4,000 |" in fits
 
 
 def test_the_cost_model_recovers_serial_shared_and_per_operation_costs():

@@ -139,3 +139,23 @@ def test_rows_in_another_order_are_designed_without_the_ordered_copy():
         design.rows(X, "active", np.array([300]))
     with pytest.raises(TypeError):
         design.rows(X, "active", np.array([0.5]))
+
+
+def test_predictions_read_the_rows_a_chunk_at_a_time():
+    # decision_function/predict/score used to build each party's row-normalised copy whole: a score on
+    # the training table then peaked at ~2x the data. Chunked, what they add is a chunk and theta.
+    blocks, y = _parties(n=200_000, widths=(10, 10))
+    model = VerticalLogisticRegression("plain", epochs=1).fit(blocks, y)
+    design = model.design_
+    whole = sum(design.features(X, role) @ w for X, role, w in zip(blocks, ("active", "passive"), model.coef_))
+    np.testing.assert_allclose(model.decision_function(blocks), whole + model.intercept_, rtol=0, atol=1e-12)
+    data = sum(X.nbytes for X in blocks)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        accuracy = model.score(blocks, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert accuracy > 0.6
+    assert peak <= 0.2 * data, f"score added {peak / data:.2f}x its input"

@@ -64,7 +64,6 @@ from sklearn.exceptions import NotFittedError
 
 from .._arrays import check_positive_int, check_real
 from .._progress import EpochProgress
-from ..dp.sensitivity import row_chunk
 from .checks import refuse_sample_weight, resolve_delta, warn_single_class
 from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, GLMPartyResult, PartyData
 from .model import (
@@ -94,17 +93,6 @@ def design_blocks(parts: Sequence[np.ndarray], *, fit_intercept: bool = True,
     training path so it sees the same data as the protocols.)"""
     design = GLMDesign(fit_intercept=fit_intercept, intercept_scaling=intercept_scaling, row_norm=row_norm)
     return design.blocks([np.asarray(X, dtype=np.float64) for X in parts])
-
-
-def _training_theta(design: GLMDesign, parts: Sequence[np.ndarray], coef: Sequence[np.ndarray],
-                    intercept: float) -> np.ndarray:
-    """The design's ``theta`` on the training rows, a chunk of rows at a time (no copy of
-    every party's features at once). Only its predicted classes are used (the
-    single-class warning); a chunk's products may round differently in the last bit
-    from one product over all rows."""
-    step = row_chunk(sum(X.shape[1] for X in parts))
-    return np.concatenate([design.decision_function([X[start:start + step] for X in parts], coef, intercept)
-                           for start in range(0, parts[0].shape[0], step)])
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -493,7 +481,7 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         self.active_radius_ = design.active_radius
         self.privacy_spent_ = self._privacy_spent(job)
         if self.labels_.classes is not None and any(spent is not None for spent in self.privacy_spent_.values()):
-            theta = _training_theta(design, parts, self.coef_, self.intercept_)
+            theta = design.decision_function(parts, self.coef_, self.intercept_)
             warn_single_class(self.labels_.predict(theta), f"{type(self).__name__}({self.protection!r})",
                               self.epsilon)
         return self

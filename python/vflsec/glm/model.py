@@ -50,7 +50,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .._arrays import as_float_array, check_real
-from ..dp.sensitivity import clip_row_norms
+from ..dp.sensitivity import clip_row_norms, row_chunk
 from .design_rows import DesignedRows
 from .job import LOSSES, SIGNED_LABEL_LOSSES, GLMJob
 
@@ -207,11 +207,23 @@ class GLMDesign:
         """``theta = sum_p features_p w_p + intercept`` on every party's rows
         ``parts`` (active first) with feature weights ``coef`` (equal to the
         blocks' ``X_p w_p`` summed: the constant column times ``w_c`` is the
-        intercept)."""
-        # One party's features at a time (a generator): the same sum, without every party's copy at once.
-        features = (self.features(X, "active" if i == 0 else "passive") for i, X in enumerate(parts))
-        theta = sum(X @ np.asarray(w, dtype=np.float64) for X, w in zip(features, coef)) + float(intercept)
-        return np.asarray(theta, dtype=np.float64)
+        intercept).
+
+        A chunk of about 1 MB of rows at a time: the row-normalised features
+        exist for one chunk, not for every row (a prediction on a table the
+        size of the training data would otherwise copy a party's columns
+        whole). A chunk's product may differ in the last bit from one product
+        over all rows (the BLAS kernel's blocking)."""
+        weights = [np.asarray(w, dtype=np.float64) for w in coef]
+        n = parts[0].shape[0] if parts else 0
+        theta = np.empty(n, dtype=np.float64)
+        step = row_chunk(sum(X.shape[1] for X in parts))
+        for start in range(0, n, step):
+            # One party's features at a time (a generator): the same sum, without every party's copy at once.
+            features = (self.features(X[start:start + step], "active" if i == 0 else "passive")
+                        for i, X in enumerate(parts))
+            theta[start:start + step] = sum(X @ w for X, w in zip(features, weights)) + float(intercept)
+        return theta
 
     def fit_labels(self, y: Any) -> "LabelEncoding":
         """The encoding of this GLM's labels fitted on the training labels ``y``."""

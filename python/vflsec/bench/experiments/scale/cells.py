@@ -46,10 +46,15 @@ def run_probe_process(kind: str, args: Dict[str, Any], timeout: float = CELL_TIM
 def _estimator_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) -> None:
     limits = {"paillier": grid.paillier_max_rows, "ckks": grid.ckks_max_rows}
     todo = [(m, n) for m in grid.estimator_methods for n in grid.estimator_sizes if n <= limits.get(m, n)]
-    for method, n in progress(todo, desc="bench scale: estimator", unit="cell"):
-        args = dict(method=method, n=n, widths=list(grid.features_per_party), batch_size=grid.batch_size, lr=grid.lr,
+    todo_widths = [(m, n, list(grid.features_per_party)) for m, n in todo]
+    # The plain and HDP cells again at a wide shape (Adult's width): the memory target's reference, where the
+    # interpreter's fixed ~0.2 GB is a small part of the data.
+    todo_widths += [(m, n, list(grid.wide_features_per_party)) for m in grid.estimator_methods
+                    if m in ("plain", "hdp") for n in grid.wide_sizes]
+    for method, n, widths in progress(todo_widths, desc="bench scale: estimator", unit="cell"):
+        args = dict(method=method, n=n, widths=widths, batch_size=grid.batch_size, lr=grid.lr,
                     epsilon=grid.hdp_epsilon, key_bits=grid.key_bits, seed=grid.seed)
-        cells.append({"method": method, "n": n, **run_probe_process("estimator", args)})
+        cells.append({"method": method, "n": n, "widths": widths, **run_probe_process("estimator", args)})
 
 
 def _psi_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) -> None:

@@ -30,6 +30,8 @@ class ScaleGrid:
     key_bits: int = field(metadata=spec(low=1024))
     estimator_methods: Tuple[str, ...] = field(metadata=spec(choices=ESTIMATOR_METHODS))
     estimator_sizes: Tuple[int, ...] = field(metadata=spec(low=100))
+    wide_features_per_party: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
+    wide_sizes: Tuple[int, ...] = field(metadata=spec(low=100))
     paillier_max_rows: int = field(metadata=spec(low=1))
     ckks_max_rows: int = field(metadata=spec(low=1))
     party_methods: Tuple[str, ...] = field(metadata=spec(choices=PARTY_METHODS))
@@ -42,9 +44,10 @@ class ScaleGrid:
     ray_party_rows: int = field(metadata=spec(low=0))
 
     def __post_init__(self) -> None:
-        if len(self.features_per_party) < 2:
-            raise BenchConfigError(f"features_per_party needs an active and at least one passive party, got "
-                                   f"{list(self.features_per_party)}")
+        for key in ("features_per_party", "wide_features_per_party"):
+            if len(getattr(self, key)) < 2:
+                raise BenchConfigError(f"{key} needs an active and at least one passive party, got "
+                                       f"{list(getattr(self, key))}")
 
 
 def load_grid(quick: bool, path: Optional[Path] = None) -> ScaleGrid:
