@@ -25,11 +25,12 @@ from vflsec.splitnn import (  # noqa: E402
     make_defense,
     register_defense,
 )
+from vflsec.trees import VerticalGradientBoostingClassifier  # noqa: E402
 
 # Settings for the registered defenses that have required parameters.
 REQUIRED = {"dp_sgd": {"epsilon": 2.0}, "noise_embedding": {"scale": 0.5}, "noise_gradient": {"scale": 0.5},
             "sparsify": {"keep_fraction": 0.5}}
-ESTIMATORS = [VerticalLogisticRegression, SplitNNClassifier, SplitNNRegressor]
+ESTIMATORS = [VerticalLogisticRegression, SplitNNClassifier, SplitNNRegressor, VerticalGradientBoostingClassifier]
 
 
 def _defense(name):

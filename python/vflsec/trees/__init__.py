@@ -1,0 +1,16 @@
+"""Vertical gradient-boosted trees (issue 29): each party bins its own columns, the active
+party grows the trees from per-bin gradient sums, a split's threshold stays with its owner.
+
+* :mod:`.binning` -- a party's quantile bins (``FeatureBins``).
+* :mod:`.histogram` -- per-bin gradient sums, subtraction, the best split.
+* :mod:`.tree` -- the tree structure and each party's lookup table.
+* :mod:`.job`, :mod:`.protocol` -- the job and the party programs over a Channel.
+* :mod:`.protection` -- how gradients reach the passive parties ("plain").
+* :mod:`.estimator` -- ``VerticalGradientBoostingClassifier``.
+"""
+from .binning import FeatureBins
+from .estimator import VerticalGradientBoostingClassifier
+from .job import PROTECTIONS, TreeJob, TreePartyData, TreePartyResult
+
+__all__ = ["PROTECTIONS", "FeatureBins", "TreeJob", "TreePartyData", "TreePartyResult",
+           "VerticalGradientBoostingClassifier"]

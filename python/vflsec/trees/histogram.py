@@ -1,0 +1,129 @@
+"""Gradient histograms of one party's binned features and the best split they allow.
+
+A party's bins are laid out flat (:class:`BinLayout`: feature ``j``'s bins at
+``offsets[j]:offsets[j + 1]``), so a histogram is three vectors over all of its
+bins: the sums of the rows' gradients ``G``, hessians ``H`` and the row counts
+``C`` (:func:`build_histogram`). Flat and unpadded because under SecureBoost
+every bin sum is a ciphertext. A child's histogram is its parent's minus its
+sibling's (:func:`subtract`), so only the smaller child is ever built.
+
+:func:`best_split` scores every "code <= b" of every feature with XGBoost's
+gain (the loss decrease of the second-order approximation),
+``G_L^2 / (H_L + lam) + G_R^2 / (H_R + lam) - G^2 / (H + lam)``, among the
+splits whose children keep ``min_samples_leaf`` rows and ``min_hessian``
+hessian each, and returns the first best one (features in order, then bins),
+or None when no split gains more than ``min_gain``. The leaf weight is
+``-G / (H + lam)`` (:func:`leaf_value`). These are the rules of
+scikit-learn's ``HistGradientBoostingClassifier`` without missing values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+
+__all__ = ["BinLayout", "Histogram", "SplitChoice", "best_split", "build_histogram", "leaf_value", "subtract"]
+
+
+@dataclass(frozen=True)
+class BinLayout:
+    """Where each feature's bins sit in a party's flat histogram."""
+
+    n_bins: Tuple[int, ...]
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(np.asarray(self.n_bins, dtype=np.int64))])
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.n_bins))
+
+    @property
+    def feature_of_bin(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.n_bins)), self.n_bins)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A node's sums per bin: gradients, hessians (float64) and rows (int64)."""
+
+    G: np.ndarray
+    H: np.ndarray
+    C: np.ndarray
+
+
+@dataclass(frozen=True)
+class SplitChoice:
+    """The best split of a node among one party's features: "code <= ``code``" of
+    ``feature`` (the party's own index), its gain and the left child's sums."""
+
+    gain: float
+    feature: int
+    code: int
+    G_left: float
+    H_left: float
+    n_left: int
+
+
+#: rows per chunk when a histogram is built (bounds the flat index temporary)
+_CHUNK_ROWS = 65536
+
+
+def build_histogram(codes: np.ndarray, rows: np.ndarray, g: np.ndarray, h: np.ndarray,
+                    layout: BinLayout) -> Histogram:
+    """The histogram of the rows ``rows`` (indices into ``codes``, ``(n, d)`` uint8)
+    with per-row gradients ``g`` and hessians ``h`` (indexed like ``codes``' rows)."""
+    offsets = layout.offsets[:-1]
+    d = codes.shape[1]
+    G = np.zeros(layout.total)
+    H = np.zeros(layout.total)
+    C = np.zeros(layout.total, dtype=np.int64)
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        part = rows[start:start + _CHUNK_ROWS]
+        flat = (codes[part].astype(np.int64) + offsets).ravel()  # row-major: a row's d bins together
+        G += np.bincount(flat, weights=np.repeat(g[part], d), minlength=layout.total)
+        H += np.bincount(flat, weights=np.repeat(h[part], d), minlength=layout.total)
+        C += np.bincount(flat, minlength=layout.total)
+    return Histogram(G, H, C)
+
+
+def subtract(parent: Histogram, child: Histogram) -> Histogram:
+    """The sibling's histogram: ``parent - child``."""
+    return Histogram(parent.G - child.G, parent.H - child.H, parent.C - child.C)
+
+
+def leaf_value(G: float, H: float, l2: float) -> float:
+    """The weight minimising the second-order loss of a leaf: ``-G / (H + lam)``."""
+    return -G / (H + l2)
+
+
+def best_split(hist: Histogram, layout: BinLayout, totals: Tuple[float, float, int], *, l2: float,
+               min_samples_leaf: int, min_hessian: float, min_gain: float = 0.0) -> Optional[SplitChoice]:
+    """The first best split of a node among this party's features (see the module
+    docstring), scored against the node's totals ``(G, H, n)``."""
+    G, H, n = totals
+    # Left sums at each bin: cumulative sums along each feature's own row of a (features, bins) grid, so a
+    # sum never carries the earlier features' totals and their rounding; padding bins are never valid.
+    widths = np.asarray(layout.n_bins)
+    width = int(widths.max())
+    inside = np.arange(width) < widths[:, None]
+    where = np.minimum(layout.offsets[:-1, None] + np.arange(width), layout.total - 1)
+    GL = np.cumsum(np.where(inside, hist.G[where], 0.0), axis=1)
+    HL = np.cumsum(np.where(inside, hist.H[where], 0.0), axis=1)
+    CL = np.cumsum(np.where(inside, hist.C[where], 0), axis=1)
+    GR, HR, CR = G - GL, H - HL, n - CL
+    valid = np.arange(width) < widths[:, None] - 1  # a feature's last bin leaves nothing on the right
+    valid &= (CL >= min_samples_leaf) & (CR >= min_samples_leaf) & (HL >= min_hessian) & (HR >= min_hessian)
+    if not valid.any():
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = GL * GL / (HL + l2) + GR * GR / (HR + l2) - G * G / (H + l2)
+    gain = np.where(valid, gain, -np.inf)
+    best = int(np.argmax(gain))  # row-major: the first feature, then its first bin, among equal gains
+    f, code = divmod(best, width)
+    if not gain[f, code] > min_gain:
+        return None
+    return SplitChoice(gain=float(gain[f, code]), feature=int(f), code=int(code), G_left=float(GL[f, code]),
+                       H_left=float(HL[f, code]), n_left=int(CL[f, code]))

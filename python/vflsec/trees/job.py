@@ -1,0 +1,130 @@
+"""The contract between a vertical boosting job and its party programs.
+
+One :class:`TreeJob` (public parameters only) is agreed by every party; each
+runs its role program ``program(endpoint, job, data) -> TreePartyResult`` with
+its own :class:`TreePartyData` (its bin codes, the active party's labels).
+A boosting round is one tree over every row, so the job's schedule is
+``epochs = max_iter`` rounds of one batch of all ``n_samples`` rows.
+The hyper-parameters are those of scikit-learn's
+``HistGradientBoostingClassifier`` (and XGBoost's, by other names):
+``learning_rate`` (shrinkage), ``max_leaf_nodes`` (best-first growth),
+``max_depth``, ``min_samples_leaf``, ``l2_regularization`` (``lambda``),
+``min_hessian`` (``min_child_weight`` per child), ``min_gain``
+(``gamma``-like: a split must gain more).
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .._arrays import check_positive_int, check_real
+from ..vfl.job import VFLJob
+from ..vfl.result import PartyResult
+from .histogram import BinLayout
+from .tree import LookupTable, Tree
+
+__all__ = ["PROTECTIONS", "TreeJob", "TreePartyData", "TreePartyResult"]
+
+#: how the active party's gradients reach the passive parties (registered in :mod:`vflsec.trees.protocol`)
+PROTECTIONS = ("plain",)
+
+
+@dataclass(frozen=True)
+class TreeJob(VFLJob):
+    """Public parameters of one vertical gradient-boosting run (see the module docstring).
+
+    ``n_bins``: each party's bins per feature, active first (public: the sizes of
+    the histograms the parties exchange; the thresholds stay with their owner)."""
+
+    n_samples: int
+    active: str
+    passives: Tuple[str, ...]
+    n_bins: Tuple[Tuple[int, ...], ...]
+    protection: str = "plain"
+    max_iter: int = 100
+    learning_rate: float = 0.1
+    max_leaf_nodes: Optional[int] = 31
+    max_depth: Optional[int] = None
+    min_samples_leaf: int = 20
+    l2_regularization: float = 0.0
+    min_hessian: float = 1e-3
+    min_gain: float = 0.0
+    seed: int = 0
+    # The boosting schedule in VFLJob's terms: a round is one "epoch" of one batch of every row.
+    epochs: int = field(init=False, default=1)
+    batch_size: int = field(init=False, default=1)
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        set_("max_iter", check_positive_int(self.max_iter, "max_iter"))
+        set_("epochs", self.max_iter)
+        set_("batch_size", self.n_samples)
+        self._check_common()
+        if self.protection not in PROTECTIONS:
+            raise ValueError(f"protection must be one of {PROTECTIONS}, got {self.protection!r}")
+        set_("learning_rate", check_real(self.learning_rate, "learning_rate", low=0.0, low_inclusive=False))
+        if self.max_leaf_nodes is not None:
+            set_("max_leaf_nodes", check_positive_int(self.max_leaf_nodes, "max_leaf_nodes", minimum=2))
+        if self.max_depth is not None:
+            set_("max_depth", check_positive_int(self.max_depth, "max_depth"))
+        set_("min_samples_leaf", check_positive_int(self.min_samples_leaf, "min_samples_leaf"))
+        set_("l2_regularization", check_real(self.l2_regularization, "l2_regularization", low=0.0))
+        set_("min_hessian", check_real(self.min_hessian, "min_hessian", low=0.0))
+        set_("min_gain", check_real(self.min_gain, "min_gain", low=0.0))
+        bins = self.n_bins
+        if not isinstance(bins, (list, tuple)) or len(bins) != len(self.data_parties):
+            raise ValueError(f"n_bins needs one tuple of bins per data party ({len(self.data_parties)}), "
+                             f"got {bins!r}")
+        checked = []
+        for party, counts in zip(self.data_parties, bins):
+            if not isinstance(counts, (list, tuple)) or not counts or any(
+                    isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 1 <= c <= 256 for c in counts):
+                raise ValueError(f"n_bins of party {party!r} must be 1 to 256 bins per feature, got {counts!r}")
+            checked.append(tuple(int(c) for c in counts))
+        set_("n_bins", tuple(checked))
+
+    def layout(self, party: str) -> BinLayout:
+        return BinLayout(self.n_bins[self.data_parties.index(party)])
+
+
+@dataclass(frozen=True)
+class TreePartyData:
+    """One party's rows as bin codes (``(n, d)`` uint8, rows aligned), and the
+    active party's 0/1 labels."""
+
+    codes: np.ndarray
+    y: Optional[np.ndarray] = None
+
+    def checked(self, job: TreeJob, party: str, *, needs_labels: bool) -> "TreePartyData":
+        codes = self.codes
+        if not isinstance(codes, np.ndarray) or codes.dtype != np.uint8 or codes.ndim != 2:
+            raise TypeError(f"party {party!r}: codes must be a 2-D uint8 array")
+        layout = job.layout(party)
+        if codes.shape != (job.n_samples, len(layout.n_bins)):
+            raise ValueError(f"party {party!r}: codes have shape {codes.shape}, the job expects "
+                             f"({job.n_samples}, {len(layout.n_bins)})")
+        if codes.size and np.any(codes.max(axis=0) >= np.asarray(layout.n_bins)):
+            raise ValueError(f"party {party!r}: a code is beyond its feature's bins")
+        if needs_labels:
+            y = np.asarray(self.y)
+            if y.shape != (job.n_samples,) or not np.isin(y, (0, 1)).all():
+                raise ValueError(f"party {party!r}: labels must be {job.n_samples} values of 0 or 1")
+            return TreePartyData(np.ascontiguousarray(codes), y.astype(np.float64))
+        return TreePartyData(np.ascontiguousarray(codes), None)
+
+
+@dataclass
+class TreePartyResult(PartyResult):
+    """What a party trained: its lookup table (every party); the trees and the
+    baseline raw score (the active party); the active party's ``history``
+    (``train_loss``, one value per round) and ``timings``; ``info``: message facts."""
+
+    lookup: LookupTable
+    trees: List[Tree] = field(default_factory=list)
+    baseline: float = 0.0
+    history: Dict[str, List[float]] = field(default_factory=dict)
+    timings: Dict[str, float] = field(default_factory=dict)
+    info: Dict[str, Any] = field(default_factory=dict)
