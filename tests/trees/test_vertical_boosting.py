@@ -132,6 +132,7 @@ def test_the_vertical_model_is_the_centralized_booster_on_the_same_bins(params):
         assert max(t.depth for t in model.trees_) <= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["adult", "credit"])
 def test_within_half_a_point_of_the_centralized_booster_on_real_data(name, shared_datasets):
     from vflsec.data import load_dataset

@@ -31,9 +31,10 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    protection : "plain"
+    protection : "plain" or "secureboost"
         How the active party's gradients reach the passive parties
-        (:mod:`vflsec.trees.protection`). "plain": in the clear, the baseline.
+        (:mod:`vflsec.trees.protection`). "plain": in the clear, the baseline;
+        "secureboost": under Paillier (:mod:`vflsec.trees.secureboost`), the same trees.
     party_columns : dict or None
         With one 2-D table ``X``: ``{party: columns}``, active party first (as
         :class:`~vflsec.glm.VerticalLogisticRegression`); None: ``X`` is a list
@@ -44,6 +45,8 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         no early stopping here).
     min_hessian : float
         Least hessian sum in each child (XGBoost's ``min_child_weight``; scikit-learn's 1e-3).
+    key_bits : int
+        Paillier modulus bits for "secureboost" (2048 by default).
 
     Attributes
     ----------
@@ -52,12 +55,14 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
     bins_ : each party's :class:`~vflsec.trees.binning.FeatureBins`; lookups_ : each party's lookup table.
     train_loss_ : log loss on the training rows after each tree.
     timings_ : each party's seconds (compute, crypto, messaging, total); bytes_ : bytes exchanged.
+    protection_seconds_ : each party's seconds per protection step (SecureBoost: keygen, encrypt,
+        decrypt at the active party; aggregate, pack at a passive party).
     """
 
     def __init__(self, protection: str = "plain", *, party_columns: Any = None, max_iter: int = 100,
                  learning_rate: float = 0.1, max_leaf_nodes: Optional[int] = 31, max_depth: Optional[int] = None,
                  min_samples_leaf: int = 20, l2_regularization: float = 0.0, max_bins: int = MAX_BINS,
-                 min_hessian: float = 1e-3):
+                 min_hessian: float = 1e-3, key_bits: int = 2048):
         self.protection = protection
         self.party_columns = party_columns
         self.max_iter = max_iter
@@ -68,6 +73,7 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         self.l2_regularization = l2_regularization
         self.max_bins = max_bins
         self.min_hessian = min_hessian
+        self.key_bits = key_bits
 
     def fit(self, X: Any, y: Any) -> "VerticalGradientBoostingClassifier":
         if self.protection not in PROTECTIONS:
@@ -89,7 +95,8 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
                       n_bins=tuple(tuple(int(c) for c in b.n_bins_) for b in bins), protection=self.protection,
                       max_iter=self.max_iter, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
                       max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
-                      l2_regularization=self.l2_regularization, min_hessian=self.min_hessian)
+                      l2_regularization=self.l2_regularization, min_hessian=self.min_hessian,
+                      key_bits=self.key_bits)
         data = {name: TreePartyData(c, y01.astype(np.float64) if i == 0 else None)
                 for i, (name, c) in enumerate(zip(names, codes))}
         run = run_programs(job, {"active": active_program, "passive": passive_program}, data, label="trees")
@@ -108,6 +115,7 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         self.train_loss_ = list(active.history["train_loss"])
         self.timings_: Dict[str, Dict[str, float]] = {name: results[name].timings for name in names}
         self.bytes_ = run.total_bytes()
+        self.protection_seconds_ = {name: dict(results[name].info.get("seconds", {})) for name in names}
         return self
 
     def _check_fitted(self) -> None:

@@ -29,7 +29,7 @@ from .tree import LookupTable, Tree
 __all__ = ["PROTECTIONS", "TreeJob", "TreePartyData", "TreePartyResult"]
 
 #: how the active party's gradients reach the passive parties (registered in :mod:`vflsec.trees.protocol`)
-PROTECTIONS = ("plain",)
+PROTECTIONS = ("plain", "secureboost")
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ class TreeJob(VFLJob):
     l2_regularization: float = 0.0
     min_hessian: float = 1e-3
     min_gain: float = 0.0
+    key_bits: int = 2048
     seed: int = 0
     # The boosting schedule in VFLJob's terms: a round is one "epoch" of one batch of every row.
     epochs: int = field(init=False, default=1)
@@ -74,6 +75,13 @@ class TreeJob(VFLJob):
         set_("l2_regularization", check_real(self.l2_regularization, "l2_regularization", low=0.0))
         set_("min_hessian", check_real(self.min_hessian, "min_hessian", low=0.0))
         set_("min_gain", check_real(self.min_gain, "min_gain", low=0.0))
+        if self.protection == "secureboost":
+            from ..he.paillier import check_key_bits
+
+            set_("key_bits", check_key_bits(self.key_bits))
+        if self.gradient_bits < 16:
+            raise ValueError(f"{self.n_samples} rows leave {self.gradient_bits} fraction bits for the gradients' "
+                             "exact sums (at least 16 needed): train on fewer rows per job")
         bins = self.n_bins
         if not isinstance(bins, (list, tuple)) or len(bins) != len(self.data_parties):
             raise ValueError(f"n_bins needs one tuple of bins per data party ({len(self.data_parties)}), "
@@ -88,6 +96,18 @@ class TreeJob(VFLJob):
 
     def layout(self, party: str) -> BinLayout:
         return BinLayout(self.n_bins[self.data_parties.index(party)])
+
+    @property
+    def gradient_bits(self) -> int:
+        """Fraction bits of the gradients' fixed-point grid: at most 40, and few enough that a
+        sum of ``n_samples`` values of magnitude <= 1 stays below 2^53 (float64's integers), so
+        every histogram sum is exact whatever the order of the additions."""
+        return min(40, 52 - int(self.n_samples).bit_length())
+
+    def quantize(self, values: np.ndarray) -> np.ndarray:
+        """``values`` rounded to multiples of ``2^-gradient_bits`` (float64, exact)."""
+        scale = float(2 ** self.gradient_bits)
+        return np.rint(values * scale) / scale
 
 
 @dataclass(frozen=True)

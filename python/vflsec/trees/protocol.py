@@ -215,6 +215,7 @@ def active_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tree
     y = data.y
     assert y is not None
     protection = get_protection(job.protection)
+    protection.start(endpoint, job, "active")
     baseline = baseline_score(y)
     raw = np.full(job.n_samples, baseline)
     lookup = LookupTable()
@@ -222,15 +223,16 @@ def active_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tree
     history: Dict[str, List[float]] = {"train_loss": []}
     for _ in range(job.max_iter):
         p = _sigmoid(raw)
-        # float32 values, as scikit-learn's histogram booster keeps them (its sums are float64):
-        # the same splits, where two are within rounding of each other.
-        g = (p - y).astype(np.float32).astype(np.float64)
-        h = (p * (1.0 - p)).astype(np.float32).astype(np.float64)
+        # float32 values first, as scikit-learn's histogram booster keeps them (the same splits where two
+        # are within rounding), then the job's fixed-point grid: every histogram sum is exact, so each
+        # protection that adds exactly opens the same histograms.
+        g = job.quantize((p - y).astype(np.float32).astype(np.float64))
+        h = job.quantize((p * (1.0 - p)).astype(np.float32).astype(np.float64))
         with clock.crypto():
-            releases = {party: protection.release(g, h, party) for party in job.passives}
+            release = protection.release(g, h)
         for party in job.passives:
             endpoint.send(party, TAG_STEP, {"op": "tree"})
-            endpoint.send(party, TAG_GRADIENTS, releases[party])
+            endpoint.send(party, TAG_GRADIENTS, release)
         grower = _Grower(endpoint, job, data.codes, g, h, lookup, protection, clock)
         tree = grower.grow()
         for leaf, rows in grower.leaves():
@@ -242,7 +244,7 @@ def active_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tree
     for party in job.passives:
         endpoint.send(party, TAG_STEP, {"op": "end"})
     return TreePartyResult(endpoint.name, "active", lookup=lookup, trees=trees, baseline=baseline, history=history,
-                           timings=clock.timings(endpoint))
+                           timings=clock.timings(endpoint), info={"seconds": dict(protection.seconds)})
 
 
 def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> TreePartyResult:
@@ -252,6 +254,7 @@ def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tre
     codes = data.codes
     layout: BinLayout = job.layout(endpoint.name)
     protection = get_protection(job.protection)
+    protection.start(endpoint, job, "passive")
     lookup = LookupTable()
     leader = job.active
     gradients: Any = None
@@ -262,7 +265,7 @@ def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tre
         op = step.get("op") if isinstance(step, dict) else None
         if op == "tree":
             with clock.crypto():
-                gradients = protection.receive(endpoint.recv(leader, TAG_GRADIENTS), job.n_samples, endpoint.name)
+                gradients = protection.receive(endpoint.recv(leader, TAG_GRADIENTS), job.n_samples)
             rows, next_node = {0: np.arange(job.n_samples)}, 1
             endpoint.send(leader, TAG_HIST, {**_histogram(protection, gradients, codes, rows[0], layout, clock),
                                              "node": 0})
@@ -296,7 +299,8 @@ def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tre
             break
         else:
             raise ValueError(f"party {leader!r} sent a step this party does not know: {op!r}")
-    return TreePartyResult(endpoint.name, "passive", lookup=lookup, timings=clock.timings(endpoint))
+    return TreePartyResult(endpoint.name, "passive", lookup=lookup, timings=clock.timings(endpoint),
+                           info={"seconds": dict(protection.seconds)})
 
 
 def _histogram(protection: Any, gradients: Any, codes: np.ndarray, rows: np.ndarray, layout: BinLayout,
