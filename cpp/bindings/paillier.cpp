@@ -4,6 +4,7 @@
 // (byte lengths, and in the C++ core the ranges of every value) keep a direct
 // call into _core from reading out of bounds or computing garbage: a bad
 // argument raises ValueError. Work runs with the GIL released.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <memory>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "paillier_fixed_base.hpp"
+#include "paillier_histogram.hpp"
 
 namespace py = pybind11;
 
@@ -84,6 +86,34 @@ py::bytes apply(const FixedBaseTable& t, const py::buffer& values, const py::buf
     return result;
 }
 
+using paillier::CiphertextRows;
+using Int64s = py::array_t<std::int64_t, py::array::c_style>;
+using Codes = py::array_t<std::uint8_t, py::array::c_style>;
+
+std::unique_ptr<CiphertextRows> make_rows(const py::buffer& n, const py::buffer& ciphertexts) {
+    const Bytes nb = byte_buffer(n, "n"), cb = byte_buffer(ciphertexts, "ciphertexts");
+    py::gil_scoped_release release;
+    return std::make_unique<CiphertextRows>(nb.data(), nb.size(), cb.data(), cb.size());
+}
+
+py::bytes histogram(const CiphertextRows& t, const Int64s& rows, const Codes& codes, const Int64s& offsets,
+                    std::size_t bins) {
+    if (rows.ndim() != 1 || offsets.ndim() != 1 || codes.ndim() != 2)
+        throw std::invalid_argument("rows and offsets must be 1-D, codes 2-D");
+    if (static_cast<std::size_t>(codes.shape(0)) != t.count())
+        throw std::invalid_argument("codes must have one row per ciphertext");
+    if (codes.shape(1) != offsets.shape(0)) throw std::invalid_argument("offsets must have one entry per feature");
+    if (bins == 0) throw std::invalid_argument("bins must be positive");
+    std::uint8_t* out = nullptr;
+    py::bytes result = new_bytes(bins * t.ciphertext_bytes(), &out);
+    {
+        py::gil_scoped_release release;
+        t.histogram(rows.data(), static_cast<std::size_t>(rows.shape(0)), codes.data(),
+                    static_cast<std::size_t>(codes.shape(1)), offsets.data(), bins, out);
+    }
+    return result;
+}
+
 }  // namespace
 
 void bind_paillier(py::module_& m) {
@@ -112,6 +142,16 @@ void bind_paillier(py::module_& m) {
             "rerandomize",
             [](const FixedBaseTable& t, const py::buffer& c, const py::buffer& a) { return apply(t, c, a, false); },
             py::arg("ciphertexts"), py::arg("alphas"), "c hs^alpha mod n^2 for each ciphertext c < n^2.");
+    py::class_<CiphertextRows>(m, "PaillierCiphertextRows",
+                               "A round's ciphertexts (one per row) in Montgomery form, for SecureBoost's "
+                               "histograms (private: use vflsec.trees). n and ciphertexts are little-endian byte "
+                               "strings; ciphertexts of ceil(2 bits / 8) bytes each.")
+        .def(py::init(&make_rows), py::arg("n"), py::arg("ciphertexts"))
+        .def_property_readonly("count", &CiphertextRows::count)
+        .def_property_readonly("ciphertext_bytes", &CiphertextRows::ciphertext_bytes)
+        .def("histogram", &histogram, py::arg("rows"), py::arg("codes"), py::arg("offsets"), py::arg("bins"),
+             "Each bin's product mod n^2 of the ciphertexts of `rows` in it (bins x ciphertext_bytes bytes, "
+             "little-endian; an empty bin is 1).");
 }
 
 }  // namespace vflsec::bindings

@@ -113,3 +113,52 @@ def test_open_refuses_a_histogram_of_the_wrong_size(keys):
     one = PaillierEncryptedVector(public, public.encrypt_encoded([1]).ciphertexts, rerandomized=True).to_bytes()
     with pytest.raises(ValueError, match="packed ciphertexts"):
         protection.open({"ciphertexts": one}, BinLayout((200, 200)), "b")
+
+
+def test_the_native_kernel_multiplies_each_bin_as_gmpy2_does(keys):
+    import gmpy2
+
+    from vflsec.he._paillier_math import native_in_use
+    from vflsec.trees.secureboost import NativeRows
+
+    if not native_in_use():
+        pytest.skip("the native Paillier kernel needs AVX-512 IFMA")
+    public, _ = keys
+    rng = np.random.default_rng(3)
+    n = 137  # not a multiple of the 8 lanes
+    cts = public.encrypt_encoded([int(v) for v in rng.integers(0, 2 ** 50, n)]).ciphertexts
+    cts[5] = public.nsquare - 1  # the largest ciphertext
+    for widths in [(3,), (4, 9, 2, 7, 5, 3, 6, 8, 2, 4, 3)]:  # one short lane group; two groups, the last short
+        layout = BinLayout(widths)
+        codes = np.stack([rng.integers(0, w, n) for w in widths], axis=1).astype(np.uint8)
+        rows = np.sort(rng.permutation(n)[:100])
+        native = NativeRows(public, cts).histogram(codes, rows, layout)
+        expected = aggregate_bins([gmpy2.mpz(c) for c in cts], codes, rows, layout, gmpy2.mpz(public.nsquare))
+        assert [int(v) for v in native] == [int(v) for v in expected]
+        assert int(native[layout.total - 1]) == 1 or np.any(codes[rows, -1] == widths[-1] - 1)
+
+
+def test_the_native_kernel_refuses_bad_input(keys):
+    from vflsec import _core
+    from vflsec.he._paillier_math import native_in_use
+
+    if not native_in_use():
+        pytest.skip("the native Paillier kernel needs AVX-512 IFMA")
+    public, _ = keys
+    size = public.ciphertext_bytes
+    n_le = public.n.to_bytes(public.plaintext_bytes, "little")
+    with pytest.raises(ValueError, match="not a multiple"):
+        _core.PaillierCiphertextRows(n_le, b"\x01" * (size + 1))
+    with pytest.raises(ValueError, match=r"\(0, n\^2\)"):
+        _core.PaillierCiphertextRows(n_le, public.nsquare.to_bytes(size, "little"))
+    rows = _core.PaillierCiphertextRows(n_le, (2).to_bytes(size, "little") * 4)
+    codes = np.zeros((4, 2), dtype=np.uint8)
+    offsets = np.array([0, 3], dtype=np.int64)
+    with pytest.raises(ValueError, match="row index"):
+        rows.histogram(np.array([0, 4], dtype=np.int64), codes, offsets, 6)
+    with pytest.raises(ValueError, match="beyond the histogram"):
+        rows.histogram(np.array([0], dtype=np.int64), np.full((4, 2), 3, dtype=np.uint8), offsets, 6)
+    with pytest.raises(ValueError, match="one row per ciphertext"):
+        rows.histogram(np.array([0], dtype=np.int64), np.zeros((3, 2), dtype=np.uint8), offsets, 6)
+    two = rows.histogram(np.array([0, 1, 3], dtype=np.int64), codes, offsets, 6)
+    assert int.from_bytes(two[:size], "little") == 8 and int.from_bytes(two[size:2 * size], "little") == 1

@@ -106,6 +106,11 @@ def native_available() -> bool:
 _NATIVE = native_available()
 
 
+def native_in_use() -> bool:
+    """The native kernels run in this process now: available, and not inside :func:`gmpy2_only`."""
+    return _NATIVE and _native_allowed
+
+
 @contextlib.contextmanager
 def gmpy2_only() -> Iterator[None]:
     """Within the block, this process uses the gmpy2 fixed-base path even where the
@@ -131,7 +136,7 @@ def native_fixed_base_table(n: int, hs: int, window: int = FIXED_BASE_WINDOW) ->
 
 def _native_table(n: int, hs: Optional[int]) -> Any:
     """The native table for this key, or None when the gmpy2 path must run."""
-    if hs is None or not (_NATIVE and _native_allowed):
+    if hs is None or not native_in_use():
         return None
     return native_fixed_base_table(n, hs)
 
@@ -187,6 +192,14 @@ def encrypt_with(n: int, plaintexts: Sequence[int], randomizers: Sequence[int]) 
     nsquare = gmpy2.mpz(n) * n
     mpz_n = gmpy2.mpz(n)
     return [int((mpz_n * m + 1) % nsquare * rho % nsquare) for m, rho in zip(plaintexts, randomizers)]
+
+
+def rerandomize_with(n: int, ciphertexts: Sequence[int], randomizers: Sequence[int]) -> List[int]:
+    """The online part of a re-randomization: c rho mod n^2 with precomputed randomizers."""
+    if len(ciphertexts) != len(randomizers):
+        raise ValueError(f"{len(ciphertexts)} ciphertexts but {len(randomizers)} randomizers")
+    nsquare = gmpy2.mpz(n) * n
+    return [int(gmpy2.mpz(c) * rho % nsquare) for c, rho in zip(ciphertexts, randomizers)]
 
 
 def encrypt_chunk(n: int, plaintexts: Sequence[int], hs: Optional[int] = None) -> List[int]:
