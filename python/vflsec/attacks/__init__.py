@@ -15,6 +15,9 @@ the training framework's internals. Each module documents its threat model:
   vertical GLM's intermediate results): :func:`equality_solving_attack`,
   :func:`solve_linear_features`, :func:`active_party_view`.
 * :mod:`.membership`: :class:`ShadowModelAttack` (Shokri et al. 2017).
+* :mod:`.tree_leakage` (passive party of vertical boosting infers the labels
+  from node instance spaces and readable gradients): :func:`passive_tree_view`,
+  :func:`instance_space_attack`, :func:`gradient_attack`, :func:`label_leakage`.
 * :mod:`.views`: the messages each split-learning adversary receives, from
   a hub transcript (:func:`passive_party_gradients`,
   :func:`active_party_embeddings`).
@@ -51,6 +54,7 @@ from .model_inversion import (
     total_variation,
     whitebox_model_inversion,
 )
+from .tree_leakage import TreeView, gradient_attack, instance_space_attack, label_leakage, passive_tree_view
 from .views import active_party_embeddings, last_epoch, passive_party_gradients
 
 __all__ = [
@@ -58,6 +62,7 @@ __all__ = [
     "EqualitySolvingResult",
     "LabelInference",
     "ShadowModelAttack",
+    "TreeView",
     "active_party_embeddings",
     "active_party_view",
     "attack_features",
@@ -68,13 +73,17 @@ __all__ = [
     "direction_scoring",
     "equality_solving_attack",
     "feature_mse",
+    "gradient_attack",
+    "instance_space_attack",
     "label_attack_accuracy",
+    "label_leakage",
     "last_epoch",
     "membership_scores",
     "model_completion",
     "normalized_feature_mse",
     "norm_scoring",
     "passive_party_gradients",
+    "passive_tree_view",
     "query_embeddings",
     "solve_linear_features",
     "total_variation",
