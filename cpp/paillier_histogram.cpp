@@ -151,4 +151,60 @@ void CiphertextRows::histogram(const std::int64_t* rows, std::size_t m, const st
     }
 }
 
+void CiphertextRows::pack(const std::uint8_t* ciphertexts, std::size_t count, int slots, int width,
+                          std::uint8_t* out) const {
+    if (slots < 1 || width < 1 || static_cast<long long>(slots) * width > 2 * 52 * static_cast<long long>(L_))
+        throw std::invalid_argument("slots and width must be positive, slots * width within the modulus");
+    const std::size_t L = static_cast<std::size_t>(L_), cb = ciphertext_bytes_;
+    Buffer N64(alloc_words(limbs_N_)), limbs(alloc_words(limbs_N_));
+    digits_to_limbs(N52_.get(), L_, 1, N64.get(), limbs_N_);
+    for (std::size_t i = 0; i < count; ++i) {
+        limbs_from_le(ciphertexts + i * cb, cb, limbs.get(), limbs_N_);
+        if (bit_length(limbs.get(), limbs_N_) == 0 || cmp_limbs(limbs.get(), N64.get(), limbs_N_) >= 0)
+            throw std::invalid_argument("ciphertext must be in (0, n^2) (item " + std::to_string(i) + ")");
+    }
+    const std::size_t groups = (count + static_cast<std::size_t>(slots) - 1) / static_cast<std::size_t>(slots);
+    const std::size_t blocks = (groups + kLanes - 1) / kLanes;
+    const Montgomery mont(N64.get(), limbs_N_);  // R^2 mod N (once per call: 2 * 52 L doublings, negligible)
+    const int threads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(num_threads()), blocks));
+#pragma omp parallel num_threads(threads > 0 ? threads : 1)
+    {
+        Buffer acc(alloc_words(L * kLanes)), operand(alloc_words(L * kLanes)), rr(alloc_words(L * kLanes));
+        Buffer unit(alloc_words(L * kLanes)), work(alloc_words(ifma::scratch_words(L_))), own(alloc_words(limbs_N_));
+        broadcast(mont.RR, L_, rr.get());
+        for (int l = 0; l < kLanes; ++l) unit[l] = 1;
+        // Lane l of block b packs group 8 b + l; slot i of a group is ciphertext slots * group + i.
+        auto load = [&](u64* lanes, std::size_t block, int slot) {
+            for (int l = 0; l < kLanes; ++l) {
+                const std::size_t group = block * kLanes + static_cast<std::size_t>(l);
+                const std::size_t item = group * static_cast<std::size_t>(slots) + static_cast<std::size_t>(slot);
+                if (group < groups && item < count) {
+                    limbs_from_le(ciphertexts + item * cb, cb, own.get(), limbs_N_);
+                    limbs_to_digits(own.get(), limbs_N_, lanes + l, L_, kLanes);
+                } else {  // a missing slot: 1 (the trivial encryption of 0)
+                    for (std::size_t j = 0; j < L; ++j) lanes[j * kLanes + l] = j == 0;
+                }
+            }
+            ifma::amm8(lanes, lanes, rr.get(), N52_.get(), k0_, L_, work.get());  // to Montgomery form
+        };
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t block = 0; block < blocks; ++block) {
+            load(acc.get(), block, slots - 1);
+            for (int slot = slots - 2; slot >= 0; --slot) {
+                for (int s = 0; s < width; ++s) ifma::amm8(acc.get(), acc.get(), acc.get(), N52_.get(), k0_, L_, work.get());
+                load(operand.get(), block, slot);
+                ifma::amm8(acc.get(), acc.get(), operand.get(), N52_.get(), k0_, L_, work.get());
+            }
+            ifma::amm8(acc.get(), acc.get(), unit.get(), N52_.get(), k0_, L_, work.get());  // out of Montgomery form
+            for (int l = 0; l < kLanes; ++l) {
+                const std::size_t group = block * kLanes + static_cast<std::size_t>(l);
+                if (group >= groups) break;
+                reduce_lane(acc.get() + l, N52_.get(), L_);
+                digits_to_limbs(acc.get() + l, L_, kLanes, own.get(), limbs_N_);
+                limbs_to_le(own.get(), out + group * cb, cb);
+            }
+        }
+    }
+}
+
 }  // namespace vflsec::paillier

@@ -38,6 +38,11 @@ public:
     void histogram(const std::int64_t* rows, std::size_t m, const std::uint8_t* codes, std::size_t features,
                    const std::int64_t* offsets, std::size_t bins, std::uint8_t* out) const;
 
+    // SecureBoost's slot packing: `count` ciphertexts (each < N) in groups of `slots`, each group as one
+    // ciphertext prod_i c_i^(2^(width i)) mod N (Horner: width squarings per slot), eight groups per IFMA
+    // product. out: ceil(count / slots) x ciphertext_bytes().
+    void pack(const std::uint8_t* ciphertexts, std::size_t count, int slots, int width, std::uint8_t* out) const;
+
 private:
     struct Free {
         void operator()(std::uint64_t* p) const;

@@ -114,6 +114,20 @@ py::bytes histogram(const CiphertextRows& t, const Int64s& rows, const Codes& co
     return result;
 }
 
+py::bytes pack(const CiphertextRows& t, const py::buffer& ciphertexts, int slots, int width) {
+    const Bytes c = byte_buffer(ciphertexts, "ciphertexts");
+    const std::size_t count = items(c, t.ciphertext_bytes(), "ciphertexts");
+    if (slots < 1) throw std::invalid_argument("slots must be positive");
+    const std::size_t groups = (count + static_cast<std::size_t>(slots) - 1) / static_cast<std::size_t>(slots);
+    std::uint8_t* out = nullptr;
+    py::bytes result = new_bytes(groups * t.ciphertext_bytes(), &out);
+    {
+        py::gil_scoped_release release;
+        t.pack(c.data(), count, slots, width, out);
+    }
+    return result;
+}
+
 }  // namespace
 
 void bind_paillier(py::module_& m) {
@@ -151,7 +165,9 @@ void bind_paillier(py::module_& m) {
         .def_property_readonly("ciphertext_bytes", &CiphertextRows::ciphertext_bytes)
         .def("histogram", &histogram, py::arg("rows"), py::arg("codes"), py::arg("offsets"), py::arg("bins"),
              "Each bin's product mod n^2 of the ciphertexts of `rows` in it (bins x ciphertext_bytes bytes, "
-             "little-endian; an empty bin is 1).");
+             "little-endian; an empty bin is 1).")
+        .def("pack", &pack, py::arg("ciphertexts"), py::arg("slots"), py::arg("width"),
+             "Groups of `slots` ciphertexts, each as prod_i c_i^(2^(width i)) mod n^2 (little-endian bytes).");
 }
 
 }  // namespace vflsec::bindings

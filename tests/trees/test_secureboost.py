@@ -162,3 +162,25 @@ def test_the_native_kernel_refuses_bad_input(keys):
         rows.histogram(np.array([0], dtype=np.int64), np.zeros((3, 2), dtype=np.uint8), offsets, 6)
     two = rows.histogram(np.array([0, 1, 3], dtype=np.int64), codes, offsets, 6)
     assert int.from_bytes(two[:size], "little") == 8 and int.from_bytes(two[size:2 * size], "little") == 1
+
+
+def test_the_native_packing_is_the_gmpy2_packing(keys):
+    import gmpy2
+
+    from vflsec.he._paillier_math import native_in_use
+    from vflsec.trees.secureboost import NativeRows
+
+    if not native_in_use():
+        pytest.skip("the native Paillier kernel needs AVX-512 IFMA")
+    public, _ = keys
+    rng = np.random.default_rng(4)
+    cts = public.encrypt_encoded([int(v) for v in rng.integers(0, 2 ** 40, 61)]).ciphertexts
+    rows = NativeRows(public, cts[:3])
+    size = public.ciphertext_bytes
+    data = b"".join(c.to_bytes(size, "little") for c in cts)
+    nsq = gmpy2.mpz(public.nsquare)
+    for slots, width in [(1, 100), (4, 111), (17, 120)]:  # 61 = 15 groups of 4 and a short one; 3 of 17 + 10
+        native = rows.pack(data, slots, width)
+        assert [int(c) for c in native] == [int(c) for c in pack_bins([gmpy2.mpz(c) for c in cts], slots, width, nsq)]
+    with pytest.raises(ValueError, match="slots"):
+        rows.pack(data, 0, 100)
