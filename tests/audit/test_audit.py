@@ -14,6 +14,7 @@ from vflsec.audit.statistics import (  # noqa: E402
     clopper_pearson_upper,
     epsilon_for_mu,
     epsilon_lower_bound,
+    fit_discrete_dp,
     fit_gaussian_dp,
 )
 from vflsec.dp import MECHANISMS, GaussianMechanism  # noqa: E402
@@ -72,6 +73,31 @@ def test_lower_bound_direction_and_degenerate_inputs():
     with pytest.raises(ValueError, match="at least 4"):
         epsilon_lower_bound([0.0], [1.0], 1e-5)
     assert epsilon_for_mu(0.0, 1e-5) == 0.0 and math.isinf(epsilon_for_mu(math.inf, 1e-5))
+
+
+def test_the_discrete_fit_reads_randomized_response_and_the_bound_catches_twice_its_claim():
+    from vflsec.dp import RandomizedResponseMechanism
+
+    m = RandomizedResponseMechanism("trees_label_rr", 2.0)  # pure DP: delta 0, a Gaussian fit means nothing
+    s0 = m.release(np.zeros(100_000, dtype=int), generator=NoiseGenerator(1)).astype(float)
+    s1 = m.release(np.ones(100_000, dtype=int), generator=NoiseGenerator(2)).astype(float)
+    fit = fit_discrete_dp(s0, s1)
+    assert fit.values == 2 and fit.epsilon_low < 2.0 < fit.epsilon_high and fit.epsilon == pytest.approx(2.0, abs=0.05)
+    assert 1.0 < epsilon_lower_bound(s0, s1, 0.0).epsilon < 2.0  # above a claim of 1: caught
+    same = fit_discrete_dp(s0, m.release(np.zeros(100_000, dtype=int), generator=NoiseGenerator(3)).astype(float))
+    assert same.epsilon_low == 0.0 and same.epsilon < 0.05
+    with pytest.raises(ValueError, match="distinct"):
+        fit_discrete_dp(np.arange(20.0), np.arange(20.0))
+
+
+def test_a_discrete_case_renders_as_such(tmp_path):
+    row = _audit("trees_label_rr[stage one]", 20_000)
+    assert row["fit"] == "discrete" and row["fitted_mu"] is None and row["delta"] == 0.0
+    result = {"quick": True, "seed": 0, "confidence": 0.975, "noise": "seeded", "git": None,
+              "machine": {"cpu": "test", "logical_cores": 2}, "load_average_before": [0.1, 0.1, 0.1],
+              "load_average_after": [0.2, 0.1, 0.1], "seconds": 1.0, "cases": [row], "violations": []}
+    text = render(result, tmp_path)
+    assert "(discrete)" in text and "frequencies" in text
 
 
 def test_every_mechanism_has_an_audit_and_every_audit_a_mechanism():

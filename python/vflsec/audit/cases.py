@@ -17,7 +17,7 @@ An :class:`AuditCase` knows
 
 ``CASES`` is the registry; :func:`register_case` adds to it. The case modules
 (:mod:`.cases_lattice`, :mod:`.cases_glm`, :mod:`.cases_splitnn`,
-:mod:`.cases_central_dp`) register theirs on import (:func:`load_cases`).
+:mod:`.cases_central_dp`, :mod:`.cases_trees`) register theirs on import (:func:`load_cases`).
 """
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-__all__ = ["CASES", "AuditCase", "Claim", "Scores", "case_seed", "load_cases", "project", "register_case"]
+__all__ = ["CASES", "FITS", "AuditCase", "Claim", "Scores", "case_seed", "load_cases", "project", "register_case"]
+
+#: how a case's scores are fitted (:mod:`.statistics`: ``fit_gaussian_dp``, ``fit_discrete_dp``)
+FITS = ("gaussian", "discrete")
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,10 @@ class Scores:
 class AuditCase:
     """One audit: ``name`` (unique), ``mechanism`` (a MECHANISMS name), ``pair``
     (the worst-case neighbouring inputs in words), ``claim()``, ``run(runs,
-    seed) -> Scores``, and the runs per world of a full and a ``--quick`` audit."""
+    seed) -> Scores``, the runs per world of a full and a ``--quick`` audit, and
+    ``fit``: how the fitted epsilon reads the scores ("gaussian": Gaussian DP's
+    mu; "discrete": a release of few output values, such as randomized
+    response, by its outputs' frequencies)."""
 
     name: str
     mechanism: str
@@ -68,10 +74,15 @@ class AuditCase:
     run: Callable[[int, int], Scores]
     runs_full: int
     runs_quick: int
+    fit: str = "gaussian"
+
+    def __post_init__(self) -> None:
+        if self.fit not in FITS:
+            raise ValueError(f"fit must be one of {FITS}, got {self.fit!r}")
 
 
 CASES: Dict[str, AuditCase] = {}
-CASE_MODULES = ("cases_lattice", "cases_glm", "cases_splitnn", "cases_central_dp")
+CASE_MODULES = ("cases_lattice", "cases_glm", "cases_splitnn", "cases_central_dp", "cases_trees")
 
 
 def register_case(case: AuditCase) -> AuditCase:

@@ -7,7 +7,8 @@ For each case: the claimed epsilon (the product's own report), the empirical
 lower bound at the claimed delta (:func:`.statistics.epsilon_lower_bound`,
 one-sided 97.5% Clopper-Pearson bounds on each rate, threshold chosen on one
 half of the runs and evaluated on the other), the ratio of the two, the
-fitted epsilon (Gaussian DP) with its interval, and how close the pair comes
+fitted epsilon (Gaussian DP; for a discrete release, its outputs' frequency
+ratio) with its interval, and how close the pair comes
 to the stated sensitivity. Noise comes from seeded ChaCha20 streams derived
 from ``--seed`` (an experiment setting: the product's default is OS entropy).
 """
@@ -21,7 +22,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from .cases import AuditCase, case_seed, load_cases
-from .statistics import DEFAULT_CONFIDENCE, epsilon_lower_bound, fit_gaussian_dp
+from .statistics import DEFAULT_CONFIDENCE, epsilon_lower_bound, fit_discrete_dp, fit_gaussian_dp
 
 __all__ = ["AuditFailed", "add_arguments", "main", "render", "run", "violations"]
 
@@ -50,7 +51,14 @@ def audit_case(case: AuditCase, *, runs: int, seed: int) -> Dict[str, Any]:
     delta = claim.delta
     bound = epsilon_lower_bound(scores.world0, scores.world1, delta,
                                 rng=np.random.default_rng(case_seed(seed, "split", case.name)))
-    fit = fit_gaussian_dp(scores.world0, scores.world1, delta)
+    if case.fit == "discrete":
+        discrete = fit_discrete_dp(scores.world0, scores.world1)
+        fitted_mu: Optional[float] = None
+        fitted = (discrete.epsilon, discrete.epsilon_low, discrete.epsilon_high)
+    else:
+        fit = fit_gaussian_dp(scores.world0, scores.world1, delta)
+        fitted_mu = fit.mu
+        fitted = (fit.epsilon, fit.epsilon_low, fit.epsilon_high)
     ratio = bound.epsilon / claim.epsilon if claim.epsilon else None
     return {
         "case": case.name, "mechanism": case.mechanism, "pair": case.pair,
@@ -60,9 +68,9 @@ def audit_case(case: AuditCase, *, runs: int, seed: int) -> Dict[str, Any]:
         "lower_bound": bound.epsilon, "lower_bound_over_claim": ratio,
         "fpr": bound.false_positive_rate, "fnr": bound.false_negative_rate,
         "fpr_upper": bound.fpr_upper, "fnr_upper": bound.fnr_upper, "confidence": bound.confidence,
-        "fitted_mu": fit.mu, "fitted_epsilon": fit.epsilon,
-        "fitted_epsilon_interval": [fit.epsilon_low, fit.epsilon_high],
-        "fitted_over_claim": fit.epsilon / claim.epsilon if claim.epsilon else None,
+        "fit": case.fit, "fitted_mu": fitted_mu, "fitted_epsilon": fitted[0],
+        "fitted_epsilon_interval": [fitted[1], fitted[2]],
+        "fitted_over_claim": fitted[0] / claim.epsilon if claim.epsilon else None,
         "realized_sensitivity_ratio": scores.realized_sensitivity_ratio,
         "notes": scores.notes, "seconds": time.perf_counter() - t0,
     }
@@ -170,7 +178,7 @@ def render(result: Dict[str, Any], out: Path) -> str:
         [[r["case"], r["mechanism"], _claim_text(r), f"{r['runs_per_world']:,}", _fmt(r["lower_bound"]),
           _fmt(r["lower_bound_over_claim"]),
           f"{_fmt(r['fitted_epsilon'])} [{_fmt(r['fitted_epsilon_interval'][0])}, "
-          f"{_fmt(r['fitted_epsilon_interval'][1])}]",
+          f"{_fmt(r['fitted_epsilon_interval'][1])}]" + (" (discrete)" if r.get("fit") == "discrete" else ""),
           _fmt(r["fitted_over_claim"]), _fmt(r["realized_sensitivity_ratio"])] for r in rows])
     pairs = "\n".join(f"- **{r['case']}**: {r['pair']}" + (
         "; " + ", ".join(f"{k}: {_fmt(v) if isinstance(v, float) else v}" for k, v in r["notes"].items())
@@ -180,6 +188,10 @@ def render(result: Dict[str, Any], out: Path) -> str:
     before, after = load_averages(result)
     load = "/".join(f"{v:.2f}" for v in before or ())
     load_after = "/".join(f"{v:.2f}" for v in after or ())
+    # Said only where such a case is present: earlier results re-render unchanged.
+    discrete = ("; for cases marked \"discrete\", releases of a few output values: the largest log ratio of an "
+                "output's frequencies in the two worlds, with two-sided 95% Clopper-Pearson intervals"
+                if any(r.get("fit") == "discrete" for r in rows) else "")
     text = (f"# vflsec privacy audit\n\n{'Quick' if result['quick'] else 'Full'} audit, seed {result['seed']}, "
             f"git {result.get('git') or 'unknown'}; {result['seconds']:.0f} s on {result['machine']['cpu']} "
             f"({result['machine']['logical_cores']} logical cores), load average (1/5/15 min) {load} before, "
@@ -188,7 +200,7 @@ def render(result: Dict[str, Any], out: Path) -> str:
             "is the empirical epsilon at the claimed delta with one-sided "
             f"{result['confidence']:.1%} Clopper-Pearson bounds on both error rates (threshold chosen on a "
             "quarter of the runs, evaluated on the other three quarters); the fitted epsilon treats the scores "
-            "as Gaussian (Gaussian DP's mu); the last column is the distance between the pair's noiseless "
+            f"as Gaussian (Gaussian DP's mu{discrete}); the last column is the distance between the pair's noiseless "
             "outputs over the sensitivity "
             f"the mechanism states (n/a where the outputs are not fixed).\n\n{table}\n\n### The pairs\n\n{pairs}\n\n"
             f"{conclusion(rows, result['violations'])}")

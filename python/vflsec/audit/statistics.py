@@ -24,6 +24,11 @@ neighbour D1 (larger score: "looks like D1"):
   error); ``epsilon(mu, delta)`` from the exact Gaussian curve. For a linear
   statistic of a Gaussian release this is the mechanism's true curve; for
   anything else it is a point estimate only.
+* :func:`fit_discrete_dp` -- the fitted epsilon of a release with few output
+  values (randomized response, pure DP): the largest absolute log ratio of an
+  output's frequencies in the two worlds, with the interval the two-sided 95%
+  Clopper-Pearson intervals of those frequencies give. A Gaussian fit has no
+  meaning there (its delta-0 epsilon is infinite).
 """
 from __future__ import annotations
 
@@ -33,8 +38,8 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-__all__ = ["EpsilonLowerBound", "GaussianDPFit", "clopper_pearson_upper", "epsilon_for_mu", "epsilon_lower_bound",
-           "fit_gaussian_dp"]
+__all__ = ["DiscreteDPFit", "EpsilonLowerBound", "GaussianDPFit", "clopper_pearson_upper", "epsilon_for_mu",
+           "epsilon_lower_bound", "fit_discrete_dp", "fit_gaussian_dp"]
 
 DEFAULT_CONFIDENCE = 0.975
 SELECTION_FRACTION = 0.25
@@ -198,3 +203,53 @@ def fit_gaussian_dp(scores0, scores1, delta: float) -> GaussianDPFit:
     low, high = max(0.0, mu - 1.96 * se), mu + 1.96 * se
     return GaussianDPFit(mu, low, high, epsilon_for_mu(mu, delta), epsilon_for_mu(low, delta),
                          epsilon_for_mu(high, delta))
+
+
+#: most distinct output values :func:`fit_discrete_dp` accepts (beyond, frequencies are too thin to fit)
+MAX_DISCRETE_VALUES = 16
+
+
+@dataclass(frozen=True)
+class DiscreteDPFit:
+    """The fitted epsilon of a discrete release (:func:`fit_discrete_dp`) with its 95% interval;
+    ``values``: the distinct outputs seen."""
+
+    epsilon: float
+    epsilon_low: float
+    epsilon_high: float
+    values: int
+
+
+def _two_sided(k: int, n: int) -> Tuple[float, float]:
+    """The two-sided 95% Clopper-Pearson interval of a rate after ``k`` of ``n``."""
+    from scipy.stats import beta
+
+    low = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
+    return low, high
+
+
+def _log_ratio(a: float, b: float) -> float:
+    if a == b:
+        return 0.0
+    return math.inf if a == 0.0 or b == 0.0 else abs(math.log(a / b))
+
+
+def fit_discrete_dp(scores0, scores1) -> DiscreteDPFit:
+    """The largest ``|log(P1(v) / P0(v))|`` over the output values ``v`` (module docstring)."""
+    s0, s1 = _scores(scores0, "scores0"), _scores(scores1, "scores1")
+    values = np.unique(np.concatenate([s0, s1]))
+    if values.size > MAX_DISCRETE_VALUES:
+        raise ValueError(f"a discrete fit needs at most {MAX_DISCRETE_VALUES} distinct scores, got {values.size}")
+    point, low, high = 0.0, 0.0, 0.0
+    for v in values:
+        k0, k1 = int(np.count_nonzero(s0 == v)), int(np.count_nonzero(s1 == v))
+        (lo0, hi0), (lo1, hi1) = _two_sided(k0, s0.size), _two_sided(k1, s1.size)
+        point = max(point, _log_ratio(k1 / s1.size, k0 / s0.size))
+        # The interval's low end: the smallest ratio the intervals allow (0 where they overlap).
+        if lo1 > hi0:
+            low = max(low, math.log(lo1 / hi0))
+        elif lo0 > hi1:
+            low = max(low, math.log(lo0 / hi1))
+        high = max(high, _log_ratio(hi1, lo0) if hi1 >= lo0 else 0.0, _log_ratio(hi0, lo1) if hi0 >= lo1 else 0.0)
+    return DiscreteDPFit(point, low, high, int(values.size))

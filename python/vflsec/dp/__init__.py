@@ -9,6 +9,8 @@
   mechanisms (``MECHANISMS``), :class:`GaussianMechanism` and
   :class:`SubsampledGaussianMechanism` (sensitivity, neighbour relation,
   calibration, lattice release, reported guarantee).
+* :mod:`.randomized_response` -- binary randomized response with a prior
+  (RRWithPrior, Ghazi et al. 2021): pure epsilon label-DP.
 * :mod:`.objective_perturbation` -- objective perturbation for L2-regularised
   GLMs (Kifer, Smith & Thakurta 2012, replace-one): minimum regulariser,
   calibration and guarantee.
@@ -34,6 +36,7 @@ from .delta_rule import check_delta_for_rows, default_delta
 from .gaussian import GAUSSIAN_METHODS, PrivacyWarning, gaussian_delta, gaussian_sigma
 from .losses import LOSSES, LossConstants, loss_constants, loss_gradient, loss_value
 from .mechanisms import MECHANISMS, GaussianMechanism, GaussianPart, SubsampledGaussianMechanism
+from .randomized_response import RandomizedResponseMechanism
 from .sensitivity import (
     ROW_NORM_TOLERANCE,
     HDPSensitivities,
@@ -53,6 +56,7 @@ __all__ = [
     "PrivacyAccountant",
     "PrivacySpent",
     "RDPAccountant",
+    "RandomizedResponseMechanism",
     "SubsampledGaussianMechanism",
     "make_accountant",
     "GAUSSIAN_METHODS",

@@ -20,6 +20,8 @@ the epsilon it reports -- so no caller computes a sigma or an epsilon by hand
 * :class:`vflsec.dp.objective_perturbation.ObjectivePerturbationMechanism` --
   a minimiser of a regularised GLM objective with a Gaussian linear term
   (its guarantee is the objective-perturbation theorem, not a Gaussian's).
+* :class:`vflsec.dp.randomized_response.RandomizedResponseMechanism` --
+  binary randomized response with a prior (pure epsilon per label).
 
 Every mechanism is created under a name of :data:`MECHANISMS`, the catalogue
 of the product's DP paths; ``vflsec audit`` has an audit for each name and a
@@ -100,6 +102,16 @@ MECHANISMS: Dict[str, MechanismInfo] = _catalogue(
                   "sqrt(P) (P k + 2 max|s(y)|) in units of X^T (theta + s(y)) per replaced row, replace-one (P data "
                   "parties, rows of norm <= 1 per party, weights clipped to k), plus fixed-point / CKKS / float "
                   "errors and the lattice rounding", "vflsec.glm.he_dp"),
+    MechanismInfo("trees_gradient", "each boosting round's per-row log-loss gradients g = p - y (the active "
+                  "party's labels) + N(0, sigma^2) per row, sent to the passive parties; composed over max_iter "
+                  "rounds", "1 in L2 per round under replace-one label: g_i moves by exactly 1 (labels 0/1, g "
+                  "computed exactly); h = p(1 - p) and p are functions of earlier releases only, as the active "
+                  "party grows every tree from the released g", "vflsec.trees.dp"),
+    MechanismInfo("trees_label_rr", "every training label once, before the boosting, through binary randomized "
+                  "response with a prior (RRWithPrior, Ghazi et al. 2021; priors from a model on earlier stages' "
+                  "released labels)", "pure epsilon per label under replace-one label: keep probability "
+                  "K / 2^64 <= e^eps / (1 + e^eps) exactly; a label's prior never reads that label",
+                  "vflsec.trees.dp"),
     MechanismInfo("noise_embedding", "embeddings + N(0, scale^2) with no clipping (a baseline)",
                   "unbounded: no guarantee", "vflsec.splitnn.defenses.baselines", claims=False),
     MechanismInfo("noise_gradient", "returned gradients + N(0, scale^2) with no clipping (a baseline)",

@@ -5,7 +5,8 @@ party grows the trees from per-bin gradient sums, a split's threshold stays with
 * :mod:`.histogram` -- per-bin gradient sums, subtraction, the best split.
 * :mod:`.tree` -- the tree structure and each party's lookup table.
 * :mod:`.job`, :mod:`.protocol` -- the job and the party programs over a Channel.
-* :mod:`.protection` -- how gradients reach the passive parties ("plain").
+* :mod:`.protection` -- how gradients reach the passive parties ("plain"; SecureBoost in
+  :mod:`.secureboost`; the label-DP "dp" and "label_dp" in :mod:`.dp`).
 * :mod:`.estimator` -- ``VerticalGradientBoostingClassifier``.
 """
 from .binning import FeatureBins

@@ -19,6 +19,7 @@ from sklearn.exceptions import NotFittedError
 from ..glm.party_input import read_parties, read_parties_for
 from ..vfl.runner import run_programs
 from .binning import MAX_BINS, FeatureBins
+from .dp import privacy_spent
 from .job import PROTECTIONS, TreeJob, TreePartyData, TreePartyResult
 from .protocol import _sigmoid, active_program, passive_program
 from .tree import LookupTable, Tree, lookup_walker, tree_output
@@ -31,10 +32,13 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    protection : "plain" or "secureboost"
+    protection : "plain", "secureboost", "dp" or "label_dp"
         How the active party's gradients reach the passive parties
         (:mod:`vflsec.trees.protection`). "plain": in the clear, the baseline;
-        "secureboost": under Paillier (:mod:`vflsec.trees.secureboost`), the same trees.
+        "secureboost": under Paillier (:mod:`vflsec.trees.secureboost`), the same trees;
+        "dp": Gaussian noise on the gradients, the trees grown from the noisy ones;
+        "label_dp": randomized response with a prior on the labels, then plain
+        (both label-DP: :mod:`vflsec.trees.dp`).
     party_columns : dict or None
         With one 2-D table ``X``: ``{party: columns}``, active party first (as
         :class:`~vflsec.glm.VerticalLogisticRegression`); None: ``X`` is a list
@@ -47,6 +51,13 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         Least hessian sum in each child (XGBoost's ``min_child_weight``; scikit-learn's 1e-3).
     key_bits : int
         Paillier modulus bits for "secureboost" (2048 by default).
+    epsilon, delta : the label-DP guarantee of the whole fit, keyword-only: "dp" needs
+        ``epsilon > 0`` and ``0 < delta < 1`` (well below ``1 / n``; there is no default);
+        "label_dp" is pure: ``epsilon > 0`` and no delta. Other protections refuse them.
+        With "dp", ``l2_regularization > 0`` keeps a leaf of few rows from following its noise.
+    noise_seed : None (default): noise from the OS-entropy CSPRNG; an int: a reproducible
+        stream (tests and experiments only: whoever knows it knows the noise; the
+        guarantee's caveat says so).
 
     Attributes
     ----------
@@ -56,13 +67,18 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
     train_loss_ : log loss on the training rows after each tree.
     timings_ : each party's seconds (compute, crypto, messaging, total); bytes_ : bytes exchanged.
     protection_seconds_ : each party's seconds per protection step (SecureBoost: keygen, encrypt,
-        decrypt at the active party; aggregate, pack at a passive party).
+        decrypt at the active party; aggregate, pack at a passive party; "dp": noise;
+        "label_dp": randomized_response, the prior model's fit included).
+    privacy_spent_ : :class:`vflsec.dp.PrivacySpent` of the fit for "dp" and "label_dp" (epsilon,
+        delta, neighbours "replace_one_label", the accountant; ``caveat``: what it does not
+        cover), never above ``epsilon``; None for the protections without a guarantee.
     """
 
     def __init__(self, protection: str = "plain", *, party_columns: Any = None, max_iter: int = 100,
                  learning_rate: float = 0.1, max_leaf_nodes: Optional[int] = 31, max_depth: Optional[int] = None,
                  min_samples_leaf: int = 20, l2_regularization: float = 0.0, max_bins: int = MAX_BINS,
-                 min_hessian: float = 1e-3, key_bits: int = 2048):
+                 min_hessian: float = 1e-3, key_bits: int = 2048, epsilon: Optional[float] = None,
+                 delta: Optional[float] = None, noise_seed: Optional[int] = None):
         self.protection = protection
         self.party_columns = party_columns
         self.max_iter = max_iter
@@ -74,6 +90,9 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         self.max_bins = max_bins
         self.min_hessian = min_hessian
         self.key_bits = key_bits
+        self.epsilon = epsilon
+        self.delta = delta
+        self.noise_seed = noise_seed
 
     def fit(self, X: Any, y: Any) -> "VerticalGradientBoostingClassifier":
         if self.protection not in PROTECTIONS:
@@ -96,7 +115,7 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
                       max_iter=self.max_iter, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
                       max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
                       l2_regularization=self.l2_regularization, min_hessian=self.min_hessian,
-                      key_bits=self.key_bits)
+                      key_bits=self.key_bits, epsilon=self.epsilon, delta=self.delta, noise_seed=self.noise_seed)
         data = {name: TreePartyData(c, y01.astype(np.float64) if i == 0 else None)
                 for i, (name, c) in enumerate(zip(names, codes))}
         run = run_programs(job, {"active": active_program, "passive": passive_program}, data, label="trees")
@@ -116,6 +135,7 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         self.timings_: Dict[str, Dict[str, float]] = {name: results[name].timings for name in names}
         self.bytes_ = run.total_bytes()
         self.protection_seconds_ = {name: dict(results[name].info.get("seconds", {})) for name in names}
+        self.privacy_spent_ = privacy_spent(job)
         return self
 
     def _check_fitted(self) -> None:

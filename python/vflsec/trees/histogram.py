@@ -95,8 +95,10 @@ def subtract(parent: Histogram, child: Histogram) -> Histogram:
 
 
 def leaf_value(G: float, H: float, l2: float) -> float:
-    """The weight minimising the second-order loss of a leaf: ``-G / (H + lam)``."""
-    return -G / (H + l2)
+    """The weight minimising the second-order loss of a leaf: ``-G / (H + lam)`` (plus 1e-15 in the
+    denominator, as scikit-learn's ``compute_node_value``: a leaf whose hessians all rounded to 0 with
+    ``lam = 0`` gets a finite weight)."""
+    return -G / (H + l2 + 1e-15)
 
 
 def best_split(hist: Histogram, layout: BinLayout, totals: Tuple[float, float, int], *, l2: float,

@@ -11,6 +11,9 @@ The hyper-parameters are those of scikit-learn's
 ``max_depth``, ``min_samples_leaf``, ``l2_regularization`` (``lambda``),
 ``min_hessian`` (``min_child_weight`` per child), ``min_gain``
 (``gamma``-like: a split must gain more).
+The label-DP protections (:mod:`vflsec.trees.dp`) take ``epsilon`` (and, for
+"dp", ``delta``): the guarantee of the whole run; ``noise_seed`` (None: the
+OS-entropy CSPRNG) makes their noise reproducible, for tests and experiments only.
 """
 from __future__ import annotations
 
@@ -26,10 +29,12 @@ from ..vfl.result import PartyResult
 from .histogram import BinLayout
 from .tree import LookupTable, Tree
 
-__all__ = ["PROTECTIONS", "TreeJob", "TreePartyData", "TreePartyResult"]
+__all__ = ["DP_PROTECTIONS", "PROTECTIONS", "TreeJob", "TreePartyData", "TreePartyResult"]
 
-#: how the active party's gradients reach the passive parties (registered in :mod:`vflsec.trees.protocol`)
-PROTECTIONS = ("plain", "secureboost")
+#: how the active party's gradients reach the passive parties (registered in :mod:`vflsec.trees.protection`)
+PROTECTIONS = ("plain", "secureboost", "dp", "label_dp")
+#: the protections with a label-DP guarantee (:mod:`vflsec.trees.dp`)
+DP_PROTECTIONS = ("dp", "label_dp")
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,9 @@ class TreeJob(VFLJob):
     min_gain: float = 0.0
     key_bits: int = 2048
     seed: int = 0
+    epsilon: Optional[float] = None
+    delta: Optional[float] = None
+    noise_seed: Optional[int] = None
     # The boosting schedule in VFLJob's terms: a round is one "epoch" of one batch of every row.
     epochs: int = field(init=False, default=1)
     batch_size: int = field(init=False, default=1)
@@ -79,6 +87,7 @@ class TreeJob(VFLJob):
             from ..he.paillier import check_key_bits
 
             set_("key_bits", check_key_bits(self.key_bits))
+        self._check_privacy()
         if self.gradient_bits < 16:
             raise ValueError(f"{self.n_samples} rows leave {self.gradient_bits} fraction bits for the gradients' "
                              "exact sums (at least 16 needed): train on fewer rows per job")
@@ -93,6 +102,30 @@ class TreeJob(VFLJob):
                 raise ValueError(f"n_bins of party {party!r} must be 1 to 256 bins per feature, got {counts!r}")
             checked.append(tuple(int(c) for c in counts))
         set_("n_bins", tuple(checked))
+
+    def _check_privacy(self) -> None:
+        """epsilon (> 0) for the DP protections, delta in (0, 1) for "dp" only, a noise seed only with noise."""
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        if self.protection not in DP_PROTECTIONS:
+            for name in ("epsilon", "delta", "noise_seed"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} is a parameter of the DP protections {DP_PROTECTIONS}; protection "
+                                     f"{self.protection!r} has no DP guarantee (leave {name} None)")
+            return
+        if self.epsilon is None:
+            raise ValueError(f"protection {self.protection!r} needs epsilon (> 0): the guarantee of the whole run")
+        set_("epsilon", check_real(self.epsilon, "epsilon", low=0.0, low_inclusive=False))
+        if self.protection == "dp":
+            if self.delta is None:
+                raise ValueError("protection 'dp' needs delta in (0, 1), well below 1/n_samples (e.g. "
+                                 "vflsec.dp.default_delta(n))")
+            set_("delta", check_real(self.delta, "delta", low=0.0, low_inclusive=False, high=1.0,
+                                     high_inclusive=False))
+        elif self.delta is not None:
+            raise ValueError("protection 'label_dp' is pure epsilon-label-DP: delta must be None")
+        seed = self.noise_seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+            raise TypeError(f"noise_seed must be None or a non-negative int, got {seed!r}")
 
     def layout(self, party: str) -> BinLayout:
         return BinLayout(self.n_bins[self.data_parties.index(party)])

@@ -16,22 +16,42 @@ The gradients handed to ``release`` are on the job's fixed-point grid
 adds exactly (plain, SecureBoost) opens the same histograms, bit for bit, and grows
 the same trees.
 
+The active party's side has four more steps, which the label-DP protections
+(:mod:`vflsec.trees.dp`) change and the others inherit: ``training_labels``
+(the labels it trains on: its own, or after randomized response),
+``baseline`` (the raw score before the first tree), ``gradients`` (each
+round's ``g``, ``h`` from the predictions ``p``) and ``grown_from`` (what it
+grows the round's tree from: what it computed, or what it released).
+
 * ``plain`` -- no protection: gradients and sums in the clear (the baseline; a
   passive party sees every row's gradient, and so its label).
 * ``secureboost`` -- Paillier (:mod:`vflsec.trees.secureboost`).
+* ``dp`` -- Gaussian noise on the gradients, label-DP against the passive
+  parties; ``label_dp`` -- randomized response on the labels before training
+  (:mod:`vflsec.trees.dp`).
 
 ``seconds`` (per step) and ``bytes_sent`` are what the report breaks a run into.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from typing import Any, Dict, Type
+from typing import Any, Dict, Tuple, Type
 
 import numpy as np
 
 from .histogram import BinLayout, Histogram, build_histogram
 
-__all__ = ["PlainRelease", "Protection", "get_protection", "register_protection"]
+__all__ = ["PlainRelease", "Protection", "baseline_score", "get_protection", "register_protection"]
+
+#: protections registered by a module of their own, imported when first asked for
+_LAZY = {"secureboost": "secureboost", "dp": "dp", "label_dp": "dp"}
+
+
+def baseline_score(y: np.ndarray) -> float:
+    """The raw score before any tree: the log-odds of the positive rate (clipped away from 0 and 1)."""
+    p = min(max(float(np.mean(y)), 1e-12), 1.0 - 1e-12)
+    return math.log(p / (1.0 - p))
 
 
 class Protection:
@@ -57,6 +77,28 @@ class Protection:
     def open(self, payload: Any, layout: BinLayout, party: str) -> Histogram:
         raise NotImplementedError
 
+    # -- the active party's side ----------------------------------------------------------
+    def training_labels(self, y: np.ndarray, codes: np.ndarray, job: Any) -> np.ndarray:
+        """The 0/1 labels the active party trains on (``codes``: its own bin codes)."""
+        return y
+
+    def baseline(self, y: np.ndarray) -> float:
+        """The raw score before the first tree."""
+        return baseline_score(y)
+
+    def gradients(self, p: np.ndarray, y: np.ndarray, job: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """The round's per-row gradient and hessian of the log loss at predictions ``p``."""
+        # float32 values first, as scikit-learn's histogram booster keeps them (the same splits where two
+        # are within rounding), then the job's fixed-point grid: every histogram sum is exact, so each
+        # protection that adds exactly opens the same histograms.
+        g = job.quantize((p - y).astype(np.float32).astype(np.float64))
+        h = job.quantize((p * (1.0 - p)).astype(np.float32).astype(np.float64))
+        return g, h
+
+    def grown_from(self, g: np.ndarray, h: np.ndarray, released: Any) -> Tuple[np.ndarray, np.ndarray]:
+        """The gradients the active party grows the round's tree from, given what it ``released``."""
+        return g, h
+
 
 _REGISTRY: Dict[str, Type[Protection]] = {}
 
@@ -67,8 +109,11 @@ def register_protection(cls: Type[Protection]) -> Type[Protection]:
 
 
 def get_protection(name: str) -> Protection:
-    if name == "secureboost" and name not in _REGISTRY:
-        from . import secureboost  # noqa: F401  # registers itself; imports the HE stack only when asked for
+    if name in _LAZY and name not in _REGISTRY:
+        import importlib
+
+        # The module registers itself on import (SecureBoost's imports the HE stack only when asked for).
+        importlib.import_module(f"{__package__}.{_LAZY[name]}")
     try:
         return _REGISTRY[name]()
     except KeyError:

@@ -6,7 +6,10 @@ scikit-learn's ``HistGradientBoostingClassifier``:
 1. The active party computes every row's gradient and hessian of the log loss,
    ``g = p - y``, ``h = p (1 - p)`` with ``p = sigmoid(raw score)``, and hands them
    to each passive party through the job's protection (:mod:`vflsec.trees.protection`;
-   "plain": as they are).
+   "plain": as they are). The protection also says which labels the active party
+   trains on, its baseline score and what it grows the tree from ("dp": the
+   released noisy gradients, so the trees are post-processing of the releases;
+   "label_dp": labels after randomized response; :mod:`vflsec.trees.dp`).
 2. Every party builds its histograms of the root; the passive parties send theirs;
    the active party opens them and scores every party's splits
    (:func:`vflsec.trees.histogram.best_split`), the best over all parties first
@@ -33,7 +36,6 @@ Messages (active to passive on ``TAG_STEP`` in order, each round's gradients on
 from __future__ import annotations
 
 import heapq
-import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -43,7 +45,7 @@ from ..federation.channel import Channel
 from ..vfl.clock import PhaseClock
 from .histogram import BinLayout, Histogram, SplitChoice, best_split, build_histogram, leaf_value, subtract
 from .job import TreeJob, TreePartyData, TreePartyResult
-from .protection import get_protection
+from .protection import baseline_score, get_protection
 from .tree import LEAF, LookupTable, Tree
 
 __all__ = ["TAG_GRADIENTS", "TAG_HIST", "TAG_SPLIT", "TAG_STEP", "active_program", "baseline_score", "passive_program"]
@@ -52,12 +54,6 @@ TAG_STEP = "trees_step"
 TAG_GRADIENTS = "trees_gradients"
 TAG_HIST = "trees_hist"
 TAG_SPLIT = "trees_split"
-
-
-def baseline_score(y: np.ndarray) -> float:
-    """The raw score before any tree: the log-odds of the positive rate (clipped away from 0 and 1)."""
-    p = min(max(float(np.mean(y)), 1e-12), 1.0 - 1e-12)
-    return math.log(p / (1.0 - p))
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -216,23 +212,20 @@ def active_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tree
     assert y is not None
     protection = get_protection(job.protection)
     protection.start(endpoint, job, "active")
-    baseline = baseline_score(y)
+    y = protection.training_labels(y, data.codes, job)
+    baseline = protection.baseline(y)
     raw = np.full(job.n_samples, baseline)
     lookup = LookupTable()
     trees: List[Tree] = []
     history: Dict[str, List[float]] = {"train_loss": []}
     for _ in range(job.max_iter):
-        p = _sigmoid(raw)
-        # float32 values first, as scikit-learn's histogram booster keeps them (the same splits where two
-        # are within rounding), then the job's fixed-point grid: every histogram sum is exact, so each
-        # protection that adds exactly opens the same histograms.
-        g = job.quantize((p - y).astype(np.float32).astype(np.float64))
-        h = job.quantize((p * (1.0 - p)).astype(np.float32).astype(np.float64))
+        g, h = protection.gradients(_sigmoid(raw), y, job)
         with clock.crypto():
             release = protection.release(g, h)
         for party in job.passives:
             endpoint.send(party, TAG_STEP, {"op": "tree"})
             endpoint.send(party, TAG_GRADIENTS, release)
+        g, h = protection.grown_from(g, h, release)  # "dp": the released gradients, never the exact ones
         grower = _Grower(endpoint, job, data.codes, g, h, lookup, protection, clock)
         tree = grower.grow()
         for leaf, rows in grower.leaves():
