@@ -105,7 +105,7 @@ def test_rerender_measures_nothing_and_leaves_the_results_untouched(tmp_path):
 
 
 def test_the_registry_lists_every_benchmark_and_each_loads_its_own_experiment():
-    assert set(EXPERIMENTS) == {"kernels", "glm", "network", "splitnn", "privacy", "he", "scale"}
+    assert set(EXPERIMENTS) == {"kernels", "glm", "network", "splitnn", "privacy", "he", "scale", "trees"}
     for name in EXPERIMENTS:
         experiment = load_experiment(name)
         assert experiment.name == name

@@ -36,6 +36,8 @@ EXPERIMENTS: Dict[str, ExperimentEntry] = {
                              "and a Paillier epoch on the local pool vs Ray.", ("grpc", "cryptography")),
     "he": ExperimentEntry("Paillier and CKKS throughput against phe and HEU, and one HE-VFL epoch, in one run.",
                           ("phe", "gmpy2", "tenseal")),
+    "trees": ExperimentEntry("Vertical gradient boosting: plain, SecureBoost, DP and label-DP against centralized "
+                             "boosting, with the passive party's label attack."),
 }
 
 
