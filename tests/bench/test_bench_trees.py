@@ -16,7 +16,8 @@ from vflsec.trees import PROTECTIONS  # noqa: E402
 DP = [p for p in ("dp", "label_dp") if p in PROTECTIONS]
 TINY = dict(seed=0, datasets=["breast", "credit"], split_seeds=2, test_size=0.25, max_iter=4, learning_rate=0.3,
             max_leaf_nodes=6, min_samples_leaf=10, l2_regularization=0.0, max_bins=8, secureboost_trees=2,
-            key_bits=2048, dp_protections=DP, epsilons=[1.0, 8.0], dp_delta=1e-5, attack_known=20)
+            key_bits=2048, dp_protections=DP, epsilons=[1.0, 8.0], dp_delta=1e-5, attack_known=20,
+            aggregation_rows=300, aggregation_features=9, aggregation_phe_rows=100)
 
 
 def _toml(table):
@@ -86,6 +87,11 @@ def test_a_tiny_run_measures_every_row_and_reports(tiny_run):
 
     report = (out / "report.md").read_text()
     assert report.rstrip().endswith(saved["conclusion"])
+    # The aggregation per CPU-second: checked against the gmpy2 loop, phe's too, and reported with its verdict.
+    agg = saved["aggregation"]
+    assert agg["products"] == 300 * 9 and agg["phe_equals_gmpy2"] is True
+    assert agg["native_equals_gmpy2"] is True or agg["native"] is False
+    assert "## Encrypted histogram aggregation per CPU-second" in report and "phe additions" in report
     for section in ("## Data", "## breast: accuracy, cost and leakage", "## SecureBoost: time and bytes per tree",
                     "## Label leakage to the passive party", "## Targets (issue 29)", "## Answers, per dataset",
                     "## Conclusion", "skipped:", "seeded generator (seed 3"):

@@ -39,6 +39,12 @@ def run_cells(grid: TreesGrid, result: Dict[str, Any], *, data_dir: Optional[Pat
     per_split = len(REFERENCES) + 1 + int(grid.secureboost_trees > 0) + len(grid.dp_protections) * len(grid.epsilons)
     total = len(grid.datasets) * grid.split_seeds * per_split
     try:
+        if grid.aggregation_rows:
+            from .aggregation import aggregation_throughput
+
+            result["aggregation"] = aggregation_throughput(grid.aggregation_rows, grid.aggregation_features,
+                                                           min(grid.max_bins, 255), grid.aggregation_phe_rows,
+                                                           grid.key_bits, grid.seed)
         if grid.secureboost_trees:
             from .vertical import warm_paillier_pool
 

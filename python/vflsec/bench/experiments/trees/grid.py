@@ -39,6 +39,9 @@ class TreesGrid:
     epsilons: Tuple[float, ...] = field(metadata=spec(low=0, low_inclusive=False))
     dp_delta: float = field(metadata=spec(low=0, low_inclusive=False, high=0.5))
     attack_known: int = field(metadata=spec(low=2))
+    aggregation_rows: int = field(metadata=spec(low=0))
+    aggregation_features: int = field(metadata=spec(low=1))
+    aggregation_phe_rows: int = field(metadata=spec(low=1))
     max_depth: Optional[int] = field(default=None, metadata=optional_field(low=1))
     max_rows: Optional[int] = field(default=None, metadata=optional_field(low=20))
     dp_l2_regularization: Optional[float] = field(default=None, metadata=optional_field(low=0))
@@ -51,6 +54,9 @@ class TreesGrid:
                                    f"({self.max_iter}): its trees are compared with plain's first ones")
         if self.dp_protections and not self.epsilons:
             raise BenchConfigError("dp_protections needs at least one epsilon in epsilons")
+        if self.aggregation_phe_rows > max(1, self.aggregation_rows):
+            raise BenchConfigError(f"aggregation_phe_rows ({self.aggregation_phe_rows}) must be at most "
+                                   f"aggregation_rows ({self.aggregation_rows})")
         if len(set(self.dp_protections)) != len(self.dp_protections):
             raise BenchConfigError(f"dp_protections lists a variant twice: {list(self.dp_protections)}")
 
@@ -130,7 +136,8 @@ class TreesExperiment(Experiment):
         if missing:
             raise BenchConfigError(f"protection {missing[0]!r} is not in this vflsec (vflsec.trees.PROTECTIONS: "
                                    f"{', '.join(PROTECTIONS)}) -- leave it out of dp_protections")
-        require_extra("matplotlib", *(("gmpy2",) if grid.secureboost_trees else ()))
+        require_extra("matplotlib", *(("gmpy2",) if grid.secureboost_trees else ()),
+                      *(("gmpy2", "phe") if grid.aggregation_rows else ()))
 
     def record_grid(self, grid: TreesGrid) -> Dict[str, Any]:
         from dataclasses import asdict

@@ -86,6 +86,26 @@ def _accuracy_table(kinds: Dict[str, Dict[str, Any]], result: Dict[str, Any]) ->
                            "notes"], rows)
 
 
+def _aggregation_section(result: Dict[str, Any]) -> List[str]:
+    agg = result.get("aggregation")
+    if not agg:
+        return []
+    native = agg.get("native_us_per_product")
+    equal = agg.get("native_equals_gmpy2")
+    rows = [["vflsec kernel (C++, AVX-512 IFMA, 1 thread)", "n/a (no IFMA)" if native is None else f"{native:.3f}",
+             "" if agg.get("native_over_phe") is None else f"{agg['native_over_phe']:.1f}x",
+             "" if equal is None else ("equal" if equal else "DIFFERENT")],
+            ["vflsec gmpy2 loop (the path without IFMA)", f"{agg['gmpy2_us_per_product']:.3f}",
+             f"{agg['gmpy2_over_phe']:.1f}x", "the reference"],
+            [f"phe additions (gmpy2 backend, one exponent; {agg['phe_rows']} rows)",
+             f"{agg['phe_us_per_addition']:.3f}", "1x", "equal" if agg["phe_equals_gmpy2"] else "DIFFERENT"]]
+    return ["## Encrypted histogram aggregation per CPU-second" + chr(10),
+            f"A passive party's SecureBoost histogram: the per-bin products mod n^2 of {agg['rows']} Paillier-"
+            f"{agg['key_bits']} ciphertexts over {agg['features']} features of {agg['bins_per_feature']} bins "
+            "(random codes), CPU seconds on one thread each, every result checked against the gmpy2 loop." + chr(10),
+            markdown_table(["aggregation", "us per product", "over phe", "bins"], rows), ""]
+
+
 def _secureboost_section(result: Dict[str, Any], found: Dict[str, Dict[str, Any]]) -> List[str]:
     measured = {d: a["secureboost"] for d, a in found.items() if a.get("secureboost")}
     if not measured:
@@ -234,6 +254,7 @@ def render_report(result: Dict[str, Any]) -> str:
                    "party programs with the model's job and noise seed (the same trees: checked). A \"dp\" model "
                    "starts from the raw score 0 (its baseline reads no label): where the noise leaves no split, every "
                    "row gets that score, so its accuracy is one class's rate and its AUC 0.5.\n")
+    out += _aggregation_section(result)
     out += _secureboost_section(result, found)
     out += _leakage_section(found, cfg['secureboost_trees'])
     out += ["## Targets (issue 29)\n", verdict_table(verdicts(result)), ""]
