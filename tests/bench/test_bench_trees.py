@@ -210,5 +210,9 @@ def test_the_shipped_grid_is_the_issues_experiment():
     assert full.epsilons == (0.25, 0.5, 1.0, 2.0, 4.0, 8.0) and full.dp_protections == ("dp", "label_dp")
     # scikit-learn's HistGradientBoostingClassifier defaults, shared by every model
     assert (full.max_iter, full.learning_rate, full.max_leaf_nodes, full.min_samples_leaf, full.max_bins) == \
-        (100, 0.1, 31, 20, 255) and full.max_depth is None and full.dp_l2_regularization is None
+        (100, 0.1, 31, 20, 255) and full.max_depth is None
+    # The "dp" variant's own (few, shallow, regularised trees), the others' unchanged.
+    dp, label_dp = full.hyper_parameters("dp"), full.hyper_parameters("label_dp")
+    assert (dp["max_iter"], dp["max_leaf_nodes"], dp["l2_regularization"]) == (10, 4, 10.0)
+    assert label_dp == full.hyper_parameters("plain") and label_dp["max_iter"] == 100
     assert quick.datasets == ("breast",) and quick.secureboost_trees <= quick.max_iter

@@ -15,13 +15,16 @@ labels are 0/1 and the subtraction exact) and ``h = q (1 - q)``, and releases
 (:meth:`vflsec.dp.GaussianMechanism.release`), ``h`` as it is. The active
 party then grows the tree (its own histograms, node totals, split choices,
 leaf values, the partitions it announces) from ``g~`` and ``h`` only
-(:meth:`DPGradientRelease.grown_from`), and the baseline score is 0 (it reads
-no label). So ``p`` of every round is a function of earlier releases (and the
-features), ``h`` reads no label, and each round is one Gaussian mechanism of
-sensitivity 1 on the ``n``-vector ``g``, chosen adaptively; the accountant
-(PLD: adaptive Gaussians compose as one with ``mu^2`` summed) composes the
-``max_iter`` rounds, and sigma is calibrated so the whole run is
-(``epsilon``, ``delta``)-DP (:func:`gradient_mechanism`). Everything else is
+(:meth:`DPGradientRelease.grown_from`). The baseline score is the log-odds of
+a released positive count (the number of labels 1 plus the same Gaussian
+noise: one more release of sensitivity 1; without it a model the noise leaves
+without splits predicts one class for every row, even the minority one). So
+``p`` of every round is a function of earlier releases (and the features),
+``h`` reads no label, and each round is one Gaussian mechanism of sensitivity
+1 on the ``n``-vector ``g``, chosen adaptively; the accountant (PLD: adaptive
+Gaussians compose as one with ``mu^2`` summed) composes the count and the
+``max_iter`` rounds (:func:`releases`), and sigma is calibrated so the whole
+run is (``epsilon``, ``delta``)-DP (:func:`gradient_mechanism`). Everything else is
 post-processing. Not covered: the active party's ``train_loss`` history, its
 own figure on the exact labels.
 
@@ -54,7 +57,7 @@ from .protection import PlainRelease, register_protection
 
 __all__ = ["GRADIENT_MECHANISM", "LABEL_MECHANISM", "LABEL_NEIGHBOURS", "DPGradientRelease", "LabelDPRelease",
            "gradient_mechanism", "label_gradients", "label_mechanism", "label_prior", "noise_generator",
-           "privacy_spent", "rr_with_prior_labels", "stage_rows"]
+           "privacy_spent", "releases", "rr_with_prior_labels", "stage_rows"]
 
 GRADIENT_MECHANISM = "trees_gradient"
 LABEL_MECHANISM = "trees_label_rr"
@@ -93,13 +96,20 @@ def _seeded_caveat(job: Any) -> Optional[str]:
 
 
 # -- "dp": the Gaussian gradient release ------------------------------------------------------------
+def releases(job: Any) -> int:
+    """The Gaussian releases of a "dp" run: the positive count (the baseline), then one per round."""
+    return job.max_iter + 1
+
+
 def gradient_mechanism(job: Any) -> Any:
     """The ``trees_gradient`` mechanism of ``job``: one release per round of the ``n_samples``-vector ``g``
-    (L2 sensitivity 1), sigma calibrated so that ``max_iter`` releases are (``epsilon``, ``delta``)-DP."""
+    (L2 sensitivity 1) and one of the positive count (sensitivity 1; counted with the vector's
+    coordinates, which only makes the lattice correction larger), sigma calibrated so that all
+    :func:`releases` are (``epsilon``, ``delta``)-DP."""
     from ..dp.accounting import noise_multiplier_for_epsilon
     from ..dp.mechanisms import GaussianMechanism
 
-    z = noise_multiplier_for_epsilon(job.epsilon, job.delta, count=job.max_iter, coordinates=job.n_samples)
+    z = noise_multiplier_for_epsilon(job.epsilon, job.delta, count=releases(job), coordinates=job.n_samples)
     return GaussianMechanism.with_multiplier(GRADIENT_MECHANISM, noise_multiplier=z, sensitivity=1.0,
                                              coordinates=job.n_samples)
 
@@ -134,7 +144,15 @@ class DPGradientRelease(PlainRelease):
         self.generator = noise_generator(job)
 
     def baseline(self, y: np.ndarray) -> float:
-        return 0.0  # reads no label
+        """The log-odds of the released positive count (module docstring), its rate kept within
+        [1 / (n + 1), n / (n + 1)]; the count itself is ``self.released_count``."""
+        n = len(y)
+        clock = time.perf_counter()
+        noisy = self.mechanism.release(np.array([float(np.sum(y))]), generator=self.generator)
+        self.seconds["noise"] += time.perf_counter() - clock
+        self.released_count = float(noisy[0])
+        rate = min(max(self.released_count / n, 1.0 / (n + 1)), n / (n + 1.0))
+        return float(np.log(rate / (1.0 - rate)))
 
     def gradients(self, p: np.ndarray, y: np.ndarray, job: Any) -> Tuple[np.ndarray, np.ndarray]:
         return label_gradients(p, y, job)
@@ -226,7 +244,7 @@ def privacy_spent(job: Any) -> Optional[PrivacySpent]:
     delta, neighbours ``LABEL_NEIGHBOURS``, the accountant; the caveat says what it does not cover
     (and whether the noise was seeded)."""
     if job.protection == "dp":
-        spent = gradient_mechanism(job).privacy_spent(job.delta, count=job.max_iter)
+        spent = gradient_mechanism(job).privacy_spent(job.delta, count=releases(job))
         if spent.epsilon is None or not spent.epsilon <= job.epsilon:  # pragma: no cover - a calibration bug
             raise RuntimeError(f"the trees_gradient calibration reports {spent}, above epsilon={job.epsilon}")
     elif job.protection == "label_dp":

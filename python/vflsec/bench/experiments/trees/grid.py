@@ -16,6 +16,8 @@ __all__ = ["DP_PROTECTIONS", "EXPERIMENT", "TreesExperiment", "TreesGrid", "data
 
 #: the DP variants a grid may list (rows at every epsilon of the grid)
 DP_PROTECTIONS = ("dp", "label_dp")
+#: hyper-parameters the "dp" variant may take from the grid's dp_<name> keys
+DP_OVERRIDES = ("max_iter", "learning_rate", "max_leaf_nodes", "min_samples_leaf", "l2_regularization")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class TreesGrid:
     max_depth: Optional[int] = field(default=None, metadata=optional_field(low=1))
     max_rows: Optional[int] = field(default=None, metadata=optional_field(low=20))
     dp_l2_regularization: Optional[float] = field(default=None, metadata=optional_field(low=0))
+    dp_max_iter: Optional[int] = field(default=None, metadata=optional_field(low=1))
+    dp_learning_rate: Optional[float] = field(default=None, metadata=optional_field(low=0, low_inclusive=False))
+    dp_max_leaf_nodes: Optional[int] = field(default=None, metadata=optional_field(low=2))
+    dp_min_samples_leaf: Optional[int] = field(default=None, metadata=optional_field(low=1))
 
     def __post_init__(self) -> None:
         if len(set(self.datasets)) != len(self.datasets):
@@ -61,14 +67,20 @@ class TreesGrid:
             raise BenchConfigError(f"dp_protections lists a variant twice: {list(self.dp_protections)}")
 
     def hyper_parameters(self, protection: str = "plain") -> Dict[str, Any]:
-        """The boosting hyper-parameters every model of the run shares (scikit-learn's names); the DP
-        variants' ``l2_regularization`` is ``dp_l2_regularization`` where the grid sets it."""
-        l2 = self.l2_regularization
-        if protection in DP_PROTECTIONS and self.dp_l2_regularization is not None:
-            l2 = self.dp_l2_regularization
-        return {"max_iter": self.max_iter, "learning_rate": self.learning_rate, "max_leaf_nodes": self.max_leaf_nodes,
-                "max_depth": self.max_depth, "min_samples_leaf": self.min_samples_leaf, "l2_regularization": l2,
-                "max_bins": self.max_bins}
+        """The boosting hyper-parameters every model of the run shares (scikit-learn's names); the
+        "dp" variant (noisy gradients) takes the grid's ``dp_*`` values where it sets them: its noise
+        grows with the rounds and shrinks with a leaf's rows, so fewer, shallower trees with more
+        regularisation suit it (DP_OVERRIDES; chosen before the run, not from its results)."""
+        params = {"max_iter": self.max_iter, "learning_rate": self.learning_rate,
+                  "max_leaf_nodes": self.max_leaf_nodes, "max_depth": self.max_depth,
+                  "min_samples_leaf": self.min_samples_leaf, "l2_regularization": self.l2_regularization,
+                  "max_bins": self.max_bins}
+        if protection == "dp":
+            for key in DP_OVERRIDES:
+                value = getattr(self, f"dp_{key}")
+                if value is not None:
+                    params[key] = value
+        return params
 
 
 def load_grid(quick: bool, path: Optional[Path] = None) -> TreesGrid:

@@ -19,6 +19,7 @@ from ...common import (
 )
 from ...envelope import load_text
 from .answers import DP_VARIANTS, LABELS, answers, conclusion, summary, verdicts
+from .grid import DP_OVERRIDES
 
 __all__ = ["answers", "conclusion", "render", "render_report"]
 
@@ -212,8 +213,11 @@ def render_report(result: Dict[str, Any]) -> str:
     found = answers(result)
     hyper = ", ".join(f"{k}={cfg.get(k)}" for k in ("max_iter", "learning_rate", "max_leaf_nodes", "max_depth",
                                                        "min_samples_leaf", "l2_regularization", "max_bins"))
-    if cfg.get("dp_l2_regularization") is not None:
-        hyper += f"; the DP variants with l2_regularization={cfg['dp_l2_regularization']}"
+    dp_own = {k: cfg.get(f"dp_{k}") for k in DP_OVERRIDES if cfg.get(f"dp_{k}") is not None}
+    if dp_own:
+        hyper += ("; the \"dp\" variant with " + ", ".join(f"{k}={v}" for k, v in dp_own.items())
+                  + ", chosen before the run in a pilot on Adult (not privately tuned: the choice is not covered "
+                  "by epsilon)")
     out = ["# vflsec bench trees: vertical gradient boosting, plain / SecureBoost / DP / label-DP\n",
            f"`{result.get('command', 'vflsec bench trees')}` at git {result.get('git')}, "
            f"{'--quick' if result.get('quick') else 'full'} configuration, {result.get('seconds', 0):.0f} s. "

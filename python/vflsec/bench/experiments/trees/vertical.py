@@ -127,7 +127,7 @@ def _attack_run(protection: str, data: PartySplit, grid: TreesGrid, known_seed: 
     if privacy and "epsilon" not in fields:
         return {"leakage": None, "attack_note": "vflsec.trees.TreeJob takes no epsilon: the attack's run cannot be "
                                                 "built from this vflsec"}
-    job = _job(protection, data, grid, grid.max_iter, privacy)
+    job = _job(protection, data, grid, grid.hyper_parameters(protection)["max_iter"], privacy)
     run, hub = _programs_run(job, data)
     view = passive_tree_view(hub.transcript, job)
     out: Dict[str, Any] = {"leakage": _leakage(view, data, grid, known_seed),
