@@ -256,8 +256,9 @@ def render_report(result: Dict[str, Any]) -> str:
         out.append("Epsilon: what the model reports spent (`privacy_spent_`; label-DP against the passive party, "
                    "replace-one label). " + audit_legend() + " The attack on a DP row reads a second run of the "
                    "party programs with the model's job and noise seed (the same trees: checked). A \"dp\" model "
-                   "starts from the raw score 0 (its baseline reads no label): where the noise leaves no split, every "
-                   "row gets that score, so its accuracy is one class's rate and its AUC 0.5.\n")
+                   "starts from the log-odds of a released (noisy) positive count, one more release inside its "
+                   "epsilon: where the noise leaves no split, every row gets that score, so its accuracy is the "
+                   "majority rate (or the other class's, if the noise flips the count) and its AUC 0.5.\n")
     out += _aggregation_section(result)
     out += _secureboost_section(result, found)
     out += _leakage_section(found, cfg['secureboost_trees'])
