@@ -78,6 +78,8 @@ def test_he_batches_have_at_least_min_b_n_rows(n, batch):
     for chunks in seen.values():
         assert len(chunks) == he_vfl.steps_per_epoch(job) == max(1, n // batch)
         assert sorted(np.concatenate(chunks).tolist()) == list(range(n))  # every row once per epoch
+    # What a party's scheme is told to prepare: the same sizes, without drawing the batches.
+    assert list(he_vfl.he_batch_sizes(job)) == [len(idx) for chunks in seen.values() for idx in chunks]
 
 
 def _lying_passive(width):

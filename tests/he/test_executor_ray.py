@@ -166,6 +166,25 @@ def test_tasks_reach_both_nodes(cluster):
     assert ran_on == _node_ids(cluster)
 
 
+def test_chunks_submitted_without_waiting_come_back_as_map_chunks_gives_them(cluster):
+    pk, sk, executor = cluster.pk, cluster.sk, cluster.executor
+    cts = pk.encrypt(np.linspace(-1, 1, 40), processes=1).ciphertexts
+    chunks = [(pk.n, cts[:20], list(range(1, 21))), (pk.n, cts[20:], list(range(-20, 0)))]
+
+    def counts():
+        return (executor.operations, len(executor.timeline), executor.background_operations,
+                len(executor.background_tasks), sum(executor.task_counts.values()))
+
+    before = counts()
+    pending = executor.submit_chunks(pm.mul_chunk, chunks)
+    assert pending.result() == [pm.mul_chunk(*args) for args in chunks]
+    # Counted as work done in the background: its tasks, not an operation anybody waited for.
+    operations, timeline, background, background_tasks, tasks = before
+    assert counts() == (operations, timeline, background + 1, background_tasks + 2, tasks + 2)
+    with pytest.raises(ValueError, match="key material"):
+        executor.submit_chunks(pm.decrypt_chunk, [(sk.p, sk.q, cts[:2])])
+
+
 def test_an_exception_of_the_chunk_function_comes_back_as_itself(cluster):
     pk = cluster.pk
     unreduced = [(pk.n, [pk.n + 5], pk.hs)] * 2  # encrypt_chunk takes plaintexts reduced modulo n
@@ -381,9 +400,11 @@ def test_estimator_fit_through_ray_equals_the_local_pool_and_ships_no_secret(clu
     for a, b in zip(local.coef_, through_ray.coef_):
         assert np.array_equal(a, b)
     assert local.intercept_ == through_ray.intercept_
-    # Encryption and the products went to Ray; the key holder's key never did.
+    # Encryption (its randomizers, made ahead in the background) and the products went to Ray;
+    # the key holder's key never did.
     funcs = {func for func, _, _ in recorder.submitted}
-    assert {pm.encrypt_chunk, pm.dot_columns_chunk} <= funcs <= PUBLIC_WORK
+    assert {pm.randomizers_chunk, pm.dot_columns_chunk} <= funcs <= PUBLIC_WORK
+    assert recorder.background_operations > 0
     # The run's own key (made by its key holder) was alive when the tasks were submitted.
     assert any(key is not cluster.sk for key in recorder.private_keys)
     for key in recorder.private_keys:

@@ -42,6 +42,11 @@ expected shape (:func:`vflsec.vfl.check_received_array`); anything else is
 :class:`vflsec.vfl.PeerMessageRefused`, which fails the job naming the
 sender, the tag and the step.
 
+Every data party tells its scheme the batch sizes to come (``prepare_fresh``, from
+:func:`he_batch_sizes`): the vector it makes fresh at each step (B's [[u_k]], A's
+re-randomized [[d / alpha]]) can then take randomness made ahead of time (Paillier:
+:class:`vflsec.he.RandomnessStream`), the same values either way.
+
 Timings: ``crypto`` covers encryption, decryption, homomorphic operations and
 (de)serialization of ciphertexts; ``messaging`` the channel; ``compute`` the
 rest. Bytes per tag come from the channel.
@@ -216,6 +221,18 @@ def he_batches(job: GLMJob) -> Iterator[Tuple[int, int, np.ndarray]]:
             yield epoch, step, idx
 
 
+def he_batch_sizes(job: GLMJob) -> Iterator[int]:
+    """The rows of each batch :func:`he_batches` yields, in order, without drawing the
+    batches (what a party's scheme is told to prepare: :meth:`PartyScheme.prepare_fresh`)."""
+    n, b = job.n_samples, job.batch_size
+    chunks = -(-n // b)
+    sizes = [b] * (chunks - 1) + [n - (chunks - 1) * b]
+    if len(sizes) > 1 and sizes[-1] < b:
+        sizes[-2:] = [sizes[-2] + sizes[-1]]
+    for _ in range(job.start_epoch, job.epochs):
+        yield from sizes
+
+
 def smallest_batch(job: GLMJob) -> int:
     """Rows of the smallest batch of :func:`he_batches` (a job has b <= n)."""
     return job.batch_size
@@ -340,6 +357,8 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
     with_loss = encrypted_loss_enabled(job)
     _register(endpoint, job, X)
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
+    with clock.crypto():
+        scheme.prepare_fresh(he_batch_sizes(job))  # the residual it re-randomizes at every step
     factor = model.alpha / job.batch_size
     n = job.n_samples
     history: Dict[str, List[float]] = {"loss": []} if with_loss else {}
@@ -362,15 +381,19 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
             residual_bytes = scheme.dumps(enc_residual)
         for passive in job.passives:
             endpoint.send(passive, TAG_RESIDUAL, residual_bytes)
-        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock, t)
-        w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
         if with_loss:
             # loss = c0 + c1 theta + c2 theta^2 with theta = u_A + u_B; A's part
-            # in the clear, the part involving u_B under encryption.
+            # in the clear, the part involving u_B under encryption. Its encrypted product
+            # comes before the step's gradient: the executor runs it beside the passive
+            # parties' products instead of after them, when this party would wait for it
+            # with the next step's residual (Ray: behind the next steps' randomizers).
             epoch_plain += float(np.sum(model.c0(ys) + model.c1(ys) * u_A + model.c2 * u_A ** 2)) / n
             with clock.crypto():
                 term = scheme.loss_term(enc_u, (model.c1(ys) + 2.0 * model.c2 * u_A) / n, extra)
                 epoch_enc = term if epoch_enc is None else scheme.add(epoch_enc, term)
+        g = _masked_gradient(endpoint, job, scheme, enc_residual, Xs, factor, clock, t)
+        w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
+        if with_loss:
             if step == steps_per_epoch(job) - 1:
                 with clock.crypto():
                     loss_bytes = scheme.dumps(epoch_enc)
@@ -394,6 +417,8 @@ def passive_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme
     with_loss = encrypted_loss_enabled(job)
     _register(endpoint, job, X)  # the width checks, before any key is made; C checks them again
     scheme = _receive_scheme(endpoint, job, make_scheme, clock)
+    with clock.crypto():
+        scheme.prepare_fresh(he_batch_sizes(job))  # the u it encrypts at every step
     w = data.initial_coef(job, X.shape[1], {})
     factor = model.alpha / job.batch_size
     for epoch, step, idx in he_batches(job):

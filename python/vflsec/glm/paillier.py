@@ -10,16 +10,21 @@ coordinator learns nothing from what it decrypts; every ciphertext a party
 sends, other than a fresh encryption, is re-randomized first. The key
 holder decrypts a masked gradient only if it has the requesting party's
 agreed block width (``job.widths``) and the product level (see
-:mod:`.he_vfl`, threat model). Vector operations run in the process pool of
-:mod:`vflsec.he` (see ``vflsec.he.set_num_processes``).
+:mod:`.he_vfl`, threat model). Vector operations run on the executor of
+:mod:`vflsec.he` (the local process pool by default, see ``vflsec.he.set_num_processes``;
+or Ray). Through Ray the randomizers of the vector a party encrypts or re-randomizes at
+each step are made there two steps ahead (:class:`vflsec.he.RandomnessStream`, refilled
+after the step's product), so what is left on the step's path is one modular product per
+value instead of a round trip.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
 from ..he import paillier as _paillier
+from ..he.executor import executor_for
 from ..he.scheme import KeyHolder, PartyScheme
 from . import he_vfl
 from .registry import register_protocol
@@ -40,16 +45,26 @@ class PaillierScheme(PartyScheme):
             raise ValueError(
                 f"the coordinator's key has {self.public_key.key_bits} bits, the job agreed on {job.key_bits}"
             )
+        self._fresh: Optional[_paillier.RandomnessStream] = None
+
+    def prepare_fresh(self, sizes: Iterable[int]) -> None:
+        # Where the executor's tasks cost a round trip (Ray), the randomizers of the vectors this
+        # party encrypts or re-randomizes are made on it two steps ahead, refilled after each
+        # step's product (masked_dot). On the local pool a round trip is cheap and the randomizer
+        # chunks would wait in its queue before the next products: there, as before (measured:
+        # a 4%-slower epoch with the stream there, about 5% faster through Ray).
+        if executor_for(None)[0].ships_arguments:
+            self._fresh = self.public_key.randomness_stream(sizes)
 
     def encrypt(self, values: np.ndarray):
-        return self.public_key.encrypt(values)
+        return self.public_key.encrypt(values, randomness=self._fresh)
 
     def encrypt_scalar_for_loss(self, value: float):
         pk = self.public_key
         return pk.encrypt_encoded(pk.encode([value], level=_PRODUCT_LEVEL), level=_PRODUCT_LEVEL)
 
     def dumps(self, enc) -> bytes:
-        return enc.to_bytes()
+        return enc.to_bytes(randomness=self._fresh)
 
     def loads(self, data: Any):
         return _paillier.EncryptedVector.from_bytes(self.public_key, data)
@@ -62,6 +77,10 @@ class PaillierScheme(PartyScheme):
 
     def masked_dot(self, enc, X: np.ndarray, factor: float) -> Tuple[bytes, Any]:
         product = enc.dot(X)
+        if self._fresh is not None:
+            # The next steps' randomizers go to the workers after this product's tasks: they fill
+            # the time the workers would wait while the key holder decrypts.
+            self._fresh.refill()
         mask = self.public_key.random_mask(len(product))
         return product.add_encoded(mask).to_bytes(), (mask, product.level, factor)
 

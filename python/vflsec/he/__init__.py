@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to
         PaillierPrivateKey,
         PaillierPublicKey,
         RandomnessPool,
+        RandomnessStream,
         WeakKeyWarning,
         check_key_bits,
         generate_keypair,
@@ -64,7 +65,8 @@ _LAZY: Dict[str, str] = {
     **dict.fromkeys(("CKKSEncryptedVector", "CKKSParameters", "CKKSPublicContext", "CKKSSecretContext",
                      "flooding_sigma"), "ckks"),
     **dict.fromkeys(("EncryptedVector", "PaillierEncryptedVector", "PaillierPrivateKey", "PaillierPublicKey",
-                     "RandomnessPool", "WeakKeyWarning", "check_key_bits", "generate_keypair"), "paillier"),
+                     "RandomnessPool", "RandomnessStream", "WeakKeyWarning", "check_key_bits",
+                     "generate_keypair"), "paillier"),
 }
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "PaillierPublicKey",
     "PartyScheme",
     "RandomnessPool",
+    "RandomnessStream",
     "RayExecutor",
     "WeakKeyWarning",
     "check_key_bits",

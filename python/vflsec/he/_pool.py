@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 import warnings
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -99,19 +99,26 @@ def _workers_can_start() -> bool:
     return path is None or os.path.isfile(path)
 
 
-def run_chunks(func: Callable[..., Any], args_per_chunk: Sequence[tuple], processes: int) -> List[Any]:
-    """``[func(*args) for args in args_per_chunk]``, in the pool when it helps."""
-    if processes > 1 and len(args_per_chunk) > 1 and not _workers_can_start():
+def runs_in_process(processes: int, n_chunks: int) -> bool:
+    """Whether chunks run in this process: one process, one chunk, or workers that cannot start."""
+    if processes > 1 and n_chunks > 1 and not _workers_can_start():
         global _warned_in_process
         if not _warned_in_process:
             warnings.warn("__main__ has no importable file (code read from stdin?): Paillier operations run "
-                          "in this process only", RuntimeWarning, stacklevel=2)
+                          "in this process only", RuntimeWarning, stacklevel=3)
             _warned_in_process = True
-        processes = 1
-    if processes <= 1 or len(args_per_chunk) <= 1:
-        return [func(*args) for args in args_per_chunk]
+        return True
+    return processes <= 1 or n_chunks <= 1
+
+
+def submit_chunks(func: Callable[..., Any], args_per_chunk: Sequence[tuple], processes: int) -> List[Future]:
+    """The chunks handed to the pool, one future each (collect them with :func:`collect`)."""
     pool = _get_pool(processes)
-    futures = [pool.submit(func, *args) for args in args_per_chunk]
+    return [pool.submit(func, *args) for args in args_per_chunk]
+
+
+def collect(futures: Sequence[Future]) -> List[Any]:
+    """The futures' results in order; RuntimeError naming the likely cause when a worker died."""
     try:
         return [future.result() for future in futures]
     except BrokenProcessPool as exc:
@@ -121,3 +128,10 @@ def run_chunks(func: Callable[..., Any], args_per_chunk: Sequence[tuple], proces
             "with protection='paillier' must put its top-level code under `if __name__ == \"__main__\":` "
             "(or call vflsec.he.set_num_processes(1))"
         ) from exc
+
+
+def run_chunks(func: Callable[..., Any], args_per_chunk: Sequence[tuple], processes: int) -> List[Any]:
+    """``[func(*args) for args in args_per_chunk]``, in the pool when it helps."""
+    if runs_in_process(processes, len(args_per_chunk)):
+        return [func(*args) for args in args_per_chunk]
+    return collect(submit_chunks(func, args_per_chunk, processes))

@@ -4,7 +4,10 @@ The Paillier vector operations (encryption, the offline randomizers, the
 encrypted products ``mul_plain`` / ``dot``, re-randomization) split their rows
 into chunks and hand them to an :class:`Executor` as ``map_chunks(func,
 args_per_chunk)``: ``[func(*args) for args in args_per_chunk]``, in order,
-wherever the executor runs them. Two implementations:
+wherever the executor runs them; ``submit_chunks(func, args_per_chunk)`` starts
+the same without waiting (:class:`PendingChunks`: its ``result()`` waits), for
+work this process needs later (the offline randomizers of
+:class:`vflsec.he.paillier.RandomnessStream`). Two implementations:
 
 * :class:`LocalPoolExecutor` (the default): this machine's process pool of
   :mod:`vflsec.he._pool`, as before executors existed; ``set_num_processes``
@@ -40,6 +43,7 @@ __all__ = [
     "ENGINES",
     "Executor",
     "LocalPoolExecutor",
+    "PendingChunks",
     "even_bounds",
     "executor_for",
     "executor_from_config",
@@ -70,6 +74,39 @@ def is_local_only(func: Callable[..., Any]) -> bool:
     return bool(getattr(func, _LOCAL_ONLY, False))
 
 
+class PendingChunks(ABC):
+    """The chunks of one operation handed to an executor without waiting for them
+    (:meth:`Executor.submit_chunks`)."""
+
+    @abstractmethod
+    def result(self) -> List[Any]:
+        """``[func(*args) for args in args_per_chunk]`` in order, waiting for what is not done
+        (the executor's own errors as ``map_chunks`` raises them)."""
+
+    def cancel(self) -> None:  # noqa: B027 - optional: work that is done has nothing to cancel
+        """Give the results up (best effort: a chunk already running may still finish)."""
+
+
+class _Done(PendingChunks):
+    def __init__(self, values: List[Any]):
+        self._values = values
+
+    def result(self) -> List[Any]:
+        return self._values
+
+
+class _PoolPending(PendingChunks):
+    def __init__(self, futures: List[Any]):
+        self._futures = futures
+
+    def result(self) -> List[Any]:
+        return _pool.collect(self._futures)
+
+    def cancel(self) -> None:
+        for future in self._futures:
+            future.cancel()
+
+
 class Executor(ABC):
     """Runs the chunks of a party's vector work.
 
@@ -97,6 +134,12 @@ class Executor(ABC):
     @abstractmethod
     def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
         """``[func(*args) for args in args_per_chunk]``, computed by the executor's workers."""
+
+    def submit_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> PendingChunks:
+        """Start ``map_chunks(func, args_per_chunk)`` and return without waiting for it where the
+        executor's workers are not this process (they compute while it goes on); by default the
+        chunks run now. Chunks submitted later may run before these (the executor's order)."""
+        return _Done(self.map_chunks(func, args_per_chunk))
 
     def chunk_bounds(self, n_items: int, workers: int, min_chunk: int) -> List[Tuple[int, int]]:
         """The contiguous ``(start, stop)`` chunks of an operation over ``n_items`` for
@@ -137,6 +180,13 @@ class LocalPoolExecutor(Executor):
 
     def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
         return _pool.run_chunks(func, args_per_chunk, self.n_workers)
+
+    def submit_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> PendingChunks:
+        """The chunks queued in the pool (a single one too: it runs beside this process), or run
+        now where the pool has one process or cannot start."""
+        if _pool.runs_in_process(self.n_workers, max(2, len(args_per_chunk))):
+            return _Done([func(*args) for args in args_per_chunk])
+        return _PoolPending(_pool.submit_chunks(func, args_per_chunk, self.n_workers))
 
     def close(self) -> None:
         """Stop the shared pool's worker processes (the next use starts new ones)."""

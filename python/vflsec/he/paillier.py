@@ -62,11 +62,10 @@ the key holder learns nothing about g.
 """
 from __future__ import annotations
 
-import os
 import secrets
 import struct
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -80,6 +79,7 @@ except ImportError as _exc:
 
 from .._arrays import as_float_array, check_positive_int
 from . import _paillier_math as _pm
+from ._paillier_randomness import RandomnessPool, RandomnessStream
 from ._pool import chunk_bounds
 from .executor import even_bounds, executor_for, run_chunks, split_work
 from .vector import AbstractEncryptedVector
@@ -94,6 +94,9 @@ DEFAULT_KEY_BITS = 3072
 """Modulus size for 128-bit security (NIST SP 800-57 Part 1, Table 2)."""
 
 MIN_KEY_BITS = 2048
+
+Randomness = Union[RandomnessPool, RandomnessStream]
+"""Randomizers computed ahead of time that encryption and re-randomization take from."""
 
 _HEADER = struct.Struct(">3shII")
 _MAGIC = b"PV1"
@@ -218,18 +221,18 @@ class PaillierPublicKey:
 
     # -- encryption --------------------------------------------------------
     def encrypt(self, values: Any, *, processes: Optional[int] = None,
-                randomness: Optional["RandomnessPool"] = None) -> "PaillierEncryptedVector":
+                randomness: Optional[Randomness] = None) -> "PaillierEncryptedVector":
         """Encrypt a 1-D real vector at level 1 (fresh randomness for every entry).
 
-        ``randomness``: a pool from :meth:`precompute_randomness`; its values are
-        used (and removed) instead of computing randomizers now, which leaves
-        one modular product per value online.
+        ``randomness``: a pool from :meth:`precompute_randomness` or a stream from
+        :meth:`randomness_stream`; its values are used (and removed) instead of
+        computing randomizers now, which leaves one modular product per value online.
         """
         return self.encrypt_encoded(self.encode(values), level=1, processes=processes, randomness=randomness)
 
     def encrypt_encoded(self, plaintexts: Sequence[int], level: int = 1, *,
                         processes: Optional[int] = None,
-                        randomness: Optional["RandomnessPool"] = None) -> "PaillierEncryptedVector":
+                        randomness: Optional[Randomness] = None) -> "PaillierEncryptedVector":
         plaintexts = [int(m) % self.n for m in plaintexts]
         if randomness is not None:
             cts = _pm.encrypt_with(self.n, plaintexts, randomness.take(self, len(plaintexts)))
@@ -244,6 +247,13 @@ class PaillierPublicKey:
         count = check_positive_int(count, "count", minimum=0)
         return RandomnessPool(self, _parallel_list(_pm.randomizers_chunk, self, [0] * count, processes,
                                                    _MIN_CHUNK_EXP))
+
+    def randomness_stream(self, counts: Any, *, ahead: int = 2,
+                          processes: Optional[int] = None) -> RandomnessStream:
+        """The randomizers of a planned sequence of requests of ``counts`` values each
+        (encryptions or re-randomizations, in order), made on the executor in the
+        background, ``ahead`` requests ahead (:class:`RandomnessStream`)."""
+        return RandomnessStream(self, counts, ahead=ahead, processes=processes)
 
     def random_mask(self, size: int) -> List[int]:
         """Uniform integers in [0, n): additive masks that hide a plaintext perfectly."""
@@ -274,46 +284,6 @@ class PaillierPublicKey:
         if any(m >= self.n for m in out):
             raise ValueError("plaintext out of range [0, n)")
         return out
-
-
-class RandomnessPool:
-    """Encryption randomizers computed ahead of time for one public key.
-
-    Each value is used for exactly one encryption and removed from the pool
-    as it is taken; whoever learns a value can decrypt the ciphertext it
-    randomized, so a pool is never serialized and stays in the process that
-    made it (taking from a pool in a forked child raises, since parent and
-    child would otherwise use the same values).
-    """
-
-    __slots__ = ("public_key", "_values", "_pid")
-
-    def __init__(self, public_key: PaillierPublicKey, values: List[int]):
-        self.public_key = public_key
-        self._values = list(values)
-        self._pid = os.getpid()
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __repr__(self) -> str:
-        return f"RandomnessPool({len(self._values)} randomizers for a {self.public_key.key_bits}-bit key)"
-
-    def take(self, public_key: PaillierPublicKey, count: int) -> List[int]:
-        """Remove and return ``count`` randomizers (ValueError when too few are left)."""
-        if public_key != self.public_key:
-            raise ValueError("this randomness pool belongs to another public key")
-        if os.getpid() != self._pid:
-            raise RuntimeError("a randomness pool cannot be used in a forked child: precompute a new one there")
-        if count > len(self._values):
-            raise ValueError(f"the randomness pool has {len(self._values)} randomizers left, {count} are needed: "
-                             "precompute more (precompute_randomness)")
-        taken = self._values[len(self._values) - count:]
-        del self._values[len(self._values) - count:]
-        return taken
-
-    def __getstate__(self):
-        raise TypeError("a randomness pool must not leave its process (its values decrypt ciphertexts)")
 
 
 class PaillierPrivateKey:
@@ -532,9 +502,15 @@ class PaillierEncryptedVector(AbstractEncryptedVector):
             total = total * c % nsq
         return PaillierEncryptedVector(self.public_key, [int(total)], self.level)
 
-    def obfuscate(self, *, processes: Optional[int] = None) -> "PaillierEncryptedVector":
-        """Same plaintexts under fresh randomness (one r^n per entry)."""
-        cts = _parallel_list(_pm.obfuscate_chunk, self.public_key, self.ciphertexts, processes, _MIN_CHUNK_EXP)
+    def obfuscate(self, *, processes: Optional[int] = None,
+                  randomness: Optional[Randomness] = None) -> "PaillierEncryptedVector":
+        """Same plaintexts under fresh randomness (one randomizer per entry; ``randomness``:
+        taken from a pool or stream, which leaves one modular product per entry)."""
+        if randomness is not None:
+            cts = _pm.rerandomize_with(self.public_key.n, self.ciphertexts,
+                                       randomness.take(self.public_key, len(self.ciphertexts)))
+        else:
+            cts = _parallel_list(_pm.obfuscate_chunk, self.public_key, self.ciphertexts, processes, _MIN_CHUNK_EXP)
         return PaillierEncryptedVector(self.public_key, cts, self.level, rerandomized=True)
 
     # -- wire form ---------------------------------------------------------
@@ -544,9 +520,11 @@ class PaillierEncryptedVector(AbstractEncryptedVector):
             raise TypeError(f"decrypting needs a PaillierPrivateKey, got {type(secret).__name__}")
         return secret.decrypt(self, processes=processes)
 
-    def to_bytes(self, *, processes: Optional[int] = None) -> bytes:
-        """Serialize, re-randomizing first unless the ciphertexts are already fresh."""
-        vector = self if self.rerandomized else self.obfuscate(processes=processes)
+    def to_bytes(self, *, processes: Optional[int] = None,
+                 randomness: Optional[Randomness] = None) -> bytes:
+        """Serialize, re-randomizing first unless the ciphertexts are already fresh
+        (``randomness``: as :meth:`obfuscate` takes it)."""
+        vector = self if self.rerandomized else self.obfuscate(processes=processes, randomness=randomness)
         size = self.public_key.ciphertext_bytes
         header = _HEADER.pack(_MAGIC, vector.exponent, len(vector), size)
         return header + b"".join(c.to_bytes(size, "big") for c in vector.ciphertexts)

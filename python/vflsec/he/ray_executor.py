@@ -15,6 +15,11 @@ plain integers (module docstring of :mod:`vflsec.he.executor`); decryption
 never goes to Ray, and a chunk function marked
 :func:`~vflsec.he.executor.local_only` is refused.
 
+Work started without waiting (:meth:`RayExecutor.submit_chunks`: the offline
+randomizers of :class:`vflsec.he.RandomnessStream`) runs as the same tasks; its
+round trip is not on anybody's path, so it is counted apart from the operations
+this process waited for (``background_operations``, ``background_tasks``).
+
 Connecting. ``ray.init`` is called only when Ray is not initialised in this
 process yet: with ``address`` (``"HOST:PORT"`` of the head node's GCS, 6379
 for ``ray start --head``, or ``"auto"``: ``RAY_ADDRESS`` or the cluster last
@@ -44,7 +49,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .._arrays import check_positive_int, check_real
-from .executor import Executor, even_bounds, is_local_only
+from .executor import Executor, PendingChunks, even_bounds, is_local_only
 
 __all__ = ["RayExecutor"]
 
@@ -87,6 +92,22 @@ def _run_chunk(func: Callable[..., Any], *args: Any) -> Any:
 def _one_line(text: Any, limit: int = 300) -> str:
     line = " ".join(str(text).split())
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+class _RayPending(PendingChunks):
+    def __init__(self, executor: "RayExecutor", ray: Any, refs: List[Any], func: Callable[..., Any],
+                 alive: Dict[str, str]):
+        self._executor, self._ray, self._refs, self._func, self._alive = executor, ray, refs, func, alive
+
+    def result(self) -> List[Any]:
+        return self._executor._finish(self._ray, self._refs, self._func, self._alive, None)
+
+    def cancel(self) -> None:
+        for ref in self._refs:
+            try:
+                self._ray.cancel(ref)
+            except Exception:  # noqa: BLE001 - finished or already gone
+                pass
 
 
 def _dialled_address(ray: Any, address: str) -> str:
@@ -160,7 +181,10 @@ class RayExecutor(Executor):
     done, tasks)`` with ``(worker ID, start, end)`` per task, in ``time.time()``
     seconds (the tasks' on their nodes' clocks), from which the time an operation
     spent beyond its tasks' work follows (:mod:`vflsec.bench.experiments.scale`
-    measures it); ``cluster_address`` is the GCS address it is connected to.
+    measures it); ``background_operations`` counts the operations started with
+    :meth:`submit_chunks` (work that ran while this process went on, e.g. offline
+    randomizers), ``background_tasks`` holds their tasks' ``(worker ID, start, end)``
+    (workers they held); ``cluster_address`` is the GCS address it is connected to.
     """
 
     ships_arguments = True
@@ -176,6 +200,8 @@ class RayExecutor(Executor):
         self.task_counts: collections.Counter = collections.Counter()
         self.operations = 0
         self.timeline: collections.deque = collections.deque(maxlen=_TIMELINE_OPERATIONS)
+        self.background_operations = 0
+        self.background_tasks: collections.deque = collections.deque(maxlen=_TIMELINE_OPERATIONS)
         self.cluster_address: Optional[str] = None
         self._counts_lock = threading.Lock()
         self._remote: Any = None
@@ -206,6 +232,12 @@ class RayExecutor(Executor):
             self._remote = ray.remote(_run_chunk).options(
                 num_cpus=1, max_retries=self.max_retries, retry_exceptions=False, scheduling_strategy="SPREAD")
         return ray
+
+    def connect(self) -> Any:
+        """The ``ray`` module, connected to this executor's cluster (connecting as an operation
+        would): for work beyond ``map_chunks`` on the same cluster (the PSI buckets of
+        :mod:`vflsec.federation.psi_workers`)."""
+        return self._connect()
 
     def close(self) -> None:
         """Disconnect: ``ray.shutdown()`` if this executor called ``ray.init`` (module
@@ -263,14 +295,21 @@ class RayExecutor(Executor):
             out.append(tuple(chunk))
         return out
 
-    def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
+    def _start(self, func: Callable[..., Any],
+               args_per_chunk: Sequence[tuple]) -> Tuple[Any, List[Any], Dict[str, str]]:
+        """The chunks submitted: ``(ray, their ObjectRefs, the live nodes then)``."""
         if is_local_only(func):
             raise ValueError(f"{getattr(func, '__name__', func)!r} takes key material: it runs only in this "
                              "party's own processes, never on Ray workers")
         ray = self._connect()
         alive = self._alive_nodes(ray)
-        submitted = time.time()
-        refs = [self._submit(func, args) for args in self._shared_once(args_per_chunk)]
+        return ray, [self._submit(func, args) for args in self._shared_once(args_per_chunk)], alive
+
+    def _finish(self, ray: Any, refs: List[Any], func: Callable[..., Any], alive: Dict[str, str],
+                submitted: Optional[float]) -> List[Any]:
+        """The chunks' results (:meth:`_wait`), their tasks counted; ``submitted``: when the caller
+        began waiting for them (an operation of the timeline), None for one submitted earlier
+        that ran in the background (its tasks go to ``background_tasks``)."""
         try:
             outputs = self._wait(ray, refs, func, alive)
         except BaseException:
@@ -281,11 +320,29 @@ class RayExecutor(Executor):
                     pass
             raise
         done = time.time()
+        tasks = tuple((worker, start, end) for _, worker, start, end, _ in outputs)
         with self._counts_lock:
             self.task_counts.update(node for node, *_ in outputs)
-            self.operations += 1
-            self.timeline.append((submitted, done, tuple((worker, start, end) for _, worker, start, end, _ in outputs)))
+            if submitted is None:
+                self.background_operations += 1
+                self.background_tasks.extend(tasks)
+            else:
+                self.operations += 1
+                self.timeline.append((submitted, done, tasks))
         return [value for *_, value in outputs]
+
+    def map_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> List[Any]:
+        submitted = time.time()
+        ray, refs, alive = self._start(func, args_per_chunk)
+        return self._finish(ray, refs, func, alive, submitted)
+
+    def submit_chunks(self, func: Callable[..., Any], args_per_chunk: Sequence[tuple]) -> PendingChunks:
+        """The chunks' tasks submitted now; ``result()`` waits for them as :meth:`map_chunks` does
+        (same failures). They count in ``task_counts`` and ``background_operations``, their
+        tasks' times in ``background_tasks``, not in ``operations`` and ``timeline`` (nobody
+        waited for them as they ran)."""
+        ray, refs, alive = self._start(func, args_per_chunk)
+        return _RayPending(self, ray, refs, func, alive)
 
     def _wait(self, ray: Any, refs: List[Any], func: Callable[..., Any], alive: Dict[str, str]) -> List[Any]:
         """The tasks' outputs in order; RuntimeError (one line) for a lost job, an

@@ -23,7 +23,7 @@ plaintext reference, arrays).
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Dict, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Tuple, Union
 
 import numpy as np
 
@@ -77,6 +77,11 @@ class PartyScheme(abc.ABC):
     @abc.abstractmethod
     def loss_term(self, enc_u: Any, coef: np.ndarray, enc_extra: Any) -> Any:
         """Enc(coef^T u + extra)."""
+
+    def prepare_fresh(self, sizes: Iterable[int]) -> None:  # noqa: B027 - a hint: ignoring it is correct
+        """The sizes of the vectors this party will make fresh for sending, one per step in
+        order (its encryption of a batch vector, or its re-randomization of a computed one
+        in :meth:`dumps`): a scheme may make their randomness ahead of time. Nothing by default."""
 
     def info(self) -> Dict[str, Any]:
         return {"scheme": self.name}
