@@ -153,3 +153,14 @@ def test_a_member_refuses_a_bad_window_and_a_result_it_cannot_hold(monkeypatch):
                                                                               psi.IdColumn.of(["1", "3"])))
     results, errors, _ = _run({"a": ["1", "2"], "b": ["1", "2"]})
     assert "announced ID '3' that party 'b' does not hold" in str(errors["b"])
+
+
+def test_a_local_pool_executor_keeps_the_threads_and_another_object_is_refused():
+    from vflsec.he import LocalPoolExecutor
+
+    sets = _sets(n=300, parties=("a", "b"))
+    results, errors, hub = _run(sets, bucket_target=50, workers=2, executor=LocalPoolExecutor())
+    assert not errors, errors
+    assert results["a"] == results["b"] == sorted(set(sets["a"]) & set(sets["b"]))
+    with pytest.raises(TypeError, match="vflsec.he.Executor"):
+        align_ids(InMemoryHub().endpoint("a"), ["1"], leader="a", members=(), executor="ray")

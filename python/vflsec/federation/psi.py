@@ -25,31 +25,47 @@ unique and sorted, and that no more IDs are announced than it could share.
 
 Buckets (:func:`align_ids`, :func:`bucket_of`): each two-party run is split by a
 public hash of the ID into buckets of about :data:`BUCKET_TARGET` of the
-leader's IDs, each an independent instance with fresh keys, blinded on several
-threads (openmined-psi releases the GIL) and pipelined between the parties.
+leader's IDs, each an independent instance with fresh keys, computed by several
+workers and pipelined between the parties.
 The intersection is the same; what each party learns in addition is the
 number of the other's IDs in each bucket (for IDs not chosen to collide, about
 ``n / buckets`` each, whatever the IDs are), no ID. The work is the same as
 unbucketed (per ID: three exponentiations for the client's items, one for the
-server's), so the speed-up is the number of cores the two parties' threads
+server's), so the speed-up is the number of cores the two parties' workers
 find free: at most 2x when both run on one 2-core machine. The leader keeps
-at most a window of buckets (two per thread) unanswered and the member
+at most a window of buckets (two per worker) unanswered and the member
 answers before it waits beyond it, so the messages a party holds at once do
 not grow with the number of IDs.
+
+Where a party's buckets are computed (:mod:`vflsec.federation.psi_workers`,
+``executor=`` of :func:`align_ids`, ``[compute]`` of a party file): this
+process's threads (openmined-psi releases the GIL; the default), or the
+party's own Ray cluster (a :class:`~vflsec.he.RayExecutor`): each member bucket a
+stateless Ray task whose key is made in it and dies with it, each leader bucket
+on a Ray actor that makes the bucket's key, keeps it until the reply is back and
+returns only the request bytes and the indices of the IDs found. No key leaves
+the process that made it; the messages between the parties are the same.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Any, Deque, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .channel import Channel
 from .ids import IdColumn, check_strings, ids_sha256
+from .psi_workers import (
+    BucketWorkers,
+    bucket_workers,
+    psi_client_intersection,
+    psi_client_request,
+    psi_server_reply,
+    thread_count,
+)
 
 __all__ = ["BUCKET_TARGET", "TAG_PSI_REQUEST", "TAG_PSI_RESPONSE", "TAG_PSI_RESULT", "TAG_PSI_SETUP", "IdColumn",
            "align_ids", "bucket_of", "ids_sha256", "psi_client_intersection", "psi_server_reply", "row_order"]
@@ -58,14 +74,6 @@ TAG_PSI_REQUEST = "psi_request"
 TAG_PSI_SETUP = "psi_setup"
 TAG_PSI_RESPONSE = "psi_response"
 TAG_PSI_RESULT = "psi_result"
-
-
-def _psi():
-    try:
-        import private_set_intersection.python as psi
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ImportError("entity alignment needs openmined-psi (pip install 'vflsec[net]')") from exc
-    return psi
 
 
 def check_ids(ids: Sequence[str], what: str = "ids") -> Sequence[str]:
@@ -79,39 +87,6 @@ def check_ids(ids: Sequence[str], what: str = "ids") -> Sequence[str]:
     except ImportError:
         return check_strings(ids, what)
     return IdColumn.of(ids, what)
-
-
-def psi_client_request(ids: Sequence[str]):
-    """``(client, request_bytes)``: a fresh client key and the blinded items."""
-    psi = _psi()
-    client = psi.client.CreateWithNewKey(True)
-    return client, client.CreateRequest(list(ids)).SerializeToString()
-
-
-def psi_server_reply(ids: Sequence[str], request: bytes) -> Tuple[bytes, bytes]:
-    """The server's ``(setup, response)`` bytes for a client's request."""
-    psi = _psi()
-    req = psi.Request()
-    try:
-        req.ParseFromString(bytes(request))
-    except Exception as exc:  # protobuf's DecodeError
-        raise ValueError(f"malformed PSI request: {exc}") from None
-    server = psi.server.CreateWithNewKey(True)
-    setup = server.CreateSetupMessage(0.0, len(req.encrypted_elements), list(ids), psi.DataStructure.RAW)
-    response = server.ProcessRequest(req)
-    return setup.SerializeToString(), response.SerializeToString()
-
-
-def psi_client_intersection(client, setup: bytes, response: bytes) -> List[int]:
-    """Indices (into the client's request items) of the items the server holds."""
-    psi = _psi()
-    server_setup, server_response = psi.ServerSetup(), psi.Response()
-    try:
-        server_setup.ParseFromString(bytes(setup))
-        server_response.ParseFromString(bytes(response))
-    except Exception as exc:
-        raise ValueError(f"malformed PSI reply: {exc}") from None
-    return sorted(int(i) for i in client.GetIntersection(server_setup, server_response))
 
 
 #: IDs per bucket the leader aims at (a bucket is one two-party PSI instance and one message each way)
@@ -158,20 +133,9 @@ class _Buckets:
         return self._ids.strings(self.rows(k))
 
 
-def _workers(workers: Optional[int]) -> int:
-    if workers is None:
-        try:
-            return max(1, min(8, len(os.sched_getaffinity(0))))
-        except AttributeError:  # not on Linux
-            return max(1, min(8, os.cpu_count() or 1))
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-    return workers
-
-
 def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Sequence[str],
               timeout: Optional[float] = None, workers: Optional[int] = None,
-              bucket_target: int = BUCKET_TARGET) -> IdColumn:
+              bucket_target: int = BUCKET_TARGET, executor: Any = None) -> IdColumn:
     """Run multi-party PSI; every caller gets the same sorted column of the IDs
     all parties hold (an :class:`~vflsec.federation.ids.IdColumn`, equal to the
     list of them). The leader calls it with ``members`` = the other data
@@ -180,32 +144,44 @@ def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Se
     once).
 
     Each two-party run is split into buckets of about ``bucket_target`` of the leader's IDs, at
-    least two per thread when there are enough IDs (:func:`bucket_count`, :func:`bucket_of`; the
+    least two per worker when there are enough IDs (:func:`bucket_count`, :func:`bucket_of`; the
     leader chooses the count and announces it), each an independent
-    ECDH PSI with fresh keys. Each party blinds its buckets on ``workers`` threads (default: its
-    cores, at most 8; openmined-psi releases the GIL) and the buckets are pipelined: the member
-    answers bucket k while the leader blinds bucket k + 1. At most ``window`` buckets (two per
-    thread) are under way at once, so a party's memory for the messages does not grow with the
-    number of IDs; a bucket's IDs become Python strings only while it is under way.
+    ECDH PSI with fresh keys. Each party computes its buckets on ``workers`` workers and the
+    buckets are pipelined: the member answers bucket k while the leader blinds bucket k + 1. At
+    most ``window`` buckets (two per worker) are under way at once, so a party's memory for the
+    messages does not grow with the number of IDs; a bucket's IDs become Python strings only
+    while it is under way.
+
+    Where the buckets are computed (:mod:`vflsec.federation.psi_workers`): ``executor`` None, a
+    :class:`~vflsec.he.LocalPoolExecutor` or any other executor but Ray: this process's threads,
+    ``workers`` of them (default: its cores, at most 8; openmined-psi releases the GIL). A
+    :class:`~vflsec.he.RayExecutor`: the party's Ray cluster, server buckets as Ray tasks and
+    client buckets on ``workers`` Ray actors (default: one per CPU of the cluster) that keep each
+    bucket's key to themselves. The messages are the same either way.
     ``workers=1`` with a ``bucket_target`` above the ID count is the unbucketed, sequential
     protocol."""
     column = IdColumn.of(ids)
-    threads = _workers(workers)
+    if workers is not None:
+        thread_count(workers)  # checked before anything starts
     if isinstance(bucket_target, bool) or not isinstance(bucket_target, int) or bucket_target < 1:
         raise ValueError(f"bucket_target must be an int >= 1, got {bucket_target!r}")
-    if endpoint.name == leader:
-        current = column  # the running intersection, in the column's order (no sorted copy of all IDs)
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vflsec-psi") as pool:
+    bucket_work = bucket_workers(executor, workers)
+    try:
+        if endpoint.name == leader:
+            current = column  # the running intersection, in the column's order (no sorted copy of all IDs)
             for member in members:
-                current = _leader_run(endpoint, member, current, pool, bucket_target, timeout, threads)
+                current = _leader_run(endpoint, member, current, bucket_work, bucket_target, timeout)
+        else:
+            _member_run(endpoint, leader, column, bucket_work, timeout)
+    finally:
+        bucket_work.close()
+    if endpoint.name == leader:
         common = current.sorted()
         common.checked = True  # IDs of the checked column, each once: row_order need not check them again
         del current
         for member in members:
             _announce(endpoint, member, common)
         return common
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vflsec-psi") as pool:
-        _member_run(endpoint, leader, column, pool, timeout)
     common = _announced(endpoint, leader, timeout)
     if len(common) > len(column):
         raise ValueError(f"party {leader!r} announced {len(common)} common IDs; party {endpoint.name!r} holds "
@@ -254,52 +230,49 @@ def bucket_count(n_ids: int, bucket_target: int, threads: int) -> int:
     return max(1, min(MAX_BUCKETS, buckets))
 
 
-def _blind(parts: _Buckets, k: int) -> Tuple[Any, bytes]:
-    return psi_client_request(parts.strings(k))
-
-
-def _leader_run(endpoint: Channel, member: str, current: IdColumn, pool: ThreadPoolExecutor, bucket_target: int,
-                timeout: Optional[float], threads: int) -> IdColumn:
+def _leader_run(endpoint: Channel, member: str, current: IdColumn, bucket_work: BucketWorkers,
+                bucket_target: int, timeout: Optional[float]) -> IdColumn:
     """One two-party run as PSI client: the running intersection with ``member``'s IDs.
 
     Requests go out at most ``window`` buckets ahead of the replies that came back (the
     member answers in bucket order), and each bucket is blinded ``window`` buckets ahead."""
-    buckets = bucket_count(len(current), bucket_target, threads)
-    window = min(buckets, 2 * threads)
+    buckets = bucket_count(len(current), bucket_target, bucket_work.n_workers)
+    window = min(buckets, 2 * bucket_work.n_workers)
     parts = _Buckets(current, buckets)
     endpoint.send(member, TAG_PSI_REQUEST, {"protocol": PROTOCOL, "buckets": buckets, "window": window})
-    blinding = {k: pool.submit(_blind, parts, k) for k in range(min(2 * window, buckets))}
-    clients: Dict[int, Any] = {}
+    blinding = {k: bucket_work.blind(k, partial(parts.strings, k)) for k in range(min(2 * window, buckets))}
 
     def send_request(k: int) -> None:
-        client, request = blinding.pop(k).result()
-        clients[k] = client
-        endpoint.send(member, TAG_PSI_REQUEST, request)
+        endpoint.send(member, TAG_PSI_REQUEST, blinding.pop(k).result())
         if k + 2 * window < buckets:
-            blinding[k + 2 * window] = pool.submit(_blind, parts, k + 2 * window)
+            blinding[k + 2 * window] = bucket_work.blind(k + 2 * window, partial(parts.strings, k + 2 * window))
 
     for k in range(window):
         send_request(k)
-    found = []
+    found: Deque[Any] = deque()
+    kept: List[np.ndarray] = []
+
+    def keep_found() -> None:
+        # The positions (in the leader's column) of a bucket's IDs the member holds: an int64
+        # array, not the library's list of Python ints, while the other buckets finish.
+        kept.append(parts.rows(len(kept))[found.popleft().result()])
+
     for k in range(buckets):
         setup = endpoint.recv(member, TAG_PSI_SETUP, timeout=timeout)
         response = endpoint.recv(member, TAG_PSI_RESPONSE, timeout=timeout)
         if not isinstance(setup, bytes) or not isinstance(response, bytes):
             raise TypeError(f"party {member!r} sent a PSI reply that is not bytes")
-        found.append(pool.submit(_kept_rows, parts, k, clients.pop(k), setup, response))
+        found.append(bucket_work.intersect(k, setup, response))
         if k + window < buckets:
             send_request(k + window)
-    kept = [future.result() for future in found]
+        while found and found[0].done():
+            keep_found()
+    while found:
+        keep_found()
     return current.take(np.sort(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64))
 
 
-def _kept_rows(parts: _Buckets, k: int, client: Any, setup: bytes, response: bytes) -> np.ndarray:
-    """The positions (in the leader's column) of bucket ``k``'s IDs the member holds: an int64
-    array, not the library's list of Python ints, while the other buckets finish."""
-    return parts.rows(k)[np.asarray(psi_client_intersection(client, setup, response), dtype=np.int64)]
-
-
-def _member_run(endpoint: Channel, leader: str, ids: IdColumn, pool: ThreadPoolExecutor,
+def _member_run(endpoint: Channel, leader: str, ids: IdColumn, bucket_work: BucketWorkers,
                 timeout: Optional[float]) -> None:
     """One two-party run as PSI server, bucket by bucket as the leader's requests arrive; a
     reply goes out before the member waits for a request beyond the leader's window."""
@@ -326,13 +299,9 @@ def _member_run(endpoint: Channel, leader: str, ids: IdColumn, pool: ThreadPoolE
         request = endpoint.recv(leader, TAG_PSI_REQUEST, timeout=timeout)
         if not isinstance(request, bytes):
             raise TypeError(f"party {leader!r} sent a PSI request that is not bytes")
-        replies.append(pool.submit(_reply, parts, k, request))
+        replies.append(bucket_work.reply(partial(parts.strings, k), request))
     while replies:
         send_reply()
-
-
-def _reply(parts: _Buckets, k: int, request: bytes) -> Tuple[bytes, bytes]:
-    return psi_server_reply(parts.strings(k), request)
 
 
 def row_order(ids: Sequence[str], common: Sequence[str]) -> np.ndarray:
