@@ -22,13 +22,16 @@ pytestmark = pytest.mark.network
 
 def _tiny_config(tmp_path):
     text = shipped_config_text("scale")
-    quick = text[text.index("[quick]"):]
+    at = text.index("\n[quick]")  # the table, not the header comment that names it
+    quick = text[at:]
     for key, value in (("estimator_methods", '["plain", "hdp"]'), ("estimator_sizes", "[1000, 4000]"),
                        ("party_methods", '["plain"]'), ("party_sizes", "[1500]"), ("psi_sizes", "[1500]")):
         quick = re.sub(rf"{key} = \[[^\]]*\]", f"{key} = {value}", quick)
     quick = re.sub(r"ray_rows = \d+", "ray_rows = 0", quick)
+    quick = re.sub(r"sharded_party_rows = \d+", "sharded_party_rows = 1500", quick)
+    quick = re.sub(r"party_shard_rows = \d+", "party_shard_rows = 500", quick)
     path = tmp_path / "scale.toml"
-    path.write_text(text[:text.index("[quick]")] + quick)
+    path.write_text(text[:at] + quick)
     return path
 
 
@@ -43,11 +46,18 @@ def test_a_tiny_run_measures_every_stage_and_reports(tmp_path):
         assert "error" not in cell, cell
         assert cell["data_bytes"] == cell["n"] * 8 * sum(cell["widths"])  # float64 features
         assert cell["peak_rss_bytes"] >= cell["base_rss_bytes"] > 0 and cell["train_accuracy"] > 0.5
-    (party,) = payload["party"]
+    party, sharded = payload["party"]
     assert "error" not in party, party
     assert 1000 < party["n_aligned"] < 1500
     for name, p in party["parties"].items():
         assert p["peak_rss_bytes"] > 50 * 2 ** 20 and p["timings"]["psi_s"] > 0, name
+    # The extra job whose parties stream their aligned rows from Parquet shards: the same rows, 3 shards each.
+    assert "error" not in sharded and "shard_rows" not in party, sharded
+    assert (sharded["method"], sharded["n"], sharded["shard_rows"]) == ("plain", 1500, 500)
+    assert sharded["n_aligned"] == party["n_aligned"]
+    for name, p in sharded["parties"].items():
+        assert p["shards"]["files"] == 3 and p["shards"]["max_resident"] == 2, name
+        assert 0 < p["rss_after_training_bytes"] <= p["peak_rss_bytes"] and p["timings"]["shards_s"] > 0, name
     assert {c["variant"] for c in payload["psi"]} == {"bucketed", "sequential"}
     assert all(c["shared"] == 1200 for c in payload["psi"])
     assert "ray" not in payload
@@ -58,6 +68,9 @@ def test_a_tiny_run_measures_every_stage_and_reports(tmp_path):
     assert "At the wide shape [12, 12] (Adult's width), 5,000 rows, plain: peak" in report
     fits = report[report.index("## How big a job fits"):report.index("## Estimator")]
     assert "| estimator plain | 4,000 |" in fits
+    # The sharded job: a row of the party table and a line of the conclusion, none of the fits table.
+    assert "| plain, shards of 500 rows | 1,500 |" in report and "shards of 500" not in fits
+    assert "With Parquet shards of 500 rows, `vflsec party` (plain) on 1,500 rows per party peaked at" in report
 
 
 def test_the_cost_model_recovers_serial_shared_and_per_operation_costs():
@@ -87,6 +100,11 @@ def test_an_operations_overhead_is_its_wall_time_beyond_the_work_its_workers_did
     ]
     assert operation_overhead(timeline) == pytest.approx(0.2 + 0.25 + 0.15 + 0.15)
     assert operation_overhead([]) == 0.0
+    # A task run in the background (the offline randomizers) that held the worker first is work
+    # the operation waited for, not its round trip: submitted at 4, its task waited for one on w1.
+    later = [(4.0, 5.0, (("w1", 4.6, 4.95),))]
+    assert operation_overhead(later) == pytest.approx(0.65)
+    assert operation_overhead(later, [("w1", 4.02, 4.6), ("w2", 4.0, 5.0)]) == pytest.approx(0.05 + 0.02)
 
 
 def _ray_payload(ray_2, overhead_1=4.0):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,6 +96,107 @@ def test_three_processes_match_in_memory(run_glm_job, protocol):
     # Bytes of the training messages equal the in-memory hub's accounting.
     ir_bytes = sum(outputs[n]["bytes_sent_by_tag"].get(t, 0) for n in NAMES for t in ("ir_active", "ir_passive"))
     assert ir_bytes == reference.hub.bytes_by_tag()["ir_active"] + reference.hub.bytes_by_tag()["ir_passive"]
+
+
+SHARD_ROWS = 40
+
+
+def _shard_folders(local):
+    return sorted(local.directory.rglob("vflsec-shards-*"))
+
+
+@pytest.mark.parametrize("protocol", ["plain", "hdp"])
+def test_sharded_processes_match_in_memory_and_remove_their_shards(run_glm_job, protocol):
+    # Issue 28: with shard_rows every data party writes its aligned rows once as Parquet shards, drops its table
+    # and streams the shards per batch; the model is the in-memory run's with the same (shard-local) schedule.
+    frames = _frames()
+    job = _job(protocol, shard_rows=SHARD_ROWS, **({"noise_seed": 11} if protocol == "hdp" else {}))
+    local, outputs = run_glm_job(job, frames)
+    reference, n_common = _in_memory(job, frames)
+    _assert_same_model(outputs, reference, job)
+    assert outputs["active"]["history"]["loss"] == reference.results["active"].history["loss"]
+    # The shard-local schedule is not the global permutation: without shard_rows the model differs.
+    unsharded, _ = _in_memory({k: v for k, v in job.items() if k != "shard_rows"}, frames)
+    assert unsharded.results["active"].coef.tobytes() != reference.results["active"].coef.tobytes()
+    files = -(-n_common // SHARD_ROWS)
+    checks = 3 if protocol == "hdp" else 2  # passes before training: finite values, labels, HDP's row norms
+    for name in NAMES:
+        shards = outputs[name]["shards"]
+        assert shards["shard_rows"] == SHARD_ROWS and shards["files"] == files == 5  # the last one shorter
+        assert shards["max_resident"] == 2, name  # a batch reaches the next shard, never a third one
+        # Every shard read once per epoch (the first of an epoch may still be held from the one before).
+        assert job["epochs"] * (files - 1) <= shards["loads"] <= (job["epochs"] + checks) * files, (name, shards)
+        assert "shards_kept_in" not in outputs[name]
+    assert _shard_folders(local) == [] and list(local.directory.rglob("*.parquet")) == []
+
+
+def test_kept_shards_hold_the_aligned_rows_as_float64_columns(tmp_path, fast_network, run_parties, party_outputs):
+    import pyarrow.parquet as pq
+
+    from vflsec.glm.reference import fit_logistic_reference
+
+    frames = _frames(n=120)
+    # With the held-out evaluation and the active-only model, which read the block whole after training.
+    job = _job("plain", shard_rows=SHARD_ROWS, epochs=1, evaluate=True, active_only_model=True)
+    test_frames = {name: ([f"test-{i}" for i in range(30)], X[:30], None if y is None else y[:30])
+                   for name, (_, X, y) in frames.items()}
+    local = write_local_job(tmp_path, job, frames, network=fast_network, test_data=test_frames)
+    for name in ("active", "passive1"):
+        config = local.configs[name]
+        config.write_text(config.read_text().replace("[party]\n", f'[party]\nshard_dir = "kept/{name}"\n'
+                                                                   "keep_shards = true\n", 1))
+    outputs = party_outputs(local, run_parties(local, 90))
+    common = sorted(set.intersection(*[set(f[0]) for f in frames.values()]))
+    for name in ("active", "passive1"):
+        folder = Path(outputs[name]["shards_kept_in"])
+        assert folder.parent == tmp_path / "kept" / name and folder.name.startswith(f"vflsec-shards-{name}-")
+        assert folder.stat().st_mode & 0o777 == 0o700  # the party's rows: its own folder, no one else's
+        ids, X, y = frames[name]
+        position = {v: i for i, v in enumerate(ids)}
+        order = [position[c] for c in common]
+        tables = [pq.read_table(path) for path in sorted(folder.glob("*.parquet"))]
+        assert [t.num_rows for t in tables] == [min(SHARD_ROWS, len(common) - first)
+                                                for first in range(0, len(common), SHARD_ROWS)]
+        assert len(tables) >= 2
+        assert all(str(field.type) == "double" for t in tables for field in t.schema)
+        stored = np.vstack([np.column_stack([t.column(f"x{j}").to_numpy() for j in range(X.shape[1])])
+                            for t in tables])
+        assert stored.tobytes() == X[order].tobytes()  # the aligned order, every value as it was
+        if name == "active":  # the labels as the loss takes them ({-1, +1}), beside the features
+            labels = np.concatenate([t.column("label").to_numpy() for t in tables])
+            np.testing.assert_array_equal(labels, np.where(y[order] == 1.0, 1.0, -1.0))
+        else:
+            assert all("label" not in t.column_names for t in tables)
+    # passive2 kept nothing: its shards went with its run
+    assert [p.parent.name for p in _shard_folders(local)] == ["active", "passive1"]
+    assert outputs["active"]["evaluation"]["n"] == 30 and outputs["active"]["evaluation"]["metric"] == "accuracy"
+    # The active-only model: fitted on the active party's aligned features (read whole from its shards).
+    ids, X, y = frames["active"]
+    position = {v: i for i, v in enumerate(ids)}
+    order = [position[c] for c in common]
+    block = GLMDesign(loss="logistic").block(X[order], "active")
+    coef, intercept = fit_logistic_reference(block[:, :-1], np.where(y[order] == 1.0, 1.0, -1.0), lam=0.001,
+                                             penalty="l2", mu=1.0, fit_intercept=True)
+    fallback = outputs["active"]["active_only_model"]
+    assert fallback["n"] == len(common) and fallback["coef"] == [float(v) for v in coef]
+    assert fallback["intercept"] == float(intercept)
+
+
+def test_a_failed_sharded_run_removes_its_shards_and_resume_reproduces_the_model(killed_job, run_parties,
+                                                                                 party_outputs):
+    frames = _frames(n=200)
+    job = _job("plain", epochs=40, batch_size=20, shard_rows=SHARD_ROWS)
+    local, status, _ = killed_job(job, frames)
+    for name, (rc, err) in status.items():
+        assert rc == 1 and "'passive2'" in err, (name, err)
+    # The parties that failed removed their shards; passive2, killed outright, could not (documented).
+    assert [p.parent.name for p in _shard_folders(local)] == ["out"]
+    assert _shard_folders(local)[0].name.startswith("vflsec-shards-passive2-")
+    outputs = party_outputs(local, run_parties(local, 90, resume=True))
+    assert outputs["active"]["start_epoch"] >= 2
+    reference, _ = _in_memory(job, frames)
+    _assert_same_model(outputs, reference, job)
+    assert len(_shard_folders(local)) == 1  # the resumed run removed its own
 
 
 @pytest.mark.filterwarnings("ignore::vflsec.he.WeakKeyWarning")  # 2048 bits on purpose: speed

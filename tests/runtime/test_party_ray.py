@@ -1,5 +1,6 @@
-"""A whole `vflsec party` job whose parties run their HE vector work on a real two-node Ray cluster
-(``[compute] engine = "ray"``): the same model as on the local pools, the tasks on both nodes.
+"""A whole `vflsec party` job whose parties run their HE vector work and PSI buckets on a real two-node
+Ray cluster (``[compute] engine = "ray"``): the same aligned rows and model as on the local pools, the
+tasks on both nodes.
 The cluster is Ray's own multi-node test utility on 127.0.0.1, in a folder of its own, started and
 stopped here (never `ray stop`)."""
 from __future__ import annotations
@@ -74,10 +75,16 @@ def test_a_paillier_party_job_through_ray_trains_the_local_pools_model(two_nodes
         # Decryptions are exact, so the weights do not depend on where the encrypted work ran.
         np.testing.assert_allclose(outputs["ray"][name]["coef"], outputs["local"][name]["coef"], rtol=0, atol=1e-12)
         assert outputs["local"][name]["compute"]["engine"] == "local"
+        # PSI through Ray aligned the same rows.
+        assert outputs["ray"][name]["ids_sha256"] == outputs["local"][name]["ids_sha256"]
     tasks = {}
     for name in ("active", "passive1"):
         used = outputs["ray"][name]["compute"]
         assert used["engine"] == "RayExecutor" and used["cluster"] == cluster.address
         for node, count in used["tasks_per_node"].items():
             tasks[node] = tasks.get(node, 0) + count
+        # Its PSI buckets ran on the cluster too: the one bucket of these ~600 IDs blinded and
+        # intersected by an actor of the active party, answered by a task of the passive party.
+        assert set(used["psi_buckets_per_node"]) <= nodes
+        assert sum(used["psi_buckets_per_node"].values()) == (2 if name == "active" else 1), used
     assert set(tasks) == nodes and all(count > 0 for count in tasks.values())

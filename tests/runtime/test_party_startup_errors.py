@@ -46,6 +46,8 @@ BASE_JOB: Dict[str, Any] = dict(protocol="plain", loss="logistic", lr=0.5, epoch
                                 active="active", passives=["passive1"])
 SPLIT_JOB: Dict[str, Any] = dict(kind="splitnn", n_classes=2, epochs=1, batch_size=8, seed=1, active="active",
                                  passives=["passive1"], bottom_hidden=[4], embedding_dim=2)
+TREES_JOB: Dict[str, Any] = dict(kind="trees", active="active", passives=["passive1"], max_iter=2, min_samples_leaf=4,
+                                 max_bins=8)
 DROP = object()  # a value that removes the key
 
 
@@ -192,6 +194,14 @@ def he(protocol: str = "paillier", **values: Any) -> Edit:
 def splitnn(**values: Any) -> Edit:
     def edit(f: Layout) -> None:
         f.job = dict(SPLIT_JOB)
+        _set(f.job, values)
+    return edit
+
+
+def trees(**values: Any) -> Edit:
+    """A vertical boosting job (kind "trees") with ``values`` set."""
+    def edit(f: Layout) -> None:
+        f.job = dict(TREES_JOB)
         _set(f.job, values)
     return edit
 
@@ -343,6 +353,20 @@ CASES = [
          "poly_modulus_degree"),
     Case("ckks-negative-flooding-bits", both(he("ckks"), job(options={"flooding_bits": -1})), "flooding_bits"),
     Case("coordinator-key-bits-512", both(he(key_bits=512), run_as("coordinator")), "key_bits=512 is insecure"),
+    # --- Parquet shards of the aligned rows (shard_rows, [party] shard_dir / keep_shards) -------------------
+    Case("shard-rows-negative", job(shard_rows=-1), "shard_rows must be >= 0"),
+    Case("shard-rows-string", job(shard_rows="100k"), "shard_rows must be an integer, got str"),
+    Case("shard-rows-bool", job(shard_rows=True), "shard_rows must be an integer, got bool"),
+    Case("shard-rows-float", job(shard_rows=16.0), "shard_rows must be an integer, got float"),
+    Case("shard-rows-below-the-batch", job(shard_rows=4), "shard_rows must be 0 (no shards) or at least batch_size"),
+    Case("shard-rows-for-paillier", he(shard_rows=16), "protocol 'paillier' does not take shard_rows"),
+    Case("shard-rows-for-splitnn", splitnn(shard_rows=16), "unknown [job] fields ['shard_rows']"),
+    Case("keep-shards-not-a-bool", party(keep_shards="yes"), "[party] keep_shards must be true or false"),
+    Case("shard-dir-not-a-string", party(shard_dir=3), "[party] shard_dir must be a non-empty string"),
+    Case("shard-dir-is-a-file", both(job(shard_rows=16), party(shard_dir="active.csv")),
+         "the shards' folder"),
+    Case("coordinator-with-shard-dir", both(he(), party("coordinator", shard_dir="shards"), run_as("coordinator")),
+         "holds no data, but [party] sets shard_dir"),
     Case("resume-refused-by-the-defense", both(splitnn(defense={"name": "noise_embedding", "scale": 0.1}),
                                                args("--resume")), "defense 'noise_embedding' cannot resume"),
     Case("resume-without-checkpoint-dir", both(party(checkpoint_dir=DROP), args("--resume")),
@@ -358,6 +382,23 @@ CASES = [
     Case("splitnn-device-not-here", splitnn(device="cuda:99"), "'cuda:99' requested but"),
     Case("splitnn-labels-not-class-indices", both(splitnn(), cell("active.csv", 3, 1, 5)),
          "must be the class indices 0..1"),
+    # --- vertical boosting (kind "trees") ----------------------------------------------------------------
+    Case("trees-noise-seed", trees(protection="dp", epsilon=1.0, delta=1e-3, noise_seed=3),
+         "noise_seed is not a [job] key"),
+    Case("trees-n-bins", trees(n_bins=[[4, 4], [4, 4, 4]]), "n_bins is not a [job] key"),
+    Case("trees-max-bins-above-a-byte", trees(max_bins=300), "max_bins must be <= 255"),
+    Case("trees-max-bins-one", trees(max_bins=1), "max_bins must be >= 2"),
+    Case("trees-unknown-protection", trees(protection="he"), "protection must be one of"),
+    Case("trees-dp-without-delta", trees(protection="dp", epsilon=1.0), "protection 'dp' needs delta"),
+    Case("trees-label-dp-with-delta", trees(protection="label_dp", epsilon=1.0, delta=1e-3),
+         "'label_dp' is pure epsilon-label-DP"),
+    Case("trees-epsilon-without-dp", trees(epsilon=1.0), "epsilon is a parameter of the DP protections"),
+    Case("trees-secureboost-key-bits-512", trees(protection="secureboost", key_bits=512), "key_bits=512 is insecure"),
+    Case("trees-learning-rate-zero", trees(learning_rate=0.0), "learning_rate must be > 0.0"),
+    Case("trees-max-leaf-nodes-one", trees(max_leaf_nodes=1), "max_leaf_nodes must be >= 2"),
+    Case("trees-glm-field", trees(lr=0.1), "unknown [job] fields ['lr']"),
+    Case("trees-labels-not-binary", both(trees(), cell("active.csv", 3, 1, 2)), "exactly 2 classes"),
+    Case("trees-resume", both(trees(), args("--resume")), "trees jobs cannot resume"),
     # --- the party's data -------------------------------------------------------------------------------
     Case("data-not-set", party(data=DROP), "data party 'active' needs [party] data"),
     Case("label-column-not-set", party(label_column=DROP), "the active party needs [party] label_column"),
@@ -514,7 +555,9 @@ def test_the_catalogue_is_large_and_each_case_is_distinct():
 @pytest.mark.parametrize("job_edit, name", [
     (job(), "active"), (job(), "passive1"), (hdp(), "active"), (hdp(row_norm="none"), "passive1"),
     (he(), "active"), (he(), "coordinator"), (he("ckks"), "passive1"), (splitnn(), "active"), (splitnn(), "passive1"),
-    (TEST_DATA, "active"), (TEST_DATA, "passive1"),
+    (TEST_DATA, "active"), (TEST_DATA, "passive1"), (job(shard_rows=16), "active"),
+    (both(hdp(shard_rows=8), party("passive1", shard_dir="shards", keep_shards=True)), "passive1"),
+    (trees(), "active"), (trees(protection="dp", epsilon=1.0, delta=1e-3), "passive1"),
 ])
 def test_the_unchanged_layouts_pass_every_check(layout, job_edit, name):
     """The control: each case above changes one thing in a layout that passes."""
@@ -526,7 +569,8 @@ def test_the_unchanged_layouts_pass_every_check(layout, job_edit, name):
     assert start.cfg.name == name
     assert (start.rows is None) == (name == "coordinator")
     assert (start.test_rows is not None) == bool(f.job.get("evaluate"))
-    assert prepare_party(f.config(name), resume=True, insecure=True).tls is None
+    resumes = start.spec.kind.writes_checkpoints  # a trees job refuses --resume (its case above)
+    assert prepare_party(f.config(name), resume=resumes, insecure=True).tls is None
     assert sentinels.attempts() == []
 
 

@@ -9,21 +9,26 @@ program that reads its block only that way (the IR exchange of "plain" and
 "hdp", :mod:`vflsec.glm.ir_exchange`) then trains without a second copy of
 the party's data; any other program gets the whole block, built once,
 through :meth:`vflsec.glm.job.PartyData.checked` (``np.asarray(rows)``).
+
+The rows may also be a :class:`~vflsec.glm.shards.ShardedTable`: the party's
+aligned rows as Parquet shards on disk, read per selection (``vflsec party``
+with ``shard_rows``), so not even the rows as given stay in memory.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as np
 
 from ..dp.sensitivity import row_chunk
+from .shards import ShardedTable
 
 __all__ = ["DesignedRows", "all_finite"]
 
 
-def all_finite(X: np.ndarray) -> bool:
-    """True when every value of the 2-D array ``X`` is finite, read in chunks
-    of rows (no boolean temporary the size of ``X``)."""
+def all_finite(X: Union[np.ndarray, ShardedTable]) -> bool:
+    """True when every value of the 2-D array ``X`` (or sharded table) is
+    finite, read in chunks of rows (no boolean temporary the size of ``X``)."""
     step = row_chunk(X.shape[1])
     return all(bool(np.isfinite(X[start:start + step]).all()) for start in range(0, X.shape[0], step))
 
@@ -38,11 +43,18 @@ class DesignedRows:
 
     ``index`` (row positions into ``X``): the block of ``X[index]`` instead,
     without that copy of the rows (a party's rows in the aligned order: the
-    table as read and the order, not both tables)."""
+    table as read and the order, not both tables).
 
-    def __init__(self, X: np.ndarray, build: Callable[[np.ndarray], np.ndarray], width: int,
+    ``X`` may be a :class:`~vflsec.glm.shards.ShardedTable` instead of an
+    array (no ``index``: its rows are in the aligned order already): each
+    selection is then read from the shards it lies in."""
+
+    def __init__(self, X: Union[np.ndarray, ShardedTable], build: Callable[[np.ndarray], np.ndarray], width: int,
                  index: Optional[np.ndarray] = None):
-        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64:
+        if isinstance(X, ShardedTable):
+            if index is not None:
+                raise TypeError("a sharded table's rows are in the aligned order already: pass no index")
+        elif not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype != np.float64:
             raise TypeError(f"DesignedRows needs a 2-D float64 array, got {type(X).__name__} "
                             f"{getattr(X, 'shape', '')} {getattr(X, 'dtype', '')}".rstrip())
         if index is not None:
@@ -87,10 +99,15 @@ class DesignedRows:
             raise TypeError("DesignedRows selects rows only: an index array or a slice")
         return self._build(selected)
 
+    @property
+    def sharded(self) -> bool:
+        """True when the rows are read from Parquet shards (a :class:`~vflsec.glm.shards.ShardedTable`)."""
+        return isinstance(self._X, ShardedTable)
+
     def __array__(self, dtype: Optional[Any] = None, copy: Optional[bool] = None) -> np.ndarray:
-        if self._index is None:
+        if self._index is None and isinstance(self._X, np.ndarray):
             block = self._build(self._X)
-        else:  # chunk by chunk into the block: no ordered copy of the rows beside it
+        else:  # chunk by chunk into the block: no ordered copy of the rows (or of the shards) beside it
             block = np.empty(self.shape)
             step = row_chunk(max(1, self._width))
             for start in range(0, len(self), step):

@@ -61,7 +61,7 @@ __all__ = ["FAST_PROTOCOLS", "GRID_SHARED_FIELDS", "GridFit", "fit_grid"]
 FAST_PROTOCOLS = ("plain", "hdp")
 # Fields every job of one grid must share (they fix the data layout and the
 # batch schedule, or select code paths).
-GRID_SHARED_FIELDS = ("n_samples", "batch_size", "seed", "loss", "penalty", "active", "passives")
+GRID_SHARED_FIELDS = ("n_samples", "batch_size", "seed", "shard_rows", "loss", "penalty", "active", "passives")
 
 
 class GridFit(Sequence):
@@ -318,7 +318,7 @@ def _train(first: GLMJob, X: List[np.ndarray], labels: np.ndarray, settings: _Se
     rows = np.arange(G)  # grid row -> job index, for the jobs still training
     final = [np.zeros((G, Xp.shape[1])) for Xp in X]
     for epoch in range(int(settings.epochs.max())):
-        for idx in batch_indices(first.n_samples, b, first.seed, epoch):
+        for idx in batch_indices(first.n_samples, b, first.seed, epoch, first.shard_rows):
             Xs = [Xp[idx] for Xp in X]
             theta = _forward(Xs[0], W[0], exact)
             for p in range(1, len(X)):

@@ -19,6 +19,14 @@ guarantee reported for a party (:func:`hdp_privacy_spent`, the estimator's
 :meth:`~vflsec.dp.GaussianMechanism.privacy_spent`, never the budget asked
 for.
 
+The schedule: the lemmas need only that every row is in exactly one batch per
+epoch (:mod:`vflsec.dp.sensitivity`, step 2), on any order of the rows, and
+the accounting claims no amplification by sampling or shuffling (the order is
+public: every party computes it). So the shard-local order of a job with
+``shard_rows`` (:mod:`vflsec.vfl.schedule`, a party streaming its rows from
+Parquet shards, :mod:`.shards`) has the same sensitivities, sigmas and
+guarantee as the global permutation.
+
 Resuming (``job.start_epoch > 0``) repeats releases: the interrupted run
 released its IRs up to some point past the resumed epoch. Each party keeps a
 privacy ledger (a PLD accountant's ``state_dict``) in its checkpoint
@@ -82,6 +90,7 @@ from . import ir_exchange
 from .ir_exchange import active_program, passive_program, release_limit
 from .job import GLMJob, PhaseClock
 from .registry import register_protocol
+from .shards import value_chunks
 
 __all__ = [
     "PROTOCOL",
@@ -207,16 +216,22 @@ def hdp_privacy_spent(job: GLMJob, role: str, *, releases: int = 1) -> Any:
     return _spent(hdp_mechanisms(job)[role], releases)
 
 
-def check_labels(job: GLMJob, y: np.ndarray, constants) -> None:
-    """ValueError unless the labels respect the bound the loss constants assume."""
-    if job.loss == "least_squares" and float(np.max(np.abs(y))) > constants.k_y:
+def check_labels(job: GLMJob, y: Any, constants) -> None:
+    """ValueError unless the labels respect the bound the loss constants assume. ``y``: a 1-D
+    array, or labels in Parquet shards (:class:`~vflsec.glm.shards.ShardedLabels`, read shard by
+    shard)."""
+    if job.loss not in ("least_squares", "poisson"):
+        return
+    parts = [(float(np.max(np.abs(part))), float(np.max(part))) for part in value_chunks(y) if part.size]
+    if job.loss == "least_squares" and parts and max(a for a, _ in parts) > constants.k_y:
         raise ValueError(
             f"HDP-VFL least squares assumes standardized targets with |y| <= k_y = {constants.k_y:g}; "
-            f"got max |y| = {float(np.max(np.abs(y))):.6g} (standardize and clip the targets)"
+            f"got max |y| = {max(a for a, _ in parts):.6g} (standardize and clip the targets)"
         )
     # hdp_sensitivities_for refuses loss "poisson" without y_max, so it is set here.
-    if job.loss == "poisson" and float(np.max(y)) > cast(float, job.y_max):
-        raise ValueError(f"labels exceed the public bound y_max={job.y_max:g} (max y = {float(np.max(y)):g})")
+    if job.loss == "poisson" and parts and max(m for _, m in parts) > cast(float, job.y_max):
+        raise ValueError(f"labels exceed the public bound y_max={job.y_max:g} (max y = "
+                         f"{max(m for _, m in parts):g})")
 
 
 def check_row_norms(X: np.ndarray, party: str) -> None:
@@ -352,5 +367,7 @@ def hdp_passive(endpoint, job, data):
 PROTOCOL = {"active": hdp_active, "passive": hdp_passive}
 # check: the Lemma 3/4 conditions (finite k, the lr bound, y_max) and the calibration, before any party connects.
 # Resumable: a resume's repeated releases are counted in each party's privacy ledger (module docstring).
+# shard_schedule: the programs read their rows by the job's batches only; the accounting needs every row once
+# per epoch, in any order (module docstring), so the shard-local schedule is allowed.
 register_protocol("hdp", PROTOCOL, replace=True, tags=ir_exchange.TAGS, check=hdp_noise_scales,
-                  check_rows=check_party_rows)
+                  check_rows=check_party_rows, shard_schedule=True)

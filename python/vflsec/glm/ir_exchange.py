@@ -34,6 +34,7 @@ from ..vfl.received import PeerMessageRefused, check_received_array
 from .design_rows import DesignedRows
 from .job import SIGNED_LABEL_LOSSES, GLMJob, PartyData, PartyResult
 from .penalties import clip_norm, penalized_step
+from .shards import ShardedLabels
 
 __all__ = ["TAGS", "TAG_IR_ACTIVE", "TAG_IR_PASSIVE", "active_program", "passive_program", "release_limit"]
 
@@ -83,7 +84,7 @@ def active_program(
     clock: Optional[PhaseClock] = None,
     info: Optional[Dict] = None,
     X: Optional[Union[np.ndarray, DesignedRows]] = None,
-    y: Optional[np.ndarray] = None,
+    y: Optional[Union[np.ndarray, ShardedLabels]] = None,
     theta_bound: Optional[float] = None,
     ir_bound: Optional[float] = None,
     received_limit: Optional[float] = None,
@@ -92,7 +93,10 @@ def active_program(
     already validated (then ``data`` is not re-checked). ``X`` is read by
     batches only (``X[idx]``), so it may be a
     :class:`~vflsec.glm.design_rows.DesignedRows` (the block built per
-    batch). ``theta_bound`` clips theta before the loss derivative (needed by the Poisson DP
+    batch, from rows in memory or in Parquet shards), and ``y`` by batches
+    too (``y[idx]``: an array, or the labels in the shards,
+    :class:`~vflsec.glm.shards.ShardedLabels`). ``theta_bound`` clips
+    theta before the loss derivative (needed by the Poisson DP
     constants, see ``vflsec.dp.loss_constants``); ``ir_bound`` clips
     ``IR_A = dl/dtheta`` to ``[-bound, bound]`` (the "hdp" protocol: the
     sensitivity lemmas need ``|h| <= L``, which the L2-loss SVM and least

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from ..vfl.clock import PhaseClock
 from ..vfl.job import VFLJob, check_name
 from ..vfl.result import PartyResult as _PartyResultBase
 from .design_rows import DesignedRows
+from .shards import ShardedLabels
 
 __all__ = [
     "CALIBRATIONS",
@@ -110,6 +111,16 @@ class GLMJob(VFLJob):
         builds the job: the estimator, :func:`vflsec.glm.run_job` for an HE
         job from the data it is given, ``vflsec party`` from the widths every
         party announces in the handshake (:mod:`vflsec.runtime.handshake`).
+    shard_rows : 0 (the default) or a shard size ``S >= batch_size``: the
+        epoch's order is then shard-local (:func:`vflsec.vfl.schedule.epoch_order`:
+        shards of ``S`` consecutive aligned rows in a permuted order, each
+        permuted within), so a party that keeps its rows as Parquet shards
+        reads each shard once per epoch (``vflsec party``,
+        :mod:`vflsec.glm.shards`). Public like the seed; only protocols whose
+        programs read their rows by the job's batches take it ("plain",
+        "hdp": :meth:`vflsec.glm.registry.Protocol.check_schedule`). No DP
+        accounting here counts on the order being random: "hdp" needs every
+        row once per epoch, which holds for any ``shard_rows``.
     """
 
     protocol: str
@@ -137,6 +148,7 @@ class GLMJob(VFLJob):
     options: Mapping[str, Any] = field(default_factory=dict)
     start_epoch: int = 0
     widths: Optional[Mapping[str, int]] = None
+    shard_rows: int = 0
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -195,6 +207,10 @@ class GLMJob(VFLJob):
         set_("options", options)
         if self.widths is not None:
             set_("widths", self._checked_widths(self.widths))
+        set_("shard_rows", check_positive_int(self.shard_rows, "shard_rows", minimum=0))
+        if 0 < self.shard_rows < self.batch_size:
+            raise ValueError(f"shard_rows must be 0 (no shards) or at least batch_size ({self.batch_size}), got "
+                             f"{self.shard_rows} -- a shard holds at least one batch")
 
     def _checked_widths(self, widths: Any) -> Dict[str, int]:
         if not isinstance(widths, Mapping):
@@ -257,24 +273,29 @@ class PartyData:
         :class:`~vflsec.glm.design_rows.DesignedRows` is built whole here
         (once per call)."""
         X, _ = as_float_array(self.X, f"X of party {party!r}", ndim=2, dtype=np.float64)
-        return X, self._checked_rest(job, party, X.shape, needs_labels=needs_labels)
+        y = self._checked_rest(job, party, X.shape, needs_labels=needs_labels)
+        assert y is None or isinstance(y, np.ndarray)  # not by_batch: labels in shards were read whole
+        return X, y
 
     def checked_by_batch(self, job: GLMJob, party: str, *,
-                         needs_labels: bool) -> Tuple[Union[np.ndarray, DesignedRows], Optional[np.ndarray]]:
+                         needs_labels: bool) -> Tuple[Union[np.ndarray, DesignedRows],
+                                                      Optional[Union[np.ndarray, ShardedLabels]]]:
         """:meth:`checked` for a program that reads ``X`` only by rows
-        (``X[idx]``, ``X[a:b]``, ``X.shape``): a
+        (``X[idx]``, ``X[a:b]``, ``X.shape``) and ``y`` only by ``y[idx]``: a
         :class:`~vflsec.glm.design_rows.DesignedRows` stays one (its rows are
-        built per batch; checked for NaN/inf in chunks), any other ``X`` is
-        checked as by :meth:`checked`."""
+        built per batch; checked for NaN/inf in chunks), and so do labels in
+        Parquet shards (:class:`~vflsec.glm.shards.ShardedLabels`, checked
+        shard by shard); any other ``X`` is checked as by :meth:`checked`."""
         if not isinstance(self.X, DesignedRows):
             return self.checked(job, party, needs_labels=needs_labels)
         if not self.X.all_finite():
             raise ValueError(f"X of party {party!r} contains NaN or infinite values")
-        return self.X, self._checked_rest(job, party, self.X.shape, needs_labels=needs_labels)
+        return self.X, self._checked_rest(job, party, self.X.shape, needs_labels=needs_labels, by_batch=True)
 
     def _checked_rest(self, job: GLMJob, party: str, shape: Tuple[int, ...], *,
-                      needs_labels: bool) -> Optional[np.ndarray]:
-        """The checks of :meth:`checked` after X's own: its shape against the job, and ``y``."""
+                      needs_labels: bool, by_batch: bool = False) -> Optional[Union[np.ndarray, ShardedLabels]]:
+        """The checks of :meth:`checked` after X's own: its shape against the job, and ``y``
+        (``by_batch``: labels in shards are checked shard by shard and stay in them)."""
         if shape[0] != job.n_samples:
             raise ValueError(
                 f"party {party!r} has {shape[0]} rows, the job has n_samples={job.n_samples}"
@@ -288,14 +309,22 @@ class PartyData:
             return None
         if self.y is None:
             raise ValueError(f"the active party {party!r} has no labels (y is None)")
-        y, _ = as_float_array(self.y, f"y of party {party!r}", ndim=1, dtype=np.float64)
-        if y.shape[0] != job.n_samples:
-            raise ValueError(f"y of party {party!r} has {y.shape[0]} entries, expected {job.n_samples}")
-        if job.loss in SIGNED_LABEL_LOSSES and not np.all(np.abs(y) == 1.0):
-            raise ValueError(f"loss {job.loss!r} needs labels y in {{-1, +1}}")
-        if job.loss == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
-            raise ValueError("loss 'poisson' needs non-negative integer counts y")
-        return y
+        labels: Union[np.ndarray, ShardedLabels]
+        if by_batch and isinstance(self.y, ShardedLabels):
+            labels = self.y
+            parts: Iterable[np.ndarray] = (as_float_array(part, f"y of party {party!r}", ndim=1,
+                                                          dtype=np.float64)[0] for part in labels.chunks())
+        else:
+            labels, _ = as_float_array(self.y, f"y of party {party!r}", ndim=1, dtype=np.float64)
+            parts = (labels,)
+        if labels.shape[0] != job.n_samples:
+            raise ValueError(f"y of party {party!r} has {labels.shape[0]} entries, expected {job.n_samples}")
+        for y in parts:
+            if job.loss in SIGNED_LABEL_LOSSES and not np.all(np.abs(y) == 1.0):
+                raise ValueError(f"loss {job.loss!r} needs labels y in {{-1, +1}}")
+            if job.loss == "poisson" and (np.any(y < 0) or np.any(y != np.round(y))):
+                raise ValueError("loss 'poisson' needs non-negative integer counts y")
+        return labels
 
 
 @dataclass

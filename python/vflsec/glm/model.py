@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -53,6 +53,7 @@ from .._arrays import as_float_array, check_real
 from ..dp.sensitivity import clip_row_norms, row_chunk
 from .design_rows import DesignedRows
 from .job import LOSSES, SIGNED_LABEL_LOSSES, GLMJob
+from .shards import ShardedTable
 
 __all__ = [
     "DEFAULT_INTERCEPT_SCALING",
@@ -164,15 +165,17 @@ class GLMDesign:
             block[:, :d] = X
         return block
 
-    def rows(self, X: np.ndarray, role: str, index: Optional[np.ndarray] = None) -> DesignedRows:
+    def rows(self, X: Union[np.ndarray, ShardedTable], role: str, index: Optional[np.ndarray] = None) -> DesignedRows:
         """The block of :meth:`block`, built batch by batch from ``X`` (2-D
         float64, kept as given): ``rows[idx]`` is ``block(X)[idx]`` bit for
         bit (every step of the design maps a row on its own), so a program
         that reads its block by batches holds no copy of the party's data
         (:mod:`vflsec.glm.design_rows`). ``index``: the block of ``X[index]``
-        (without that copy)."""
+        (without that copy). ``X`` may be a :class:`~vflsec.glm.shards.ShardedTable` (rows read
+        from Parquet shards per batch)."""
         _check_role(role)
-        X = np.asarray(X, dtype=np.float64)
+        if not isinstance(X, ShardedTable):
+            X = np.asarray(X, dtype=np.float64)
         return DesignedRows(X, lambda selected: self.block(selected, role), self.width(X.shape[1], role), index)
 
     def blocks(self, parts: Sequence[np.ndarray], *, by_batch: bool = False) -> List[Any]:

@@ -14,6 +14,13 @@ runtime tells the transport to treat a message under any other tag as a
 protocol error that fails the job (issue 18, item 3). ``tags=None`` (not
 declared) leaves the transport accepting any tag.
 
+A protocol whose programs read their rows only by the job's batches
+(:meth:`vflsec.vfl.VFLJob.batches`) says so with ``shard_schedule=True``
+("plain", "hdp"): only its jobs may set ``shard_rows`` > 0 (the shard-local
+schedule, :mod:`vflsec.vfl.schedule`), which ``vflsec party`` streams from
+Parquet shards; any other protocol refuses such a job
+(:meth:`Protocol.check_schedule`) rather than train on an order of its own.
+
 Roles are "active", "passive" and optionally "coordinator"; each program
 follows the contract of :mod:`vflsec.glm.job`. A protocol with a
 "coordinator" role needs ``job.coordinator`` set; one without refuses it.
@@ -64,6 +71,7 @@ class Protocol:
     tags: Optional[FrozenSet[str]] = None
     check: Optional[JobCheck] = None
     check_rows: Optional[RowsCheck] = None
+    shard_schedule: bool = False
 
     def check_parties(self, job: Any) -> None:
         """ValueError unless ``job`` has a coordinator exactly when this protocol has that role."""
@@ -74,10 +82,19 @@ class Protocol:
 
     def check_job(self, job: Any) -> None:
         """Every check of ``job``'s public parameters this protocol makes
-        before training (ValueError/TypeError): its parties, then ``check``."""
+        before training (ValueError/TypeError): its parties, its schedule, then ``check``."""
         self.check_parties(job)
+        self.check_schedule(job)
         if self.check is not None:
             self.check(job)
+
+    def check_schedule(self, job: Any) -> None:
+        """ValueError when ``job`` asks for the shard-local schedule (``shard_rows`` > 0) and this
+        protocol's programs do not read their rows by the job's batches (module docstring)."""
+        if getattr(job, "shard_rows", 0) and not self.shard_schedule:
+            raise ValueError(f"protocol {self.name!r} does not take shard_rows (the shard-local schedule of "
+                             "'plain' and 'hdp'), got shard_rows = " + str(job.shard_rows)
+                             + " -- remove shard_rows from the job, or use protocol 'plain' or 'hdp'")
 
     @property
     def resumable(self) -> bool:
@@ -94,13 +111,15 @@ _LOCK = threading.Lock()
 
 def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: bool = False,
                       resume_refusal: Optional[str] = None, tags: Optional[Iterable[str]] = None,
-                      check: Optional[JobCheck] = None, check_rows: Optional[RowsCheck] = None) -> Protocol:
+                      check: Optional[JobCheck] = None, check_rows: Optional[RowsCheck] = None,
+                      shard_schedule: bool = False) -> Protocol:
     """Register role programs under ``name``; ``replace=True`` overrides an
     existing registration (otherwise that is a ValueError).
     ``resume_refusal``: why runs of this protocol cannot resume (None: they can).
     ``tags``: the message tags the role programs receive (None: not declared).
-    ``check`` / ``check_rows``: the checks the role programs make at start
-    (module docstring)."""
+    ``check`` / ``check_rows``: the checks the role programs make at start;
+    ``shard_schedule``: the programs read rows only by the job's batches, so
+    its jobs may set ``shard_rows`` (module docstring)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"protocol name must be a non-empty str, got {name!r}")
     if not isinstance(roles, Mapping):
@@ -125,7 +144,9 @@ def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: 
     for what, fn in (("check", check), ("check_rows", check_rows)):
         if fn is not None and not callable(fn):
             raise TypeError(f"{what} of protocol {name!r} must be callable or None")
-    protocol = Protocol(name, dict(roles), resume_refusal, tag_set, check, check_rows)
+    if not isinstance(shard_schedule, bool):
+        raise TypeError(f"shard_schedule of protocol {name!r} must be a bool, got {shard_schedule!r}")
+    protocol = Protocol(name, dict(roles), resume_refusal, tag_set, check, check_rows, shard_schedule)
     with _LOCK:
         if name in _REGISTRY and not replace:
             raise ValueError(f"protocol {name!r} is already registered")

@@ -42,6 +42,7 @@ def run_job(
         raise TypeError(f"job must be a GLMJob, got {type(job).__name__}")
     protocol = get_protocol(job.protocol)
     protocol.check_parties(job)
+    protocol.check_schedule(job)
     if not isinstance(party_data, Mapping):
         raise TypeError(f"party_data must be a mapping party -> PartyData, got {type(party_data).__name__}")
     unknown = set(party_data) - set(job.parties)

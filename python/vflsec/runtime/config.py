@@ -14,6 +14,9 @@ Format (relative paths are relative to the file)::
     output = "out/active.json"      # the party's result (its own weights)
     model = "out/active.json"       # a predict job only: this party's output of the training job
     checkpoint_dir = "checkpoints"  # per-epoch checkpoints (for --resume)
+    shard_dir = "shards"            # a job with shard_rows: the aligned rows' Parquet shards go to a folder
+                                    # of the run's own in here (default: output's folder; runtime.party_shards)
+    keep_shards = false             # true: leave that folder when the run ends (default: deleted)
 
     [peers]                         # every other party of the job: name = "host:port"
     passive1 = "127.0.0.1:50052"
@@ -89,10 +92,12 @@ class PartyConfig:
     preprocess: Optional[Mapping[str, Any]] = None
     model: Optional[Path] = None
     compute: Mapping[str, Any] = field(default_factory=dict)
+    shard_dir: Optional[Path] = None
+    keep_shards: bool = False
 
 
 PARTY_KEYS = ("name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data",
-              "positive_label", "model")
+              "positive_label", "model", "shard_dir", "keep_shards")
 TLS_KEYS = ("ca", "cert", "key")
 COMPUTE_KEYS = ("engine", "address")
 
@@ -165,6 +170,9 @@ def load_party_config(path: Path) -> PartyConfig:
     if positive_label is not None and (isinstance(positive_label, bool)
                                        or not isinstance(positive_label, (str, int, float))):
         raise ValueError(f"{path}: [party] positive_label must be a string or a number, got {positive_label!r}")
+    keep_shards = party.pop("keep_shards", False)
+    if not isinstance(keep_shards, bool):
+        raise ValueError(f"{path}: [party] keep_shards must be true or false, got {keep_shards!r}")
     _strings(party, "party", path)
     resolve = lambda value: None if value is None else (base / value)  # noqa: E731
     tls = raw.get("tls")
@@ -189,4 +197,5 @@ def load_party_config(path: Path) -> PartyConfig:
         preprocess=_table(raw, "preprocess", path) if "preprocess" in raw else None,
         model=resolve(party.get("model")),
         compute=_compute(raw, path),
+        shard_dir=resolve(party.get("shard_dir")), keep_shards=keep_shards,
     )

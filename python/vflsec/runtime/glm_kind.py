@@ -23,6 +23,16 @@ as ``active_only_model``: the fallback a ``predict`` job (:mod:`.predict_kind`) 
 active party's customers with when a partner does not hold them. It stays with the active
 party, and uses only that party's own data.
 
+``shard_rows = S`` in ``[job]`` (protocols "plain" and "hdp"; 0, the default:
+none) trains on the shard-local schedule (:mod:`vflsec.vfl.schedule`), and
+each data party writes its aligned rows once as Parquet shards of ``S`` rows
+(the active party's encoded labels beside its features) and streams them per
+batch, with its table dropped (:mod:`.party_shards`,
+:mod:`vflsec.glm.shards`); its output then has ``shards``: the shard size,
+the number of files, the shard reads of the run and the most shards held at
+once. The model is bit for bit the one trained on the rows in memory with the
+same ``shard_rows``.
+
 Every data party checkpoints its weight block after each epoch; a protocol
 with a ``resume_refusal`` refuses ``--resume``. "hdp" resumes with the
 repeated releases counted: each party's privacy ledger in its checkpoint
@@ -53,6 +63,7 @@ from ..glm.job import SIGNED_LABEL_LOSSES, GLMJob, PartyData
 from ..glm.model import DEFAULT_INTERCEPT_SCALING, GLMDesign, LabelEncoding, glm_metric, privacy_text
 from ..glm.persistence import encode_design, encode_labels
 from ..glm.registry import get_protocol
+from ..glm.shards import ShardedTable
 from ..vfl.received import PeerMessageRefused, check_received_array
 from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
@@ -85,6 +96,7 @@ class GLMPartyInput(PartyData):
     design: Optional[GLMDesign] = None
     labels: Optional[LabelEncoding] = None
     active_only_model: bool = False
+    shards: Optional[ShardedTable] = None  # the aligned rows' Parquet shards (a job with shard_rows)
 
 
 def _jsonable(info: Mapping[str, Any]) -> Dict[str, Any]:
@@ -174,6 +186,27 @@ class GLMJobKind(JobKind[GLMJob]):
         return GLMPartyInput(X, targets, checkpoint=checkpoint, design=design, labels=labels,
                              active_only_model=bool(fields.get("active_only_model", False)))
 
+    def shard_rows(self, job: GLMJob) -> int:
+        return job.shard_rows
+
+    def sharded_party_data(self, job: GLMJob, fields: Mapping[str, Any], row_norm: str, party: str, X: np.ndarray,
+                           order: np.ndarray, y: Optional[np.ndarray], checkpoint: Any,
+                           directory: Path) -> GLMPartyInput:
+        # The labels encoded as party_data encodes them, then written beside the features; the block is designed
+        # per batch from the shards as party_rows designs it from the table (the same rows, bit for bit).
+        design = glm_design(job.loss, fields)
+        labels = targets = None
+        if y is not None:
+            aligned = y[order]
+            labels = design.fit_labels(aligned)
+            targets = labels.encode(aligned)
+            del aligned
+        table = ShardedTable.write(directory, X, order, job.shard_rows, targets)
+        del targets
+        rows = glm_design(job.loss, fields, row_norm).rows(table, job.role_of(party))
+        return GLMPartyInput(rows, table.labels, checkpoint=checkpoint, design=design, labels=labels,
+                             active_only_model=bool(fields.get("active_only_model", False)), shards=table)
+
     def program(self, job: GLMJob, role: str):
         return get_protocol(job.protocol).roles[role]
 
@@ -203,6 +236,10 @@ class GLMJobKind(JobKind[GLMJob]):
             out["label_encoding"] = encode_labels(prepared.labels)
         if prepared is not None and prepared.active_only_model and result.role == "active":
             out["active_only_model"] = _active_only_model(job, prepared)
+        if prepared is not None and prepared.shards is not None:
+            table = prepared.shards
+            out["shards"] = {"shard_rows": table.shard_rows, "files": table.n_shards, "loads": table.loads,
+                             "max_resident": table.max_resident}
         out["info"] = _jsonable(result.info)
         out["privacy_spent"] = privacy_text(job, result.role, int(result.info.get("releases", 1)))
         return out

@@ -1,16 +1,16 @@
 """The job description file (``job.toml``) every party of a run holds.
 
-One ``[job]`` table: ``kind`` ("glm", the default, "splitnn" or "predict"; see
-:mod:`.kinds`), the public fields of that kind's job (for "glm" the
+One ``[job]`` table: ``kind`` ("glm", the default, "splitnn", "trees" or "predict";
+see :mod:`.kinds`), the public fields of that kind's job (for "glm" the
 :class:`~vflsec.glm.job.GLMJob` fields ``protocol``, ``loss``, ``lr``,
 ``epochs``, ``batch_size``, ``seed``, ``active``, ``passives``,
 ``coordinator``, ... with an optional ``[job.options]`` table, and the
 model's design ``fit_intercept`` (default true) and ``intercept_scaling``
 (default 0.5), see :mod:`.glm_kind`; for "splitnn" see
-:mod:`.splitnn_kind`), never ``n_samples`` or ``start_epoch`` (the alignment
-and ``--resume`` give them), and ``row_norm``: "clip" (each party maps its
-rows to ``x / max(1, ||x||)``; the GLM default) or "none" (the
-split-learning default).
+:mod:`.splitnn_kind`, for "trees" :mod:`.trees_kind`), never ``n_samples`` or
+``start_epoch`` (the alignment and ``--resume`` give them), and ``row_norm``:
+"clip" (each party maps its rows to ``x / max(1, ||x||)``; the GLM default) or
+"none" (the split-learning and trees default).
 
 ``evaluate = true`` (default false) adds a held-out evaluation after
 training: every data party names a CSV of held-out rows in its party

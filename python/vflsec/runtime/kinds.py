@@ -1,15 +1,19 @@
 """Registry of job kinds: how ``vflsec party`` runs each kind of VFL job.
 
 A job file's ``[job]`` table names its kind (``kind = "glm"``, the default,
-``kind = "splitnn"``, or ``kind = "predict"``: scoring new rows with the
-parties' saved GLM, :mod:`.predict_kind`). A :class:`JobKind` knows, for its kind:
+``kind = "splitnn"``, ``kind = "trees"``: vertical boosting, :mod:`.trees_kind`, or
+``kind = "predict"``: scoring new rows with the parties' saved GLM,
+:mod:`.predict_kind`). A :class:`JobKind` knows, for its kind:
 
 * which ``[job]`` fields it accepts and how to build the job object
   (a :class:`vflsec.vfl.VFLJob`) once the alignment gave ``n_samples``;
 * how a party turns its aligned CSV rows into the rows its program takes
   (:meth:`JobKind.party_rows`: the job's ``row_norm``, or a model design of
   the kind's own, e.g. a GLM's intercept column), then into the data its
-  role program takes, and which program that is;
+  role program takes, and which program that is; a kind whose jobs may
+  keep those rows as Parquet shards on disk (a GLM job with ``shard_rows``,
+  :mod:`.party_shards`) says so (:meth:`JobKind.shard_rows`) and writes them
+  (:meth:`JobKind.sharded_party_data`);
 * what its programs check before they start, of the job's public
   parameters (:meth:`JobKind.check_job`) and of one party's own rows
   (:meth:`JobKind.check_party`), so that ``vflsec party`` refuses a
@@ -23,8 +27,8 @@ parties' saved GLM, :mod:`.predict_kind`). A :class:`JobKind` knows, for its kin
   deadline (see :mod:`.deadlines`).
 
 Kinds register by name; :func:`get_job_kind` imports the built-in kinds
-(:mod:`.glm_kind`, :mod:`.splitnn_kind`, :mod:`.predict_kind`) on first use, so the party process
-imports only the framework its job needs.
+(:mod:`.glm_kind`, :mod:`.splitnn_kind`, :mod:`.trees_kind`, :mod:`.predict_kind`) on
+first use, so the party process imports only the framework its job needs.
 """
 from __future__ import annotations
 
@@ -44,7 +48,7 @@ __all__ = ["DEFAULT_KIND", "JobKind", "available_job_kinds", "get_job_kind", "re
 DEFAULT_KIND = "glm"
 # Built-in kind name -> module that registers it.
 _BUILTIN = {"glm": "vflsec.runtime.glm_kind", "splitnn": "vflsec.runtime.splitnn_kind",
-            "predict": "vflsec.runtime.predict_kind"}
+            "predict": "vflsec.runtime.predict_kind", "trees": "vflsec.runtime.trees_kind"}
 
 JobT = TypeVar("JobT", bound=VFLJob)
 
@@ -114,6 +118,19 @@ class JobKind(Generic[JobT]):
         rows (X as :meth:`party_rows` gives them, y the labels as in the CSV;
         None for a party without data)."""
         raise NotImplementedError
+
+    def shard_rows(self, job: JobT) -> int:
+        """Rows per Parquet shard of the aligned rows (0: the rows stay in memory). A kind
+        returning > 0 implements :meth:`sharded_party_data`."""
+        return 0
+
+    def sharded_party_data(self, job: JobT, fields: Mapping[str, Any], row_norm: str, party: str, X: np.ndarray,
+                           order: np.ndarray, y: Optional[np.ndarray], checkpoint: Any, directory: Path) -> Any:
+        """What :meth:`party_data` gives, from the rows as read (``X``, ``y``; ``order``: the row
+        positions of the aligned order), with the aligned rows written to ``directory`` as
+        Parquet shards of :meth:`shard_rows` rows and read from there during training: the
+        caller drops ``X`` and ``y`` once this returns."""
+        raise NotImplementedError(f"job kind {self.name!r} keeps no shards")
 
     def program(self, job: JobT, role: str) -> PartyProgram:
         raise NotImplementedError

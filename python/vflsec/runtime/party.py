@@ -2,7 +2,7 @@
 own process, over :class:`~vflsec.federation.grpc_channel.GrpcChannel`.
 
 The party configuration is described in :mod:`.config`, the job description
-(``job.toml``; ``kind = "glm"`` by default, ``"splitnn"``, or ``"predict"``,
+(``job.toml``; ``kind = "glm"`` by default, ``"splitnn"``, ``"trees"``, or ``"predict"``,
 which scores new rows with the parties' saved GLM instead of training:
 :mod:`.predict_kind`) in :mod:`.job_spec`; what differs between kinds is in
 :mod:`.kinds`.
@@ -53,13 +53,14 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 
-from .._process_memory import peak_rss_bytes
+from .._process_memory import current_rss_bytes, peak_rss_bytes
 from .._progress import EpochProgress
 from ..errors import CommandError
 from ..federation.ids import ids_sha256
 from . import deadlines
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
 from .job_spec import JobSpec
+from .party_shards import ShardFolder, shard_parent
 from .startup import PartyRows, PartyStart, prepare_party
 
 __all__ = ["main", "run_party"]
@@ -128,7 +129,9 @@ def _metric_text(summary: Mapping[str, Any]) -> str:
             text += f" ({evaluation.get('baseline_name', 'baseline')} {evaluation['baseline']:.4f})"
         parts.append(text)
     history = summary.get("history") or {}
-    training = [f"training {key} {history[key][-1]:.4f}" for key in ("accuracy", "loss") if history.get(key)]
+    # A trees job's history has the log loss per tree as "train_loss".
+    training = [f"training {shown} {history[key][-1]:.4f}" for key, shown in
+                (("accuracy", "accuracy"), ("loss", "loss"), ("train_loss", "log loss")) if history.get(key)]
     if training:
         parts.append(", ".join(training) + ("" if evaluation else f" ({HELD_OUT_HINT})"))
     return ", ".join(parts) or "no metric"
@@ -143,6 +146,8 @@ def _wall_time_text(summary: Mapping[str, Any]) -> str:
                   f"messaging {program['messaging']:.1f} s")
     parts = [f"connect+agree {timings.get('connect_and_agree_s', 0.0):.1f} s", f"PSI {timings.get('psi_s', 0.0):.1f} s",
              train]
+    if "shards_s" in timings:
+        parts.insert(2, f"writing shards {timings['shards_s']:.1f} s")
     if "evaluate_s" in timings:
         parts.append(f"held-out evaluation {timings['evaluate_s']:.1f} s")
     return "wall time {:.1f} s ({})".format(timings.get("total_s", 0.0), ", ".join(parts))
@@ -206,6 +211,7 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
 def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
     from ..federation.checkpoint import EpochCheckpoint
     from ..federation.psi import align_ids, row_order
+    from ..he.executor import get_executor
 
     started = start.started or time.perf_counter()
     cfg, spec, probe, role = start.cfg, start.spec, start.probe, start.role
@@ -228,6 +234,7 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
     channel.set_recv_timeout(channel.settings.handshake_timeout, deadlines.PHASE_HANDSHAKE)
     step_timeout = deadlines.step_timeout(channel.settings, kind, probe)
     timings: Dict[str, float] = {}
+    shards: Optional[ShardFolder] = None  # a job with shard_rows: the folder of the aligned rows' shards
     try:
         t = time.perf_counter()
         peers = ", ".join(f"{p!r} at {cfg.peers[p]}" for p in probe.parties if p != cfg.name)
@@ -246,7 +253,9 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         t = time.perf_counter()
         common: Sequence[str] = []
         if holds_data:
-            common = align_ids(channel, ids, leader=leader, members=probe.passives if role == "active" else ())
+            # Its PSI buckets run where its HE work runs: its threads, or its Ray cluster's workers.
+            common = align_ids(channel, ids, leader=leader, members=probe.passives if role == "active" else (),
+                               executor=get_executor())
             if not common and not kind.scores_saved_model:
                 raise ValueError("the parties share no IDs; nothing to train on")
         timings["psi_s"] = time.perf_counter() - t
@@ -273,15 +282,30 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         if holds_data and n_samples != len(common):
             raise ValueError(f"the leader announced {n_samples} aligned rows, this party aligned {len(common)}")
         job = spec.job(n_samples=n_samples, start_epoch=start_epoch, widths=widths)
-        if X is not None:
+        ids_digest = ids_sha256(common)
+        if X is not None and kind.shard_rows(job):
             assert start.rows is not None  # X is its table
+            # Written once as Parquet shards in the aligned order and streamed per batch (.party_shards): the
+            # table as read, the labels and the IDs are dropped here (the output needs only the IDs' digest).
+            t = time.perf_counter()
             order = row_order(ids, common)
-            # The rows as the program takes them, in the aligned order, from the table as read (handed over
-            # by start.rows, so the kind's rows hold its last reference): a GLM designs them batch by batch
-            # from the table and the order (no second table); other kinds hold the ordered, normalised copy.
-            X = kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, start.rows.take_features(), order)
-            y = y[order] if y is not None else None
-        data = kind.party_data(job, spec.fields, cfg.name, X, y, checkpoint)
+            ids = common = start.rows.ids = []
+            X = y = None
+            shards = ShardFolder.create(shard_parent(cfg, start.config), cfg.name, keep=cfg.keep_shards)
+            data = kind.sharded_party_data(job, spec.fields, spec.row_norm, cfg.name, start.rows.take_features(),
+                                           order, start.rows.take_labels(), checkpoint, shards.path)
+            del order
+            timings["shards_s"] = time.perf_counter() - t
+        else:
+            if X is not None:
+                assert start.rows is not None  # X is its table
+                order = row_order(ids, common)
+                # The rows as the program takes them, in the aligned order, from the table as read (handed over
+                # by start.rows, so the kind's rows hold its last reference): a GLM designs them batch by batch
+                # from the table and the order (no second table); other kinds hold the ordered, normalised copy.
+                X = kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, start.rows.take_features(), order)
+                y = y[order] if y is not None else None
+            data = kind.party_data(job, spec.fields, cfg.name, X, y, checkpoint)
         logger.info("party %r: %d aligned rows, training a %s job from epoch %d", cfg.name, n_samples, kind.name,
                     start_epoch)
         if data is not None and hasattr(data, "progress"):
@@ -290,6 +314,7 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         channel.set_recv_timeout(step_timeout, deadlines.phase_training(kind))
         result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
+        trained_rss = current_rss_bytes()  # what training holds: the rows (or two shards), not the PSI's peak
         # The kind's entries (privacy spent, model files) describe the trained model, before any evaluation.
         kind_summary = kind.summary(job, result, cfg.output, data)
         evaluation = None
@@ -306,29 +331,36 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
             "evaluation": evaluation,
             "history": {k: [float(v) for v in vals] for k, vals in result.history.items()},
             "program_timings": dict(result.timings), "timings": timings, "peak_rss_bytes": peak_rss_bytes(),
+            "rss_after_training_bytes": trained_rss,
             "compute": _compute_summary(),
             **_traffic(channel),
             "job_sha256": spec.digest,
-            "ids_sha256": ids_sha256(common),
+            "ids_sha256": ids_digest,
         }
+        if shards is not None and shards.keep:
+            summary["shards_kept_in"] = str(shards.path)
         return _finish(channel, cfg, role, summary)
     except BaseException as exc:
         channel.notify_abort(f"{type(exc).__name__}: {exc}")
         raise
     finally:
         channel.close()
+        if shards is not None:
+            shards.close()
 
 
 def _compute_summary() -> Dict[str, Any]:
-    """Where this party's HE vector work ran: its local pool, or the Ray cluster with the tasks
-    each node ran (Ray node IDs)."""
+    """Where this party's HE vector work and PSI buckets ran: its local pool (and threads), or the
+    Ray cluster with the HE tasks and the PSI bucket operations each node ran (Ray node IDs)."""
+    from ..federation.psi_workers import bucket_counts
     from ..he.executor import LocalPoolExecutor, get_executor
 
     executor = get_executor()
     if isinstance(executor, LocalPoolExecutor):
         return {"engine": "local", "workers": executor.n_workers}
     return {"engine": type(executor).__name__, "cluster": getattr(executor, "cluster_address", None),
-            "tasks_per_node": dict(getattr(executor, "task_counts", {}))}
+            "tasks_per_node": dict(getattr(executor, "task_counts", {})),
+            "psi_buckets_per_node": bucket_counts(executor)}
 
 
 def _traffic(channel) -> Dict[str, Any]:
@@ -354,10 +386,12 @@ def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe
     (the kind's ``evaluate``, with the program's ``data``); the active party's
     metrics, else None."""
     from ..federation.psi import align_ids, row_order
+    from ..he.executor import get_executor
 
     X = y = None
     if role in ("active", "passive") and test_rows is not None:
-        common = align_ids(channel, test_rows.ids, leader=leader, members=probe.passives if role == "active" else ())
+        common = align_ids(channel, test_rows.ids, leader=leader, members=probe.passives if role == "active" else (),
+                           executor=get_executor())
         if not common:
             raise ValueError("the parties share no held-out IDs; nothing to evaluate on")
         order = row_order(test_rows.ids, common)

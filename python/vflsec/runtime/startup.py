@@ -34,7 +34,9 @@ things, and says which file to correct:
    the job's ``row_norm``, a GLM's intercept column)
    (:meth:`.kinds.JobKind.check_party`: the labels the loss takes, the
    protocol's row checks such as HDP's unit rows and label bounds, a split
-   model's class indices and defense set-up).
+   model's class indices and defense set-up); for a job with ``shard_rows``,
+   the folder its Parquet shards go to, made if missing and writable
+   (:func:`.party_shards.check_shard_parent`).
 
 What needs the peers (the same job file everywhere, a non-empty
 intersection at least a batch large) can only fail once they are connected;
@@ -57,6 +59,7 @@ from ..vfl.job import VFLJob
 from .config import PartyConfig, load_party_config
 from .job_spec import JobSpec, load_job_spec
 from .party_csv import read_party_csv
+from .party_shards import check_shard_parent
 from .party_table import read_party_table, uses_table_reader
 
 __all__ = ["PartyRows", "PartyStart", "prepare_party"]
@@ -80,6 +83,11 @@ class PartyRows:
         X = self.X
         self.X = np.empty((0, X.shape[1]), dtype=X.dtype)
         return X
+
+    def take_labels(self) -> Optional[np.ndarray]:
+        """``y``, handed over as :meth:`take_features` hands ``X`` over (these rows keep None)."""
+        y, self.y = self.y, None
+        return y
 
 
 @dataclass(frozen=True)
@@ -301,7 +309,7 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False)
     tls = None if insecure else _load_tls(cfg, probe, config)
 
     if cfg.name not in probe.data_parties:
-        for key in ("data", "test_data", "label_column", "model"):
+        for key in ("data", "test_data", "label_column", "model", "shard_dir"):
             if getattr(cfg, key) is not None:
                 raise CommandError(f"party {cfg.name!r} is the job's {role} and holds no data, but [party] sets "
                                    f"{key}", f"remove [party] {key} from {config}")
@@ -318,6 +326,8 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False)
     X = spec.kind.party_rows(job, spec.fields, spec.row_norm, cfg.name, rows.X)
     with _fix(f"correct the rows of {cfg.data} or the [job] table of {cfg.job}", f"the rows of {cfg.data}"):
         spec.kind.check_party(job, spec.fields, cfg.name, X, rows.y)
+    if spec.kind.shard_rows(job):
+        check_shard_parent(cfg, config)
     return PartyStart(config, cfg, spec, probe, role, settings, tls, rows, test_rows, started, model)
 
 

@@ -7,6 +7,7 @@ party grows the trees from per-bin gradient sums, a split's threshold stays with
 * :mod:`.job`, :mod:`.protocol` -- the job and the party programs over a Channel.
 * :mod:`.protection` -- how gradients reach the passive parties ("plain"; SecureBoost in
   :mod:`.secureboost`; the label-DP "dp" and "label_dp" in :mod:`.dp`).
+* :mod:`.prediction` -- prediction across parties: each passive party's split masks.
 * :mod:`.estimator` -- ``VerticalGradientBoostingClassifier``.
 """
 from .binning import FeatureBins

@@ -9,7 +9,8 @@ defaults) and expects these attributes:
 * ``n_samples``, ``epochs``, ``batch_size``, ``seed`` -- the schedule;
 * ``active`` (labels, leader of the run), ``passives`` (one or more) and
   optionally ``coordinator`` (no data) -- the parties;
-* optionally ``start_epoch`` (> 0 resumes a run).
+* optionally ``start_epoch`` (> 0 resumes a run) and ``shard_rows`` (> 0:
+  the shard-local schedule of :mod:`.schedule`; a GLM job's field).
 
 A job's ``__post_init__`` calls :meth:`VFLJob._check_common` for the shared
 validation, then checks its own fields.
@@ -50,10 +51,11 @@ class VFLJob:
     seed: int
     active: str
     passives: Tuple[str, ...]
-    # Jobs without these fields (split learning has no coordinator and always
-    # starts at epoch 0) read the class defaults.
+    # Jobs without these fields (split learning has no coordinator, always
+    # starts at epoch 0 and takes the global permutation) read the class defaults.
     coordinator: Optional[str] = None
     start_epoch: int = 0
+    shard_rows: int = 0
 
     def _check_common(self) -> None:
         """Validate (and normalise, on a frozen dataclass) the schedule and
@@ -119,7 +121,9 @@ class VFLJob:
     def batches(self) -> Iterator[Tuple[int, int, np.ndarray]]:
         """``(epoch, step_in_epoch, row_indices)`` for the whole run (from
         ``start_epoch`` on); the step of the whole run is
-        ``epoch * steps_per_epoch + step_in_epoch``."""
+        ``epoch * steps_per_epoch + step_in_epoch``; with ``shard_rows`` > 0
+        the shard-local order (:mod:`.schedule`)."""
         for epoch in range(self.start_epoch, self.epochs):
-            for step, idx in enumerate(batch_indices(self.n_samples, self.batch_size, self.seed, epoch)):
+            for step, idx in enumerate(batch_indices(self.n_samples, self.batch_size, self.seed, epoch,
+                                                     self.shard_rows)):
                 yield epoch, step, idx

@@ -119,11 +119,12 @@ def _wait_with_usage(procs: Dict[str, Any], timeout: float) -> Dict[str, Dict[st
 
 
 def party_cell(grid: ScaleGrid, method: str, n: int, workdir: Path,
-               compute: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+               compute: Optional[Dict[str, Any]] = None, shard_rows: int = 0) -> Dict[str, Any]:
     """One two-party ``vflsec party`` job (mutual TLS on loopback) on ``n`` rows per party before
     the ID overlap (each party keeps 95%, shuffled): wall time split and peak memory per party.
     ``method`` "paillier" adds the key-holding coordinator; ``compute``: the data parties'
-    ``[compute]`` table (their HE work on a Ray cluster)."""
+    ``[compute]`` table (their HE work on a Ray cluster); ``shard_rows``: the job's (each party
+    streams its aligned rows from Parquet shards of that many rows)."""
     from ....runtime.launch import start_parties, to_toml, write_local_job
 
     parties = ["active", "passive1"]
@@ -137,6 +138,8 @@ def party_cell(grid: ScaleGrid, method: str, n: int, workdir: Path,
         job.update(epsilon=grid.hdp_epsilon, noise_seed=grid.seed + 1)
     if method == "paillier":
         job.update(coordinator="coordinator", key_bits=grid.key_bits, batch_size=grid.ray_batch_size)
+    if shard_rows:
+        job.update(shard_rows=shard_rows)
     local = write_local_job(workdir, job, placeholder,
                             network=dict(peer_timeout=3600.0, heartbeat_interval=2.0, connect_timeout=600.0))
     if compute is not None:
@@ -162,20 +165,26 @@ def party_cell(grid: ScaleGrid, method: str, n: int, workdir: Path,
     # The party's own peak (VmHWM, in its output): wait4's ru_maxrss would carry this process's size at fork.
     per_party = {name: {"peak_rss_bytes": outputs[name]["peak_rss_bytes"], "cpu_s": usage[name]["cpu_s"],
                         "data_bytes": sizes[name]["table_bytes"], "feature_bytes": sizes[name]["feature_bytes"],
-                        "timings": outputs[name]["timings"], "compute": outputs[name].get("compute")}
+                        "timings": outputs[name]["timings"], "compute": outputs[name].get("compute"),
+                        **{key: outputs[name][key] for key in ("rss_after_training_bytes", "shards")
+                           if key in outputs[name]}}
                  for name in parties}
     return {"wall_s": wall, "n_aligned": outputs["active"]["n_samples"], "parties": per_party}
 
 
 def _party_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) -> None:
-    todo = [(m, n) for m in grid.party_methods for n in grid.party_sizes]
-    for method, n in progress(todo, desc="bench scale: vflsec party", unit="job"):
+    """Every method at every size with the rows in memory, then (``sharded_party_rows``) one plain job whose
+    parties stream their aligned rows from Parquet shards of ``party_shard_rows`` rows."""
+    todo = [(m, n, 0) for m in grid.party_methods for n in grid.party_sizes]
+    if grid.sharded_party_rows:
+        todo.append(("plain", grid.sharded_party_rows, grid.party_shard_rows))
+    for method, n, shard_rows in progress(todo, desc="bench scale: vflsec party", unit="job"):
         with tempfile.TemporaryDirectory(prefix="vflsec-bench-scale-") as tmp:
             try:
-                cell = party_cell(grid, method, n, Path(tmp))
+                cell = party_cell(grid, method, n, Path(tmp), shard_rows=shard_rows)
             except (OSError, RuntimeError, ValueError) as exc:
                 cell = {"error": f"{type(exc).__name__}: {exc}"}
-        cells.append({"method": method, "n": n, **cell})
+        cells.append({"method": method, "n": n, **({"shard_rows": shard_rows} if shard_rows else {}), **cell})
 
 
 def _ray_party_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any) -> None:

@@ -42,12 +42,17 @@ class ScaleGrid:
     ray_rows: int = field(metadata=spec(low=0))
     ray_batch_size: int = field(metadata=spec(low=1))
     ray_party_rows: int = field(metadata=spec(low=0))
+    sharded_party_rows: int = field(metadata=spec(low=0))
+    party_shard_rows: int = field(metadata=spec(low=1))
 
     def __post_init__(self) -> None:
         for key in ("features_per_party", "wide_features_per_party"):
             if len(getattr(self, key)) < 2:
                 raise BenchConfigError(f"{key} needs an active and at least one passive party, got "
                                        f"{list(getattr(self, key))}")
+        if self.sharded_party_rows and self.party_shard_rows < self.batch_size:
+            raise BenchConfigError(f"party_shard_rows ({self.party_shard_rows}) must be at least batch_size "
+                                   f"({self.batch_size}): a shard holds at least one batch")
 
 
 def load_grid(quick: bool, path: Optional[Path] = None) -> ScaleGrid:
@@ -68,6 +73,8 @@ class ScaleExperiment(Experiment):
         Override("--ray-rows", "ray_rows", int, "rows of the Paillier epoch through Ray (0: no Ray cells)", "N"),
         Override("--ray-party-rows", "ray_party_rows", int, "rows per party of the Paillier `vflsec party` job on "
                  "the local pools and through Ray (0: none)", "N"),
+        Override("--sharded-party-rows", "sharded_party_rows", int, "rows per party of the plain `vflsec party` job "
+                 "that streams Parquet shards (0: none)", "N"),
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -6,10 +6,12 @@ linear). Cost model (Amdahl's law with a per-operation overhead): an epoch on ``
 ``T(w) = S + W / w`` on the local pool, where ``S`` is the work no worker does (the key holder's
 decryptions, the active party's plaintext steps, messaging) and ``W`` the work the workers share
 (encryption, encrypted products); two local runs (1 and 2 workers) give both. Through Ray each
-operation that leaves the party's process (an encryption, a product or a re-randomization of one
-batch; ``RayExecutor.operations`` counts them) adds an overhead ``tau``, the round trip: its tasks
-are submitted, their arguments and results shipped through the object store, the results
-fetched. Its tasks run at the same time on different workers and the bytes it ships are its
+operation that leaves the party's process and that the party waits for (the encrypted products
+of one batch; ``RayExecutor.operations`` counts them) adds an overhead ``tau``, the round trip: its
+tasks are submitted, their arguments and results shipped through the object store, the results
+fetched. The randomizers of a batch's encryption and re-randomization are made ahead in the
+background (``RayExecutor.background_operations``: their round trips are on nobody's path, their
+work is part of ``W``). Its tasks run at the same time on different workers and the bytes it ships are its
 batch's however many tasks share them, so ``tau`` is per operation, not per task. It is
 measured, not inferred: the 1-node Ray run (one task per operation) records each operation's
 wall time beyond its task's work (``operation_overhead_s`` of the probe) and ``tau`` is their

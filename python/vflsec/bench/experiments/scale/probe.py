@@ -132,12 +132,13 @@ def _local_cluster(nodes: int) -> Any:
     return cluster
 
 
-def operation_overhead(timeline: Any) -> float:
+def operation_overhead(timeline: Any, background_tasks: Any = ()) -> float:
     """Seconds the operations of a ``RayExecutor.timeline`` spent beyond their tasks' work, summed:
     per operation, its wall time (submitted to done) less the longest time one of its workers was
     working between the submission and the end of the operation's task there (that task, and the
-    tasks of other operations that held the worker first). What is left is the round trip:
-    submitting, shipping arguments and results, scheduling, waiting for the results."""
+    tasks of other operations that held the worker first, those run in the background included:
+    ``RayExecutor.background_tasks``). What is left is the round trip: submitting, shipping
+    arguments and results, scheduling, waiting for the results."""
     import bisect
     from collections import defaultdict
 
@@ -145,6 +146,8 @@ def operation_overhead(timeline: Any) -> float:
     for _, _, tasks in timeline:
         for worker, start, end in tasks:
             runs[worker].append((start, end))
+    for worker, start, end in background_tasks:
+        runs[worker].append((start, end))
     for intervals in runs.values():
         intervals.sort()
     starts = {worker: [start for start, _ in intervals] for worker, intervals in runs.items()}
@@ -169,7 +172,8 @@ def _paillier_epoch(args: Dict[str, Any]) -> Dict[str, Any]:
 
     Reported: wall and CPU seconds of the fit (CPU: this process's, not its workers'), the
     1-minute load average before and after it (the machine may be shared), and through Ray the
-    tasks, the operations they came from and the seconds those spent beyond their tasks' work
+    tasks, the operations they came from (waited for; and those run in the background: the
+    offline randomizers) and the seconds the waited-for ones spent beyond their tasks' work
     (:func:`operation_overhead`; the cost model's unit and overhead), and the nodes used."""
     import os
 
@@ -195,7 +199,8 @@ def _paillier_epoch(args: Dict[str, Any]) -> Dict[str, Any]:
                "load_before": load_before, "load_after": os.getloadavg()[0]}
         if executor is not None:
             out.update(tasks=int(sum(executor.task_counts.values())), operations=executor.operations,
-                       operation_overhead_s=operation_overhead(executor.timeline),
+                       background_operations=executor.background_operations,
+                       operation_overhead_s=operation_overhead(executor.timeline, executor.background_tasks),
                        nodes_used=len(executor.task_counts))
         return out
     finally:

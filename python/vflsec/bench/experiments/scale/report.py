@@ -25,6 +25,12 @@ def _estimator(payload: Dict[str, Any], *, wide: bool) -> List[Dict[str, Any]]:
     return [c for c in _ok(payload.get("estimator", [])) if (c.get("widths", grid_widths) != grid_widths) == wide]
 
 
+def _party(payload: Dict[str, Any], *, sharded: bool = False) -> List[Dict[str, Any]]:
+    """The ``vflsec party`` cells with the rows in memory (``sharded=False``: what the growth, the fits table
+    and the plots are of), or the ones whose parties streamed Parquet shards (``shard_rows``)."""
+    return [c for c in payload.get("party", []) if bool(c.get("shard_rows")) == sharded]
+
+
 def _ratio_over_data(cell: Dict[str, Any]) -> Optional[float]:
     data = cell.get("data_bytes")
     return cell["peak_rss_bytes"] / data if data else None
@@ -121,8 +127,8 @@ def fits_table(payload: Dict[str, Any]) -> List[List[Any]]:
         rows.append([f"estimator {method}", f"{top['n']:,}", _duration(top["wall_s"]),
                      f"{_ratio_over_data(top):.2f}x ({top['peak_rss_bytes'] / GIB:.2f} GiB)",
                      "n/a" if b is None else f"{b:.2f}", p7, p8, how])
-    for method in sorted({c["method"] for c in _ok(payload.get("party", []))}):
-        cells = sorted((c for c in _ok(payload["party"]) if c["method"] == method), key=lambda c: c["n"])
+    for method in sorted({c["method"] for c in _ok(_party(payload))}):
+        cells = sorted((c for c in _ok(_party(payload)) if c["method"] == method), key=lambda c: c["n"])
         top = cells[-1]
         peak = _party_peak(top)
         rows.append([f"vflsec party {method}", f"{top['n']:,}", _duration(top["wall_s"]),
@@ -144,10 +150,11 @@ def conclusion(payload: Dict[str, Any]) -> List[str]:
                      "interpreter's own memory; the target is at most 1.5x at 3x10^6 rows).")
     for c in sorted(_estimator(payload, wide=True), key=lambda c: (c["n"], c["method"])):
         ratio = _ratio_over_data(c)
+        assert ratio is not None  # every estimator cell records its data bytes
         lines.append(f"At the wide shape {c['widths']} (Adult's width), {c['n']:,} rows, {c['method']}: peak "
                      f"{ratio:.2f}x its data ({c['data_bytes'] / GIB:.2f} GiB; "
                      f"{'within' if ratio <= 1.5 else 'above'} the 1.5x target).")
-    party = _ok(payload.get("party", []))
+    party = _ok(_party(payload))
     for method in sorted({c["method"] for c in party}):
         cells = sorted((c for c in party if c["method"] == method), key=lambda c: c["n"])
         top = cells[-1]
@@ -159,6 +166,7 @@ def conclusion(payload: Dict[str, Any]) -> List[str]:
         lines.append(f"`vflsec party` ({method}) ran {top['n']:,} rows per party in {_duration(top['wall_s'])}; "
                      f"its largest party peaked at {peak['ratio']:.2f}x its data ({peak['peak_gib']:.2f} GiB), "
                      f"{verdict} the 2x target{extra}.")
+    lines += _sharded_conclusion(payload)
     psi = {(c["variant"], c["n"]): c for c in _ok(payload.get("psi", []))}
     both = sorted(n for v, n in psi if v == "sequential" and ("bucketed", n) in psi)
     if both:
@@ -184,6 +192,31 @@ def conclusion(payload: Dict[str, Any]) -> List[str]:
     return lines or ["No cell finished."]
 
 
+def _gib_by_party(cell: Dict[str, Any], key: str) -> Optional[str]:
+    values = [f"{name} {party[key] / GIB:.2f}" for name, party in cell["parties"].items() if party.get(key)]
+    return ", ".join(values) + " GiB" if len(values) == len(cell["parties"]) else None
+
+
+def _sharded_conclusion(payload: Dict[str, Any]) -> List[str]:
+    """The memory of a job whose parties streamed Parquet shards beside the same job with the rows in memory."""
+    lines = []
+    in_memory = {(c["method"], c["n"]): c for c in _ok(_party(payload))}
+    for c in _ok(_party(payload, sharded=True)):
+        text = (f"With Parquet shards of {c['shard_rows']:,} rows, `vflsec party` ({c['method']}) on {c['n']:,} rows "
+                f"per party peaked at {_gib_by_party(c, 'peak_rss_bytes')}")
+        after = _gib_by_party(c, "rss_after_training_bytes")
+        if after is not None:
+            text += f", and held {after} when training ended"
+        other = in_memory.get((c["method"], c["n"]))
+        if other is not None:
+            text += f"; with the rows in memory: peak {_gib_by_party(other, 'peak_rss_bytes')}"
+            other_after = _gib_by_party(other, "rss_after_training_bytes")
+            if other_after is not None:
+                text += f", {other_after} when training ended"
+        lines.append(text + " (the peak comes before the shards: reading the file and PSI).")
+    return lines
+
+
 def report_markdown(payload: Dict[str, Any]) -> str:
     est = [[c["method"], "x".join(str(w) for w in c.get("widths", payload.get("features_per_party") or [])),
             f"{c['n']:,}", c.get("error") or f"{c['wall_s']:.2f}",
@@ -194,14 +227,16 @@ def report_markdown(payload: Dict[str, Any]) -> str:
             "" if "error" in c else f"{_added_over_data(c):.2f}x"] for c in payload.get("estimator", [])]
     party = []
     for c in payload.get("party", []):
+        method = c["method"] + (f", shards of {c['shard_rows']:,} rows" if c.get("shard_rows") else "")
         if "error" in c:
-            party.append([c["method"], f"{c['n']:,}", c["error"], "", "", "", "", ""])
+            party.append([method, f"{c['n']:,}", c["error"], "", "", "", "", ""])
             continue
         t = c["parties"]["active"]["timings"]
         peak = _party_peak(c)
         features = _peak_over(c, "feature_bytes")
-        party.append([c["method"], f"{c['n']:,}", f"{c['n_aligned']:,}", f"{c['wall_s']:.1f}",
-                      f"PSI {t.get('psi_s', 0):.1f}, train {t.get('train_s', 0):.1f}",
+        shards = f", shards {t['shards_s']:.1f}" if "shards_s" in t else ""
+        party.append([method, f"{c['n']:,}", f"{c['n_aligned']:,}", f"{c['wall_s']:.1f}",
+                      f"PSI {t.get('psi_s', 0):.1f}{shards}, train {t.get('train_s', 0):.1f}",
                       f"{peak['peak_gib']:.2f} / {peak['data_gib']:.3f}", f"{peak['ratio']:.2f}x",
                       "" if features is None else f"{features['ratio']:.2f}x"])
     psi = [[f"{c['n']:,}", c["variant"], c.get("error") or f"{c['wall_s']:.2f}"] for c in payload.get("psi", [])]
@@ -279,7 +314,7 @@ def report_markdown(payload: Dict[str, Any]) -> str:
 
 def _plot(payload: Dict[str, Any], path: Path, key: str, ylabel: str, title: str) -> bool:
     est = _estimator(payload, wide=False)
-    party = _ok(payload.get("party", []))
+    party = _ok(_party(payload))
     if not est and not party:
         return False
     plt = pyplot()
