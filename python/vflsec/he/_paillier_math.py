@@ -188,10 +188,17 @@ def randomizers_chunk(n: int, items: Sequence[int], hs: Optional[int] = None) ->
 
 
 def encrypt_with(n: int, plaintexts: Sequence[int], randomizers: Sequence[int]) -> List[int]:
-    """The online part: (1 + m n) rho mod n^2 with precomputed randomizers."""
-    nsquare = gmpy2.mpz(n) * n
+    """The online part: (1 + m n) rho mod n^2 with precomputed randomizers, computed as
+    rho + n (m rho mod n) for rho reduced mod n^2 (the same residue: one product mod n in place
+    of two mod n^2, about 1.3x faster here), which is below 2 n^2: one subtraction reduces it."""
     mpz_n = gmpy2.mpz(n)
-    return [int((mpz_n * m + 1) % nsquare * rho % nsquare) for m, rho in zip(plaintexts, randomizers)]
+    nsquare = mpz_n * mpz_n
+    out = []
+    for m, rho in zip(plaintexts, randomizers):
+        rho = gmpy2.mpz(rho) % nsquare
+        value = rho + mpz_n * (m * rho % mpz_n)
+        out.append(int(value - nsquare if value >= nsquare else value))
+    return out
 
 
 def rerandomize_with(n: int, ciphertexts: Sequence[int], randomizers: Sequence[int]) -> List[int]:
