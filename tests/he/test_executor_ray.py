@@ -166,6 +166,19 @@ def test_tasks_reach_both_nodes(cluster):
     assert ran_on == _node_ids(cluster)
 
 
+def test_one_chunk_operations_take_the_nodes_in_turn(cluster):
+    # Placement is by CPU slot, not Ray's best-effort SPREAD: two one-chunk operations in a row run on
+    # the two one-CPU nodes, whatever the scheduler would have preferred.
+    pk = cluster.pk
+    cts = pk.encrypt(np.linspace(-1, 1, 8), processes=1).ciphertexts
+    ran_on = set()
+    for _ in range(2):
+        before = dict(cluster.executor.task_counts)
+        assert cluster.executor.map_chunks(pm.mul_chunk, [(pk.n, cts, [3] * 8)]) == [pm.mul_chunk(pk.n, cts, [3] * 8)]
+        ran_on |= {node for node, count in cluster.executor.task_counts.items() if count > before.get(node, 0)}
+    assert ran_on == _node_ids(cluster)
+
+
 def test_chunks_submitted_without_waiting_come_back_as_map_chunks_gives_them(cluster):
     pk, sk, executor = cluster.pk, cluster.sk, cluster.executor
     cts = pk.encrypt(np.linspace(-1, 1, 40), processes=1).ciphertexts
@@ -299,10 +312,10 @@ class RecordingRayExecutor(RayExecutor):
         if not self.private_keys:  # the run's key holder made its key before anything was encrypted
             self.private_keys = [o for o in gc.get_objects() if isinstance(o, P.PaillierPrivateKey)]
 
-    def _submit(self, func, args):
+    def _submit(self, func, args, node=None):
         self._keys_now()
         self.submitted.append((func, args, ray.cloudpickle.dumps((func, args))))
-        return super()._submit(func, args)
+        return super()._submit(func, args, node)
 
     def _put(self, value):
         # What several tasks share goes to the object store once: that is sent too.

@@ -1,8 +1,13 @@
 """A party's HE vector work as Ray tasks: :class:`RayExecutor`.
 
 Each chunk of an operation (:mod:`vflsec.he.executor`) is one Ray task that
-needs one CPU, spread over the cluster's nodes: one chunk per CPU of the
-cluster (:meth:`RayExecutor.chunk_bounds`), and an operation too small to
+needs one CPU, placed on the cluster's CPUs in turn: one chunk per CPU of the
+cluster (:meth:`RayExecutor.chunk_bounds`), each chunk on the next CPU slot of
+the live nodes (a node with k CPUs takes k slots of the turn; the turn goes on
+from one operation to the next, so one-chunk operations alternate nodes). Ray's
+SPREAD strategy is best effort and could put every chunk on one node; a
+placement is soft (a node that died or cannot run the task leaves it to Ray,
+so a retried task goes elsewhere). An operation too small to
 repay a task's cost stays in this process (:meth:`RayExecutor.task_items`);
 a vector-matrix product is split into blocks of columns, and of rows when
 there are fewer columns than CPUs (the caller multiplies a column's row
@@ -204,6 +209,7 @@ class RayExecutor(Executor):
         self.background_tasks: collections.deque = collections.deque(maxlen=_TIMELINE_OPERATIONS)
         self.cluster_address: Optional[str] = None
         self._counts_lock = threading.Lock()
+        self._next_slot = 0  # the CPU slot the next chunk goes to (module docstring)
         self._remote: Any = None
         self._owns_connection = False
         self._connect()
@@ -229,8 +235,7 @@ class RayExecutor(Executor):
                             "or correct the address") from None
                 self._owns_connection = True
             self.cluster_address = ray.get_runtime_context().gcs_address
-            self._remote = ray.remote(_run_chunk).options(
-                num_cpus=1, max_retries=self.max_retries, retry_exceptions=False, scheduling_strategy="SPREAD")
+            self._remote = ray.remote(_run_chunk)
         return ray
 
     def connect(self) -> Any:
@@ -266,10 +271,27 @@ class RayExecutor(Executor):
     def task_items(self, min_chunk: int) -> int:
         return min_chunk * _TASK_ITEMS_FACTOR
 
-    def _submit(self, func: Callable[..., Any], args: tuple) -> Any:
-        """One task (its ObjectRef): ``func(*args)`` on a node of the cluster (an ObjectRef
-        among the arguments: Ray hands the task its value)."""
-        return self._remote.remote(func, *args)
+    def _submit(self, func: Callable[..., Any], args: tuple, node: Optional[str] = None) -> Any:
+        """One task (its ObjectRef): ``func(*args)`` on ``node`` if it can run there, else (or
+        None) where Ray's SPREAD puts it (an ObjectRef among the arguments: Ray hands the task
+        its value)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        where = "SPREAD" if node is None else NodeAffinitySchedulingStrategy(node, soft=True)
+        return self._remote.options(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False,
+                                    scheduling_strategy=where).remote(func, *args)
+
+    def _placements(self, nodes: Sequence[Dict[str, Any]], n_chunks: int) -> List[Optional[str]]:
+        """The node of each of ``n_chunks`` chunks: the live nodes' CPU slots in turn, going on
+        from where the last operation stopped (module docstring); None for all without a CPU."""
+        cpus = {node["NodeID"]: int(node.get("Resources", {}).get("CPU", 0)) for node in nodes}
+        slots = [node for turn in range(max(cpus.values(), default=0))
+                 for node, count in sorted(cpus.items()) if count > turn]
+        if not slots:
+            return [None] * n_chunks
+        with self._counts_lock:
+            first, self._next_slot = self._next_slot, self._next_slot + n_chunks
+        return [slots[(first + i) % len(slots)] for i in range(n_chunks)]
 
     def _put(self, value: Any) -> Any:
         """``value`` in the object store (its ObjectRef), for the tasks that share it."""
@@ -302,8 +324,11 @@ class RayExecutor(Executor):
             raise ValueError(f"{getattr(func, '__name__', func)!r} takes key material: it runs only in this "
                              "party's own processes, never on Ray workers")
         ray = self._connect()
-        alive = self._alive_nodes(ray)
-        return ray, [self._submit(func, args) for args in self._shared_once(args_per_chunk)], alive
+        nodes = [node for node in ray.nodes() if node.get("Alive")]
+        alive = {node["NodeID"]: node.get("NodeManagerAddress", "?") for node in nodes}
+        chunks = self._shared_once(args_per_chunk)
+        return ray, [self._submit(func, args, node)
+                     for args, node in zip(chunks, self._placements(nodes, len(chunks)))], alive
 
     def _finish(self, ray: Any, refs: List[Any], func: Callable[..., Any], alive: Dict[str, str],
                 submitted: Optional[float]) -> List[Any]:
