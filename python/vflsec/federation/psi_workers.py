@@ -16,8 +16,9 @@ party's executor (:mod:`vflsec.he.executor`):
   process's threads; openmined-psi releases the GIL, so they use the machine's cores.
 * :class:`RayBucketWorkers` (a :class:`~vflsec.he.RayExecutor`): the party's own Ray cluster.
   A server bucket is a stateless Ray task ``(the bucket's IDs, request bytes) -> (setup bytes,
-  response bytes)``: its key is made inside the task and dies with it, and a task whose worker or
-  node dies is run again elsewhere (the executor's ``max_retries``). A client bucket's key must
+  response bytes)``: its key is made inside the task and dies with it, it goes to the executor's
+  next CPU slot (:meth:`~vflsec.he.RayExecutor.next_nodes`), and a task whose worker or node dies
+  is run again elsewhere (the executor's ``max_retries``). A client bucket's key must
   live from the request until the reply comes back, so client buckets run on Ray actors, one per
   worker (the cluster's CPUs unless ``workers`` says otherwise), placed on the nodes in turn, each
   as often as it has CPUs (an actor holds no CPU while it waits, so the cluster's tasks still run).
@@ -255,8 +256,7 @@ class RayBucketWorkers(BucketWorkers):
         self.n_workers = thread_count(workers) if workers is not None else executor.n_workers
         self._alive = self._alive_nodes()  # to name the nodes that die during the run
         self._actor_class = self._ray.remote(ClientBuckets)
-        self._server_task = self._ray.remote(server_bucket).options(
-            num_cpus=1, scheduling_strategy="SPREAD", max_retries=executor.max_retries, retry_exceptions=False)
+        self._server_function = self._ray.remote(server_bucket)
         self.actors: List[Any] = []
         self._placements: List[Any] = []  # each actor's where() (ObjectRef, then its value)
         self._slots: Optional[List[str]] = None  # the node of each actor in turn
@@ -323,7 +323,17 @@ class RayBucketWorkers(BucketWorkers):
             node, setup, response = value
             _count(self.executor, node)
             return setup, response
-        return _Pending(self, self._submit(self._server_task, ids(), request), "answering a PSI bucket", then)
+        return _Pending(self, self._submit(self._server_task(), ids(), request), "answering a PSI bucket", then)
+
+    def _server_task(self) -> Any:
+        """The remote function of the next server bucket, placed on the executor's next CPU slot (the turn
+        its HE tasks take: Ray's SPREAD is best effort); soft, so a node gone leaves the choice to Ray."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node = self.executor.next_nodes(1)[0]
+        where = "SPREAD" if node is None else NodeAffinitySchedulingStrategy(node, soft=True)
+        return self._server_function.options(num_cpus=1, scheduling_strategy=where,
+                                             max_retries=self.executor.max_retries, retry_exceptions=False)
 
     def close(self) -> None:
         """Kill the client actors (their keys with them)."""

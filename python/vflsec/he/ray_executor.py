@@ -281,6 +281,14 @@ class RayExecutor(Executor):
         return self._remote.options(num_cpus=1, max_retries=self.max_retries, retry_exceptions=False,
                                     scheduling_strategy=where).remote(func, *args)
 
+    def next_nodes(self, count: int) -> List[Optional[str]]:
+        """The nodes the next ``count`` tasks go to (the CPU slots in turn, module docstring;
+        None: no live node has a CPU, Ray decides), for work beyond ``map_chunks`` on the same
+        cluster that takes the same turn (the PSI server buckets of
+        :mod:`vflsec.federation.psi_workers`)."""
+        ray = self._connect()
+        return self._placements([node for node in ray.nodes() if node.get("Alive")], count)
+
     def _placements(self, nodes: Sequence[Dict[str, Any]], n_chunks: int) -> List[Optional[str]]:
         """The node of each of ``n_chunks`` chunks: the live nodes' CPU slots in turn, going on
         from where the last operation stopped (module docstring); None for all without a CPU."""
