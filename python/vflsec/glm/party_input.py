@@ -16,7 +16,9 @@ Two forms are accepted by :class:`~vflsec.glm.VerticalLogisticRegression`
 
 A DataFrame's columns must be numeric (bool, strings, categories and dates are
 refused naming the column: encode them first, e.g. with the per-party
-preprocessor of :mod:`vflsec.data`); NaN is refused naming the column. When
+preprocessor of :mod:`vflsec.data`); NaN is refused naming the column (unless the
+estimator reads it as a missing value: ``allow_nan``, the vertical trees), infinity
+always. When
 every block is a DataFrame with string column names, the names are kept
 (``feature_names_in_``: the table's columns, or the blocks' columns joined in
 party order) and prediction selects columns by name, so a DataFrame with its
@@ -70,8 +72,9 @@ def _string_names(frame: Any) -> Optional[np.ndarray]:
     return None
 
 
-def frame_to_array(frame: Any, what: str) -> np.ndarray:
-    """A DataFrame's values as a 2-D float64 array; non-numeric, bool or NaN columns refused by name."""
+def frame_to_array(frame: Any, what: str, *, allow_nan: bool = False) -> np.ndarray:
+    """A DataFrame's values as a 2-D float64 array; non-numeric, bool or NaN (unless ``allow_nan``: a
+    missing value) or infinite columns refused by name."""
     import pandas as pd
 
     columns = []
@@ -85,25 +88,32 @@ def frame_to_array(frame: Any, what: str) -> np.ndarray:
             raise TypeError(f"{label} has dtype {dtype}, not a number -- encode it first (one-hot, ordinal or "
                             "a date as a number), e.g. with vflsec.data's per-party preprocessor")
         values = column.to_numpy(dtype=np.float64, na_value=np.nan)
-        if not np.isfinite(values).all():
-            row = int(np.flatnonzero(~np.isfinite(values))[0])
-            raise ValueError(f"{label} has a missing or infinite value (first at row {row}) -- impute or drop it "
-                             "first")
+        bad = np.isinf(values) if allow_nan else ~np.isfinite(values)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            what_value = "an infinite" if allow_nan else "a missing or infinite"
+            raise ValueError(f"{label} has {what_value} value (first at row {row}) -- impute or drop it first")
         columns.append(values)
     if not columns:
         raise ValueError(f"{what} has no columns")
     return np.column_stack(columns)
 
 
-def _as_table(X: Any, what: str) -> Tuple[np.ndarray, Optional[np.ndarray]]:
-    """A 2-D float64 array and its string column names (None unless a DataFrame has them)."""
+def _as_table(X: Any, what: str, allow_nan: bool = False) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """A 2-D float64 array and its string column names (None unless a DataFrame has them); NaN only
+    with ``allow_nan``, never infinity."""
     if is_frame(X):
         names = _string_names(X)
         if names is not None and len(set(names)) != len(names):
             repeated = sorted({name for name in names if list(names).count(name) > 1})
             raise ValueError(f"{what} has repeated column names ({', '.join(repeated[:10])}) -- rename them")
-        return frame_to_array(X, what), names
-    return as_float_array(X, what, ndim=2, dtype=np.float64)[0], None
+        return frame_to_array(X, what, allow_nan=allow_nan), names
+    table = as_float_array(X, what, ndim=2, dtype=np.float64, check_finite=not allow_nan)[0]
+    if allow_nan and np.isinf(table).any():
+        row, column = (int(v[0]) for v in np.nonzero(np.isinf(table)))
+        raise ValueError(f"{what} has an infinite value (first at row {row}, column {column}) -- NaN is read as a "
+                         "missing value, infinity is not: clip or drop it first")
+    return table, None
 
 
 def _ndim(part: Any) -> int:
@@ -194,13 +204,13 @@ def _check_rows(parts: Sequence[np.ndarray]) -> None:
         raise ValueError(f"parties have different row counts {rows}; rows must be aligned")
 
 
-def _read_blocks(X: Sequence[Any]) -> Tuple[List[np.ndarray], Optional[np.ndarray]]:
+def _read_blocks(X: Sequence[Any], allow_nan: bool = False) -> Tuple[List[np.ndarray], Optional[np.ndarray]]:
     """Per-party blocks as float64 arrays (rows checked) and their names joined in
     order when every block has string column names (else None)."""
     parts: List[np.ndarray] = []
     names: List[np.ndarray] = []
     for i, part in enumerate(X):
-        table, table_names = _as_table(part, f"X[{i}]")
+        table, table_names = _as_table(part, f"X[{i}]", allow_nan)
         parts.append(table)
         if table_names is not None:
             names.append(table_names)
@@ -208,8 +218,8 @@ def _read_blocks(X: Sequence[Any]) -> Tuple[List[np.ndarray], Optional[np.ndarra
     return parts, (np.concatenate(names) if len(names) == len(parts) else None)
 
 
-def read_parties(X: Any, party_columns: Any = None) -> PartyInput:
-    """Split a training input (module docstring) into its parties."""
+def read_parties(X: Any, party_columns: Any = None, *, allow_nan: bool = False) -> PartyInput:
+    """Split a training input (module docstring) into its parties; NaN is refused unless ``allow_nan``."""
     if party_columns is None:
         # A list that is not one rectangular table is read as blocks, so a bad block is named.
         if not is_block_list(X) and not (isinstance(X, (list, tuple)) and len(X) > 0 and _ndim(X) != 2):
@@ -221,12 +231,12 @@ def read_parties(X: Any, party_columns: Any = None) -> PartyInput:
                             f"with party_columns, got {type(X).__name__}")
         if len(X) < 2:
             raise ValueError(f"X needs at least 2 parties (active + passive), got {len(X)}")
-        parts, joined = _read_blocks(X)
+        parts, joined = _read_blocks(X, allow_nan)
         return PartyInput(parts, default_party_names(len(parts)), joined, sum(p.shape[1] for p in parts))
     if is_block_list(X) and len(X) > 1:
         raise TypeError("party_columns selects the columns of one 2-D table, but X is a list of per-party blocks "
                         "-- leave party_columns=None, or pass the joined table")
-    table, names = _as_table(X, "X")
+    table, names = _as_table(X, "X", allow_nan)
     resolved = resolve_party_columns(party_columns, table.shape[1], names)
     # C order, as a block given on its own would be (a column selection may come back in F order,
     # and a product over another layout rounds differently).
@@ -259,7 +269,8 @@ def _warn_names(fitted_names: Optional[np.ndarray], given_names: Optional[np.nda
 
 
 def read_parties_for(X: Any, widths: Sequence[int], *, feature_names: Optional[np.ndarray],
-                     party_columns: Optional[Mapping[str, Sequence[int]]], who: str) -> List[np.ndarray]:
+                     party_columns: Optional[Mapping[str, Sequence[int]]], who: str,
+                     allow_nan: bool = False) -> List[np.ndarray]:
     """Split a prediction input the way a model fitted with per-party ``widths`` (active first),
     ``feature_names`` (joined, or None) and resolved ``party_columns`` (or None) reads it: a list
     of blocks (by names where the model has them), or one table (by the fitted party columns)."""
@@ -285,24 +296,25 @@ def read_parties_for(X: Any, widths: Sequence[int], *, feature_names: Optional[n
                 part = _select_names(part, names, f"X[{i}]")
             else:
                 _warn_names(names, given, who)
-            table, _ = _as_table(part, f"X[{i}]")
+            table, _ = _as_table(part, f"X[{i}]", allow_nan)
             if table.shape[1] != widths[i]:
                 raise ValueError(f"X[{i}] has {table.shape[1]} features, the model expects {widths[i]}")
             parts.append(table)
         _check_rows(parts)
         return parts
-    table = _one_table_for(X, n_features, feature_names, who)
+    table = _one_table_for(X, n_features, feature_names, who, allow_nan)
     return [np.ascontiguousarray(table[:, list(positions)]) for positions in party_columns.values()]
 
 
-def _one_table_for(X: Any, n_features: int, feature_names: Optional[np.ndarray], who: str) -> np.ndarray:
+def _one_table_for(X: Any, n_features: int, feature_names: Optional[np.ndarray], who: str,
+                   allow_nan: bool = False) -> np.ndarray:
     """One 2-D prediction table, its DataFrame columns selected by the fitted names."""
     given = _string_names(X) if is_frame(X) else None
     if feature_names is not None and given is not None:
         X = _select_names(X, feature_names, "X")
     else:
         _warn_names(feature_names, given, who)
-    table, _ = _as_table(X, "X")
+    table, _ = _as_table(X, "X", allow_nan)
     if table.shape[1] != n_features:
         raise ValueError(f"X has {table.shape[1]} features, the model expects {n_features}")
     return table

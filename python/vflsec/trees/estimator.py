@@ -7,6 +7,10 @@ then the programs of :mod:`vflsec.trees.protocol` grow the trees. The fitted mod
 holds what all parties hold together: the trees (the active party's), every
 party's bins and lookup table. Prediction bins each party's rows with its own
 bins and walks the trees; the bytes the parties exchanged are ``bytes_``.
+
+Missing values (NaN) are read as such, as scikit-learn's histogram booster reads
+them: each split learns which child they go to (:mod:`vflsec.trees.histogram`).
+Infinite values are refused.
 """
 from __future__ import annotations
 
@@ -94,10 +98,16 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         self.delta = delta
         self.noise_seed = noise_seed
 
+    def __sklearn_tags__(self) -> Any:
+        """NaN is a missing value here (as for scikit-learn's histogram booster)."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
     def fit(self, X: Any, y: Any) -> "VerticalGradientBoostingClassifier":
         if self.protection not in PROTECTIONS:
             raise ValueError(f"protection must be one of {PROTECTIONS}, got {self.protection!r}")
-        inputs = read_parties(X, self.party_columns)
+        inputs = read_parties(X, self.party_columns, allow_nan=True)  # NaN: a missing value (binning.py)
         parts = inputs.parts
         n = parts[0].shape[0]
         y_arr = np.asarray(y)
@@ -111,7 +121,9 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         codes = [b.transform(P) for b, P in zip(bins, parts)]
         names = inputs.party_names
         job = TreeJob(n_samples=n, active=names[0], passives=tuple(names[1:]),
-                      n_bins=tuple(tuple(int(c) for c in b.n_bins_) for b in bins), protection=self.protection,
+                      n_bins=tuple(tuple(int(c) for c in b.n_bins_) for b in bins),
+                      missing_bins=tuple(tuple(bool(m) for m in b.has_missing_) for b in bins),
+                      protection=self.protection,
                       max_iter=self.max_iter, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
                       max_depth=self.max_depth, min_samples_leaf=self.min_samples_leaf,
                       l2_regularization=self.l2_regularization, min_hessian=self.min_hessian,
@@ -147,7 +159,7 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         self._check_fitted()
         parts = read_parties_for(X, [b.n_features_in_ for b in self.bins_],
                                  feature_names=getattr(self, "feature_names_in_", None),
-                                 party_columns=self.party_columns_, who=type(self).__name__)
+                                 party_columns=self.party_columns_, who=type(self).__name__, allow_nan=True)
         codes = [b.transform(P) for b, P in zip(self.bins_, parts)]
         n = codes[0].shape[0]
         walk = lookup_walker(self.lookups_, codes)

@@ -13,8 +13,17 @@ gain (the loss decrease of the second-order approximation),
 splits whose children keep ``min_samples_leaf`` rows and ``min_hessian``
 hessian each, and returns the first best one (features in order, then bins),
 or None when no split gains more than ``min_gain``. The leaf weight is
-``-G / (H + lam)`` (:func:`leaf_value`). These are the rules of
-scikit-learn's ``HistGradientBoostingClassifier`` without missing values.
+``-G / (H + lam)`` (:func:`leaf_value`).
+
+Missing values: a feature that had NaN among the training rows has a last bin
+for them (``BinLayout.missing``); its splits are scored twice, as XGBoost's
+sparsity-aware split finding and scikit-learn do: missing values to the right
+(thresholds ascending, the last one "every value left, missing right"
+included), then to the left (thresholds descending), the second kept only when
+it gains strictly more. For a feature without missing training values, a
+missing value at prediction goes to the child with more training rows. These
+are the rules, ties included, of scikit-learn's ``HistGradientBoostingClassifier``
+on numerical features.
 """
 from __future__ import annotations
 
@@ -28,9 +37,22 @@ __all__ = ["BinLayout", "Histogram", "SplitChoice", "best_split", "build_histogr
 
 @dataclass(frozen=True)
 class BinLayout:
-    """Where each feature's bins sit in a party's flat histogram."""
+    """Where each feature's bins sit in a party's flat histogram; ``missing``: whether each
+    feature's last bin is its missing-value bin (empty: none is)."""
 
     n_bins: Tuple[int, ...]
+    missing: Tuple[bool, ...] = ()
+
+    def has_missing(self) -> np.ndarray:
+        """``missing`` as a bool array, one per feature."""
+        if not self.missing:
+            return np.zeros(len(self.n_bins), dtype=bool)
+        return np.asarray(self.missing, dtype=bool)
+
+    @property
+    def value_bins(self) -> np.ndarray:
+        """Each feature's value bins (its bins but the missing one)."""
+        return np.asarray(self.n_bins, dtype=np.int64) - self.has_missing()
 
     @property
     def offsets(self) -> np.ndarray:
@@ -57,7 +79,9 @@ class Histogram:
 @dataclass(frozen=True)
 class SplitChoice:
     """The best split of a node among one party's features: "code <= ``code``" of
-    ``feature`` (the party's own index), its gain and the left child's sums."""
+    ``feature`` (the party's own index), missing values to the left child when
+    ``missing_left``; its gain and the left child's sums (missing values included
+    when they go left)."""
 
     gain: float
     feature: int
@@ -65,6 +89,7 @@ class SplitChoice:
     G_left: float
     H_left: float
     n_left: int
+    missing_left: bool = False
 
 
 #: rows per chunk when a histogram is built (bounds the flat index temporary)
@@ -106,26 +131,46 @@ def best_split(hist: Histogram, layout: BinLayout, totals: Tuple[float, float, i
     """The first best split of a node among this party's features (see the module
     docstring), scored against the node's totals ``(G, H, n)``."""
     G, H, n = totals
-    # Left sums at each bin: cumulative sums along each feature's own row of a (features, bins) grid, so a
-    # sum never carries the earlier features' totals and their rounding; padding bins are never valid.
-    widths = np.asarray(layout.n_bins)
+    # Left sums at each value bin: cumulative sums along each feature's own row of a (features, bins) grid, so
+    # a sum never carries the earlier features' totals and their rounding; padding bins are never valid.
+    widths = layout.value_bins
+    missing = layout.has_missing()
     width = int(widths.max())
     inside = np.arange(width) < widths[:, None]
     where = np.minimum(layout.offsets[:-1, None] + np.arange(width), layout.total - 1)
     GL = np.cumsum(np.where(inside, hist.G[where], 0.0), axis=1)
     HL = np.cumsum(np.where(inside, hist.H[where], 0.0), axis=1)
     CL = np.cumsum(np.where(inside, hist.C[where], 0), axis=1)
-    GR, HR, CR = G - GL, H - HL, n - CL
-    valid = np.arange(width) < widths[:, None] - 1  # a feature's last bin leaves nothing on the right
-    valid &= (CL >= min_samples_leaf) & (CR >= min_samples_leaf) & (HL >= min_hessian) & (HR >= min_hessian)
+    # Missing values to the right: a feature's last value bin leaves nothing on the right unless it has missing
+    # values (then it is the split "every value left, missing right").
+    ltr = np.arange(width) < (widths - 1 + missing)[:, None]
+    grids = [(GL, HL, CL, ltr)]
+    down = width - 1 - np.arange(width)
+    if missing.any():
+        # Missing values to the left, thresholds in descending order (column i is threshold width - 1 - i).
+        last = layout.offsets[1:] - 1
+        Gm = np.where(missing, hist.G[last], 0.0)[:, None]
+        Hm = np.where(missing, hist.H[last], 0.0)[:, None]
+        Cm = np.where(missing, hist.C[last], 0)[:, None]
+        rtl = missing[:, None] & (down < (widths - 1)[:, None])
+        grids.append((GL[:, down] + Gm, HL[:, down] + Hm, CL[:, down] + Cm, rtl))
+    GLs, HLs, CLs, valid = (np.concatenate(parts, axis=1) for parts in zip(*grids))
+    GR, HR, CR = G - GLs, H - HLs, n - CLs
+    valid = valid & (CLs >= min_samples_leaf) & (CR >= min_samples_leaf) & (HLs >= min_hessian) & (HR >= min_hessian)
     if not valid.any():
         return None
     with np.errstate(divide="ignore", invalid="ignore"):
-        gain = GL * GL / (HL + l2) + GR * GR / (HR + l2) - G * G / (H + l2)
+        gain = GLs * GLs / (HLs + l2) + GR * GR / (HR + l2) - G * G / (H + l2)
     gain = np.where(valid, gain, -np.inf)
-    best = int(np.argmax(gain))  # row-major: the first feature, then its first bin, among equal gains
-    f, code = divmod(best, width)
-    if not gain[f, code] > min_gain:
+    # Row-major: the first feature, then missing right before missing left, then the scan's order, among equal gains.
+    best = int(np.argmax(gain))
+    f, column = divmod(best, gain.shape[1])
+    if not gain[f, column] > min_gain:
         return None
-    return SplitChoice(gain=float(gain[f, code]), feature=int(f), code=int(code), G_left=float(GL[f, code]),
-                       H_left=float(HL[f, code]), n_left=int(CL[f, code]))
+    to_left = column >= width
+    code = int(down[column - width]) if to_left else int(column)
+    n_left = int(CLs[f, column])
+    # Without missing training values, a missing value goes where more training rows went (scikit-learn's rule).
+    missing_left = bool(to_left) if missing[f] else n_left > n - n_left
+    return SplitChoice(gain=float(gain[f, column]), feature=int(f), code=code, G_left=float(GLs[f, column]),
+                       H_left=float(HLs[f, column]), n_left=n_left, missing_left=missing_left)

@@ -42,7 +42,10 @@ class TreeJob(VFLJob):
     """Public parameters of one vertical gradient-boosting run (see the module docstring).
 
     ``n_bins``: each party's bins per feature, active first (public: the sizes of
-    the histograms the parties exchange; the thresholds stay with their owner)."""
+    the histograms the parties exchange; the thresholds stay with their owner).
+    ``missing_bins``: like ``n_bins``, whether each feature's last bin holds its
+    missing values (it had NaN among the training rows); empty: no feature's does.
+    Public too: the active party scores that bin apart, and its count shows anyway."""
 
     n_samples: int
     active: str
@@ -62,6 +65,7 @@ class TreeJob(VFLJob):
     epsilon: Optional[float] = None
     delta: Optional[float] = None
     noise_seed: Optional[int] = None
+    missing_bins: Tuple[Tuple[bool, ...], ...] = ()
     # The boosting schedule in VFLJob's terms: a round is one "epoch" of one batch of every row.
     epochs: int = field(init=False, default=1)
     batch_size: int = field(init=False, default=1)
@@ -102,6 +106,27 @@ class TreeJob(VFLJob):
                 raise ValueError(f"n_bins of party {party!r} must be 1 to 256 bins per feature, got {counts!r}")
             checked.append(tuple(int(c) for c in counts))
         set_("n_bins", tuple(checked))
+        set_("missing_bins", self._checked_missing())
+
+    def _checked_missing(self) -> Tuple[Tuple[bool, ...], ...]:
+        """``missing_bins`` normalised to one tuple of bools per party (every feature false when empty)."""
+        flags = self.missing_bins
+        if isinstance(flags, (list, tuple)) and len(flags) == 0:
+            return tuple(tuple(False for _ in counts) for counts in self.n_bins)
+        if not isinstance(flags, (list, tuple)) or len(flags) != len(self.n_bins):
+            raise ValueError(f"missing_bins needs one tuple of flags per data party ({len(self.n_bins)}), got "
+                             f"{flags!r}")
+        checked = []
+        for party, counts, party_flags in zip(self.data_parties, self.n_bins, flags):
+            if not isinstance(party_flags, (list, tuple)) or len(party_flags) != len(counts) or any(
+                    not isinstance(f, (bool, np.bool_)) for f in party_flags):
+                raise ValueError(f"missing_bins of party {party!r} must be one bool per feature ({len(counts)}), "
+                                 f"got {party_flags!r}")
+            if any(f and c < 2 for f, c in zip(party_flags, counts)):
+                raise ValueError(f"party {party!r}: a feature with a missing-value bin needs a value bin too "
+                                 f"(n_bins >= 2), got {counts!r}")
+            checked.append(tuple(bool(f) for f in party_flags))
+        return tuple(checked)
 
     def _check_privacy(self) -> None:
         """epsilon (> 0) for the DP protections, delta in (0, 1) for "dp" only, a noise seed only with noise."""
@@ -128,7 +153,8 @@ class TreeJob(VFLJob):
             raise TypeError(f"noise_seed must be None or a non-negative int, got {seed!r}")
 
     def layout(self, party: str) -> BinLayout:
-        return BinLayout(self.n_bins[self.data_parties.index(party)])
+        index = self.data_parties.index(party)
+        return BinLayout(self.n_bins[index], self.missing_bins[index])
 
     @property
     def gradient_bits(self) -> int:

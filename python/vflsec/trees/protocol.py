@@ -164,12 +164,13 @@ class _Grower:
         assert node.split is not None
         party_index, choice = node.split
         if party_index == 0:
-            goes_left = self.codes[node.rows, choice.feature] <= choice.code
-            record = self.lookup.add(choice.feature, choice.code)
+            record = self.lookup.add(choice.feature, choice.code, choice.missing_left,
+                                     int(self.layouts[0].value_bins[choice.feature]))
+            goes_left = self.lookup.goes_left(record, self.codes[node.rows])
         else:
             party = self.job.passives[party_index - 1]
             self.endpoint.send(party, TAG_STEP, {"op": "split", "node": node_id, "feature": choice.feature,
-                                                 "code": choice.code})
+                                                 "code": choice.code, "missing_left": choice.missing_left})
             reply = self.endpoint.recv(party, TAG_SPLIT)
             if not isinstance(reply, dict) or not isinstance(reply.get("record"), int):
                 raise ValueError(f"party {party!r} sent a split reply without a record id")
@@ -264,11 +265,13 @@ def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tre
                                              "node": 0})
         elif op == "split":
             node, feature, code = step.get("node"), step.get("feature"), step.get("code")
+            missing_left = step.get("missing_left")
             if node not in rows or not isinstance(feature, int) or not 0 <= feature < codes.shape[1] \
-                    or not isinstance(code, int) or not 0 <= code < layout.n_bins[feature] - 1:
+                    or not isinstance(code, int) or not isinstance(missing_left, bool) \
+                    or not 0 <= code < _split_codes(layout, feature, missing_left):
                 raise ValueError(f"party {leader!r} asked for a split this party cannot make: {step!r}")
-            goes_left = codes[rows[node], feature] <= code
-            record = lookup.add(feature, code)
+            record = lookup.add(feature, code, missing_left, int(layout.value_bins[feature]))
+            goes_left = lookup.goes_left(record, codes[rows[node]])
             endpoint.send(leader, TAG_SPLIT, {"record": record, "mask": _pack(goes_left)})
         elif op == "children":
             node = step.get("node")
@@ -294,6 +297,14 @@ def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tre
             raise ValueError(f"party {leader!r} sent a step this party does not know: {op!r}")
     return TreePartyResult(endpoint.name, "passive", lookup=lookup, timings=clock.timings(endpoint),
                            info={"seconds": dict(protection.seconds)})
+
+
+def _split_codes(layout: BinLayout, feature: int, missing_left: bool) -> int:
+    """How many thresholds ``feature`` can split at: below its last value bin, and at it too when its
+    training missing values go right (the split "every value left, missing right")."""
+    values = int(layout.value_bins[feature])
+    has_missing = bool(layout.has_missing()[feature])
+    return values - 1 + int(has_missing and not missing_left)
 
 
 def _histogram(protection: Any, gradients: Any, codes: np.ndarray, rows: np.ndarray, layout: BinLayout,

@@ -27,14 +27,22 @@ LEAF = -1
 class LookupTable:
     """A party's own splits: record ``r`` sends a row left when its bin code of feature
     ``feature[r]`` is at most ``code[r]`` (its value at most the party's threshold
-    ``thresholds_[feature][code]``)."""
+    ``thresholds_[feature][code]``), and a row whose value is missing (its code is the
+    feature's missing code ``missing_code[r]``, above every value code) left when
+    ``missing_left[r]``."""
 
     feature: List[int] = field(default_factory=list)
     code: List[int] = field(default_factory=list)
+    missing_left: List[bool] = field(default_factory=list)
+    missing_code: List[int] = field(default_factory=list)
 
-    def add(self, feature: int, code: int) -> int:
+    def add(self, feature: int, code: int, missing_left: bool = False, missing_code: int = 0) -> int:
+        """A record; ``missing_code`` (the feature's, :meth:`~vflsec.trees.binning.FeatureBins.missing_code`)
+        matters only with ``missing_left``."""
         self.feature.append(int(feature))
         self.code.append(int(code))
+        self.missing_left.append(bool(missing_left))
+        self.missing_code.append(int(missing_code))
         return len(self.feature) - 1
 
     def __len__(self) -> int:
@@ -42,14 +50,22 @@ class LookupTable:
 
     def goes_left(self, record: int, codes: np.ndarray) -> np.ndarray:
         """Whether each row of ``codes`` (this party's bin codes) goes left at ``record``."""
-        return codes[:, self.feature[record]] <= self.code[record]
+        column = codes[:, self.feature[record]]
+        left = column <= self.code[record]  # a missing code is above every threshold code: right
+        if self.missing_left[record]:
+            left |= column == self.missing_code[record]
+        return left
 
     def to_dict(self) -> dict:
-        return {"feature": list(self.feature), "code": list(self.code)}
+        return {"feature": list(self.feature), "code": list(self.code), "missing_left": list(self.missing_left),
+                "missing_code": list(self.missing_code)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "LookupTable":
-        return cls([int(f) for f in data["feature"]], [int(c) for c in data["code"]])
+        n = len(data["feature"])
+        return cls([int(f) for f in data["feature"]], [int(c) for c in data["code"]],
+                   [bool(m) for m in data.get("missing_left", [False] * n)],
+                   [int(c) for c in data.get("missing_code", [0] * n)])
 
 
 @dataclass
