@@ -75,6 +75,10 @@ def test_infinite_values_are_refused_naming_them(bad):
     with pytest.raises(ValueError, match="infinite value .*row 2, column 1"):
         FeatureBins().fit(X)
     parts, y = _blocks(n=200)
+    labels = y.astype(np.float64)
+    labels[7] = np.nan if bad > 0 else bad
+    with pytest.raises(ValueError, match="missing or infinite label .*row 7"):
+        VerticalGradientBoostingClassifier(max_iter=2).fit(parts, labels)
     parts[1][5, 0] = bad
     with pytest.raises(ValueError, match="infinite"):
         VerticalGradientBoostingClassifier(max_iter=2).fit(parts, y)

@@ -113,6 +113,10 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         y_arr = np.asarray(y)
         if y_arr.ndim != 1 or len(y_arr) != n:
             raise ValueError(f"y must be 1-D with one label per row ({n}), got shape {y_arr.shape}")
+        if y_arr.dtype.kind == "f" and not np.isfinite(y_arr).all():
+            row = int(np.flatnonzero(~np.isfinite(y_arr))[0])
+            raise ValueError(f"y has a missing or infinite label (first at row {row}) -- drop those rows: a label "
+                             "cannot be missing")
         classes, y01 = np.unique(y_arr, return_inverse=True)
         if len(classes) != 2:
             raise ValueError(f"VerticalGradientBoostingClassifier is binary: y must have 2 classes, got "
