@@ -287,10 +287,7 @@ class RayBucketWorkers(BucketWorkers):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         if self._slots is None:
-            cpus = {node["NodeID"]: int(node.get("Resources", {}).get("CPU", 0))
-                    for node in self._ray.nodes() if node.get("Alive")}
-            self._slots = [node for turn in range(max(cpus.values(), default=0))
-                           for node, count in sorted(cpus.items()) if count > turn]
+            self._slots = self.executor.cpu_slots()
         if not self._slots:
             return "SPREAD"
         return NodeAffinitySchedulingStrategy(self._slots[index % len(self._slots)], soft=True)

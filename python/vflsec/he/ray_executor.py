@@ -149,6 +149,14 @@ def _check_reachable(ray: Any, address: str, timeout: float) -> None:
             from None
 
 
+def _cpu_slots(nodes: Sequence[Dict[str, Any]]) -> List[str]:
+    """The CPU slots of ``nodes`` (``ray.nodes()`` entries): a turn over the nodes (by ID) for each
+    CPU, a node with k CPUs in the first k turns."""
+    cpus = {node["NodeID"]: int(node.get("Resources", {}).get("CPU", 0)) for node in nodes}
+    return [node for turn in range(max(cpus.values(), default=0)) for node, count in sorted(cpus.items())
+            if count > turn]
+
+
 def _check_address(address: Any) -> Optional[str]:
     if address is None or address == "auto":
         return address
@@ -289,12 +297,16 @@ class RayExecutor(Executor):
         ray = self._connect()
         return self._placements([node for node in ray.nodes() if node.get("Alive")], count)
 
+    def cpu_slots(self) -> List[str]:
+        """The live nodes' CPU slots: node IDs in turn, each node as often as it has CPUs (empty:
+        no live node has a CPU)."""
+        ray = self._connect()
+        return _cpu_slots([node for node in ray.nodes() if node.get("Alive")])
+
     def _placements(self, nodes: Sequence[Dict[str, Any]], n_chunks: int) -> List[Optional[str]]:
         """The node of each of ``n_chunks`` chunks: the live nodes' CPU slots in turn, going on
         from where the last operation stopped (module docstring); None for all without a CPU."""
-        cpus = {node["NodeID"]: int(node.get("Resources", {}).get("CPU", 0)) for node in nodes}
-        slots = [node for turn in range(max(cpus.values(), default=0))
-                 for node, count in sorted(cpus.items()) if count > turn]
+        slots = _cpu_slots(nodes)
         if not slots:
             return [None] * n_chunks
         with self._counts_lock:
