@@ -1,4 +1,4 @@
-"""Job kind "predict": score new customers by ID with a vertical GLM the parties trained with ``vflsec party``.
+"""Job kind "predict": score new customers by ID with a vertical GLM or trees model trained with ``vflsec party``.
 
 A bank (the active party) wants scores for next month's customers. Every data party runs ``vflsec
 party`` with a job file ``[job] kind = "predict"`` (the parties of the training job, and the policy
@@ -22,6 +22,13 @@ passive party sends its partial scores ``x_p . w_p`` of the aligned rows (tag
 its intercept and writes one row per customer of *its* file, sorted by ID:
 ``id, score, probability, prediction, source``.
 
+A trees model (the output of a ``kind = "trees"`` job, :mod:`.predict_trees`) is scored the way
+its held-out evaluation is: each passive party bins its aligned new rows with its training bins
+and sends the active party its packed split masks (tag ``trees_masks``), and the active party
+walks the trees; ``score`` is the raw log-odds of the larger class. A trees model has no
+active-only model (``missing = "none"`` only), and the predict job must list the training job's
+parties (its active party first).
+
 Customers of the active party that some partner does not hold (``missing``):
 
 * ``"none"`` (default): no score (empty cells), ``source = missing``, counted in the summary;
@@ -38,12 +45,13 @@ computation as :func:`vflsec.glm.score_by_id`, the in-process reference the test
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -122,15 +130,18 @@ def _floats(values: Any, what: str, path: Path) -> np.ndarray:
     return array
 
 
-def load_saved_model(path: Path, party: str, role: str, missing: str) -> SavedPartyModel:
-    """Party ``party``'s (role ``role``) model from its training output ``path``; ValueError
-    (with `` -- fix``) naming the file for anything a predict job cannot use."""
+def load_saved_model(path: Path, party: str, role: str, missing: str,
+                     parties: Optional[Sequence[str]] = None) -> Any:
+    """Party ``party``'s (role ``role``) model from its training output ``path``: a
+    :class:`SavedPartyModel` (GLM) or a :class:`~.predict_trees.SavedTreesModel` (trees, for a
+    predict job over ``parties``, active first); ValueError (with `` -- fix``) naming the file
+    for anything a predict job cannot use."""
     from ..data import PartyPreprocessor
     from ..glm.persistence import decode_design, decode_labels
     from .party_table import preprocessor_path
 
     path = Path(path)
-    retrain = ("give [party] model the output file this party wrote when it trained the GLM job with "
+    retrain = ("give [party] model the output file this party wrote when it trained the GLM or trees job with "
                "`vflsec party` (this version)")
     if not path.is_file():
         raise ValueError(f"the model file {path} {'is not a file' if path.exists() else 'does not exist'} -- "
@@ -139,11 +150,21 @@ def load_saved_model(path: Path, party: str, role: str, missing: str) -> SavedPa
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a training output of vflsec party ({exc}) -- {retrain}") from None
-    if not isinstance(saved, dict) or saved.get("kind") != "glm" or not isinstance(saved.get("coef"), list):
-        raise ValueError(f"{path}: not the output of a GLM training job of vflsec party -- {retrain}")
+    kind = saved.get("kind") if isinstance(saved, dict) else None
+    if not isinstance(saved, dict) or kind not in ("glm", "trees") or (kind == "glm" and not isinstance(
+            saved.get("coef"), list)):
+        raise ValueError(f"{path}: not the output of a GLM or trees training job of vflsec party -- {retrain}")
     if saved.get("party") != party or saved.get("role") != role:
         raise ValueError(f"{path} is the model of party {saved.get('party')!r} ({saved.get('role')}), this party "
                          f"is {party!r} ({role}) -- give [party] model this party's own training output")
+    prep_path = preprocessor_path(path)
+    preprocessor = PartyPreprocessor.load(prep_path) if prep_path is not None and prep_path.is_file() else None
+    if kind == "trees":
+        from .predict_trees import load_trees_model
+
+        model = load_trees_model(path, saved, party, role, tuple(parties or (party,)), missing)
+        return dataclasses.replace(model, preprocessor=preprocessor,
+                                   preprocessor_path=prep_path if preprocessor is not None else None)
     if not isinstance(saved.get("design"), dict):
         raise ValueError(f"{path} has no model design (written by an older vflsec) -- train the model again "
                          "with this version")
@@ -170,8 +191,6 @@ def load_saved_model(path: Path, party: str, role: str, missing: str) -> SavedPa
     if not all(isinstance(d, str) for d in digests):
         raise ValueError(f"{path} does not say which training run it comes from (job_sha256, ids_sha256) -- "
                          f"{retrain}")
-    prep_path = preprocessor_path(path)
-    preprocessor = PartyPreprocessor.load(prep_path) if prep_path is not None and prep_path.is_file() else None
     return SavedPartyModel(path, party, role, coef, design, str(digests[0]), str(digests[1]), intercept, labels,
                            fallback, preprocessor, prep_path if preprocessor is not None else None)
 
@@ -200,21 +219,30 @@ class PredictJobKind(JobKind[PredictJob]):
         return X if order is None else X[order]  # the saved model's design is applied when scoring
 
     def receive_tags(self, job: PredictJob) -> Optional[FrozenSet[str]]:
-        return frozenset({TAG_PREDICT_MODEL, TAG_PREDICT_SCORES})
+        from ..trees.prediction import TAG_MASKS
+
+        return frozenset({TAG_PREDICT_MODEL, TAG_PREDICT_SCORES, TAG_MASKS})
 
     def resume_refusal(self, job: PredictJob, fields: Mapping[str, Any]) -> Optional[str]:
         return "a predict job has no epochs to resume; run it again"
 
-    def load_model(self, path: Path, party: str, role: str, job: PredictJob) -> SavedPartyModel:
-        return load_saved_model(path, party, role, job.missing)
+    def load_model(self, path: Path, party: str, role: str, job: PredictJob) -> Any:
+        return load_saved_model(path, party, role, job.missing, job.data_parties)
 
-    def check_model(self, model: SavedPartyModel, n_features: int, data: Path) -> None:
-        """The new rows fit the saved weights (ValueError naming both files)."""
+    def check_model(self, model: Any, n_features: int, data: Path) -> None:
+        """The new rows fit the saved weights or bins (ValueError naming both files)."""
+        from .predict_trees import SavedTreesModel
+
+        if isinstance(model, SavedTreesModel):
+            if n_features != model.n_features:
+                raise ValueError(f"{data} gives {n_features} feature columns, the trees model {model.path} bins "
+                                 f"{model.n_features} -- give [party] data the columns of the training file")
+            return
         if n_features != model.coef.size:
             raise ValueError(f"{data} gives {n_features} feature columns, the model {model.path} has "
                              f"{model.coef.size} weights -- give [party] data the columns of the training file")
 
-    def agree_on_model(self, channel: Any, job: PredictJob, model: SavedPartyModel) -> None:
+    def agree_on_model(self, channel: Any, job: PredictJob, model: Any) -> None:
         """Every passive party's model comes from the active party's training run (else the
         active party stops the job, naming the party)."""
         if model.role != "active":
@@ -227,20 +255,30 @@ class PredictJobKind(JobKind[PredictJob]):
                                  "(its training job or aligned IDs differ) -- give every party's [party] model "
                                  "its output of the same training job")
 
-    def score(self, channel: Any, job: PredictJob, model: SavedPartyModel, ids: Sequence[str], X: np.ndarray,
+    def score(self, channel: Any, job: PredictJob, model: Any, ids: Sequence[str], X: np.ndarray,
               common: Sequence[str], output: Optional[Path]) -> Dict[str, Any]:
-        """Send (passive) or gather (active) the partial scores of the aligned rows; the active
-        party writes the scores file. The kind's entries of the party's summary."""
+        """Send (passive) or gather (active) the partial scores (GLM) or split masks (trees) of the
+        aligned rows; the active party writes the scores file. The kind's entries of the party's
+        summary."""
         from ..federation.psi import row_order
         from .glm_kind import receive_partial_scores
+        from .predict_trees import PRIVACY_NOTE as TREES_PRIVACY_NOTE
+        from .predict_trees import SavedTreesModel, trees_scores
 
-        own = model.scores(X[row_order(ids, common)]) if common else np.zeros(0)
-        if model.role != "active":
-            if common:
-                channel.send(job.active, TAG_PREDICT_SCORES, np.ascontiguousarray(own, dtype=np.float64))
-            return {"scored_rows_sent": len(common)}
-        joint = (receive_partial_scores(channel, job.passives, own, TAG_PREDICT_SCORES, PHASE_PREDICTION,
-                                        "partial scores") if common else own)
+        trees = isinstance(model, SavedTreesModel)
+        aligned = X[row_order(ids, common)] if common else X[:0]
+        if trees:
+            joint = trees_scores(channel, job.active, model, aligned, PHASE_PREDICTION) if common else np.zeros(0)
+            if model.role != "active":
+                return {"scored_rows_sent": len(common)}
+        else:
+            own = model.scores(aligned) if common else np.zeros(0)
+            if model.role != "active":
+                if common:
+                    channel.send(job.active, TAG_PREDICT_SCORES, np.ascontiguousarray(own, dtype=np.float64))
+                return {"scored_rows_sent": len(common)}
+            joint = (receive_partial_scores(channel, job.passives, own, TAG_PREDICT_SCORES, PHASE_PREDICTION,
+                                            "partial scores") if common else own)
         order = np.argsort(np.asarray(ids, dtype=object).astype(str), kind="stable")
         sorted_ids = [ids[i] for i in order]
         theta = np.full(len(ids), np.nan)
@@ -254,10 +292,15 @@ class PredictJobKind(JobKind[PredictJob]):
             theta[rest], source[rest] = model.fallback_scores(X[rows]), "active_only"
         counts = {name: int(np.sum(source == name)) for name in ("joint", "active_only", "missing")}
         out: Dict[str, Any] = {"missing_policy": job.missing, "counts": counts, "n_customers": len(ids),
-                               "model": str(model.path), "privacy_note": PRIVACY_NOTE}
+                               "model": str(model.path), "privacy_note": TREES_PRIVACY_NOTE if trees else PRIVACY_NOTE}
         if output is not None:
             target = scores_path(output)
-            _write_scores(target, sorted_ids, theta, source, model.labels)
+            if trees:
+                _write_scores(target, sorted_ids, theta, source, logistic=True, predict=model.predict)
+            else:
+                labels = model.labels
+                _write_scores(target, sorted_ids, theta, source, logistic=labels is not None and
+                              labels.loss == "logistic", predict=None if labels is None else labels.predict)
             out["scores"] = str(target)
         return out
 
@@ -280,19 +323,19 @@ def _label_text(value: Any) -> str:
     return str(value.item() if isinstance(value, np.generic) else value)
 
 
-def _write_scores(path: Path, ids: Sequence[str], theta: np.ndarray, source: np.ndarray,
-                  labels: Optional[LabelEncoding]) -> None:
-    """``id, score, probability, prediction, source`` (empty cells for an unscored customer);
-    0600, atomic, as the runtime writes its other files."""
+def _write_scores(path: Path, ids: Sequence[str], theta: np.ndarray, source: np.ndarray, *, logistic: bool,
+                  predict: Optional[Callable[[np.ndarray], np.ndarray]]) -> None:
+    """``id, score, probability, prediction, source`` (empty cells for an unscored customer;
+    ``logistic``: a probability ``sigmoid(score)``; ``predict``: the label of each score, None:
+    the score itself); 0600, atomic, as the runtime writes its other files."""
     import io
 
     from ..federation.private_files import write_private_bytes
 
-    logistic = labels is not None and labels.loss == "logistic"
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["id", "score", "probability", "prediction", "source"])
-    predictions = labels.predict(np.nan_to_num(theta)) if labels is not None else theta
+    predictions = predict(np.nan_to_num(theta)) if predict is not None else theta
     for i, item in enumerate(ids):
         value = float(theta[i])
         if math.isnan(value):

@@ -35,7 +35,8 @@ bin code per record) and its own bin ``thresholds`` (never sent), the agreed
 ``trees`` (:meth:`~vflsec.trees.tree.Tree.to_dict`: owner, record, children, leaf
 values), the ``baseline`` score and the label ``classes``; its ``history`` holds
 ``train_loss`` per tree. No party's output holds another party's thresholds or
-rows. The programs write no checkpoints: a trees job does not resume.
+rows. The programs write no checkpoints: a trees job does not resume. A ``kind = "predict"``
+job scores new customers with these outputs (:mod:`.predict_trees`).
 
 Held-out evaluation (``evaluate = true``): each party bins its aligned held-out
 rows with its own training bins; each passive party sends the active party, in

@@ -83,6 +83,17 @@ class FeatureBins:
         self.n_features_in_ = X.shape[1]
         return self
 
+    @classmethod
+    def from_thresholds(cls, thresholds: List[np.ndarray], max_bins: int = MAX_BINS) -> "FeatureBins":
+        """Bins fitted earlier, from their ``thresholds_`` (as a party's training output keeps
+        them); no feature had a missing value."""
+        bins = cls(max_bins)
+        bins.thresholds_ = [np.asarray(t, dtype=np.float64) for t in thresholds]
+        bins.has_missing_ = np.zeros(len(bins.thresholds_), dtype=bool)
+        bins.n_bins_ = np.array([len(t) + 1 for t in bins.thresholds_], dtype=np.int64)
+        bins.n_features_in_ = len(bins.thresholds_)
+        return bins
+
     def missing_code(self, feature: int) -> int:
         """The code of a missing value of ``feature``: the one after its value bins."""
         return len(self.thresholds_[feature]) + 1

@@ -1,0 +1,164 @@
+"""A vertical trees model a party saved when it trained a ``kind = "trees"`` job, as a predict job scores with it.
+
+A trees job's output (:mod:`.trees_kind`) holds what each party needs to answer for its own
+splits: its bin thresholds, its lookup table, and the training job's data parties in order
+(the keys of ``n_bins``: the owner positions the trees refer to); the active party's also the
+trees, the baseline score and the two label classes. :func:`load_trees_model` reads and checks
+one (ValueError with `` -- fix`` naming the file). Scoring is the held-out evaluation's
+protocol (:mod:`vflsec.trees.prediction`): each passive party bins its aligned new rows with its
+training bins and sends the active party one message of packed split masks (tag
+``trees_masks``); the active party answers its own splits and walks the trees
+(:func:`trees_scores`).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..trees.binning import MAX_BINS, FeatureBins
+from ..trees.prediction import predict_raw, send_split_masks
+from ..trees.tree import LEAF, LookupTable, Tree
+
+__all__ = ["PRIVACY_NOTE", "SavedTreesModel", "load_trees_model", "trees_scores"]
+
+PRIVACY_NOTE = ("prediction showed the active party, for every aligned customer, on which side of each split a "
+                "passive party owns its value lies (also at nodes the customer does not reach; never a value or a "
+                "threshold; not covered by any training epsilon), and every party which of its customers are "
+                "aligned (PSI's output)")
+
+
+@dataclass(frozen=True)
+class SavedTreesModel:
+    """One party's part of a vertical trees model, as its training output holds it."""
+
+    path: Path
+    party: str
+    role: str
+    bins: FeatureBins
+    lookup: LookupTable
+    parties: Tuple[str, ...]
+    training_job_sha256: str
+    training_ids_sha256: str
+    trees: Tuple[Tree, ...] = ()
+    baseline: float = 0.0
+    classes: Optional[np.ndarray] = None
+    preprocessor: Any = None
+    preprocessor_path: Optional[Path] = None
+
+    @property
+    def training_run(self) -> str:
+        """What identifies the training run every party's model must come from (as for a GLM model)."""
+        return hashlib.sha256(f"{self.training_job_sha256}:{self.training_ids_sha256}".encode()).hexdigest()
+
+    @property
+    def n_features(self) -> int:
+        return int(self.bins.n_features_in_)
+
+    def predict(self, raw: np.ndarray) -> np.ndarray:
+        """The class of each raw score (the larger class where ``raw > 0``)."""
+        assert self.classes is not None
+        return self.classes[(np.asarray(raw) > 0).astype(np.int64)]
+
+
+def _bins(value: Any, path: Path) -> FeatureBins:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{path}: thresholds is not a list of one list of cuts per feature")
+    cuts: List[np.ndarray] = []
+    for j, item in enumerate(value):
+        array = np.asarray(item, dtype=np.float64) if isinstance(item, list) else None
+        if array is None or array.ndim != 1 or not np.all(np.isfinite(array)) or np.any(np.diff(array) <= 0) \
+                or array.size > MAX_BINS - 1:
+            raise ValueError(f"{path}: the thresholds of feature {j} are not at most {MAX_BINS - 1} ascending finite "
+                             "numbers")
+        cuts.append(array)
+    return FeatureBins.from_thresholds(cuts)
+
+
+def _lookup(value: Any, bins: FeatureBins, path: Path) -> LookupTable:
+    try:
+        table = LookupTable.from_dict(value)
+    except (TypeError, KeyError, ValueError):
+        raise ValueError(f"{path}: lookup is not a lookup table (feature, code, missing_left, missing_code)") from None
+    for record, (feature, code) in enumerate(zip(table.feature, table.code)):
+        if not 0 <= feature < bins.n_features_in_ or not 0 <= code < len(bins.thresholds_[feature]) + 1:
+            raise ValueError(f"{path}: lookup record {record} splits feature {feature} at bin {code}, which its "
+                             "thresholds do not have")
+    return table
+
+
+def _trees(value: Any, parties: int, own_records: int, path: Path) -> Tuple[Tree, ...]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{path}: trees is not a non-empty list of trees")
+    trees = []
+    for i, item in enumerate(value):
+        try:
+            tree = Tree.from_dict(item)
+        except (TypeError, KeyError, ValueError):
+            raise ValueError(f"{path}: tree {i} is not a tree (owner, record, left, right, value)") from None
+        size = len(tree.owner)
+        inner = tree.owner != LEAF
+        children = np.concatenate([tree.left[inner], tree.right[inner]])
+        if size == 0 or any(len(getattr(tree, k)) != size for k in ("record", "left", "right", "value")) \
+                or np.any((tree.owner < LEAF) | (tree.owner >= parties)) \
+                or np.any((children <= 0) | (children >= size)) or not np.all(np.isfinite(tree.value)) \
+                or np.any(tree.record[tree.owner == 0] >= own_records) or np.any(tree.record[inner] < 0):
+            raise ValueError(f"{path}: tree {i} has a node that points outside the tree, its parties or this "
+                             "party's lookup table")
+        trees.append(tree)
+    for owner in range(1, parties):  # a passive party's records are its masks' rows, one per node it owns
+        records = np.concatenate([t.record[t.owner == owner] for t in trees])
+        if records.size and records.max() >= records.size:
+            raise ValueError(f"{path}: the trees refer to a split record of party position {owner} beyond the "
+                             f"{records.size} nodes it owns")
+    return tuple(trees)
+
+
+def load_trees_model(path: Path, saved: dict, party: str, role: str, parties: Sequence[str],
+                     missing: str) -> SavedTreesModel:
+    """Party ``party``'s (role ``role``) trees model from its training output ``saved`` (read
+    from ``path``), for a predict job over ``parties`` (active first) with the missing-ID policy
+    ``missing``; ValueError (with `` -- fix``) naming the file."""
+    retrain = "train the model again with this version of vflsec"
+    n_bins = saved.get("n_bins")
+    if not isinstance(n_bins, dict) or not n_bins or party not in n_bins:
+        raise ValueError(f"{path} does not name the training job's parties (n_bins) -- {retrain}")
+    training = tuple(str(p) for p in n_bins)
+    if set(training) != set(parties) or training[0] != parties[0]:
+        raise ValueError(f"the predict job's parties {list(parties)} (active first) are not those of the training job "
+                         f"of {path}: {list(training)} -- list the training job's active party and passive parties")
+    if role == "active" and missing != "none":
+        raise ValueError(f"the predict job has missing = {missing!r}, but a trees model has no active-only model "
+                         "-- set missing = 'none' in the predict job")
+    bins = _bins(saved.get("thresholds"), path)
+    lookup = _lookup(saved.get("lookup"), bins, path)
+    digests = saved.get("job_sha256"), saved.get("ids_sha256")
+    if not all(isinstance(d, str) for d in digests):
+        raise ValueError(f"{path} does not say which training run it comes from (job_sha256, ids_sha256) -- "
+                         f"{retrain}")
+    model: Dict[str, Any] = dict(path=path, party=party, role=role, bins=bins, lookup=lookup, parties=training,
+                 training_job_sha256=str(digests[0]), training_ids_sha256=str(digests[1]))
+    if role == "active":
+        baseline, classes = saved.get("baseline"), saved.get("classes")
+        if not isinstance(baseline, (int, float)) or isinstance(baseline, bool) or not math.isfinite(baseline):
+            raise ValueError(f"{path} has no finite baseline score -- {retrain}")
+        if not isinstance(classes, list) or len(classes) != 2:
+            raise ValueError(f"{path} does not hold the two label classes -- {retrain}")
+        model.update(trees=_trees(saved.get("trees"), len(training), len(lookup), path), baseline=float(baseline),
+                     classes=np.asarray(classes))
+    return SavedTreesModel(**model)
+
+
+def trees_scores(channel: Any, active: str, model: SavedTreesModel, X: np.ndarray, step: str) -> Optional[np.ndarray]:
+    """Score the aligned rows ``X`` (every party's in the same order): a passive party sends its
+    split masks and gets None; the active party gets each row's raw score (log-odds of the
+    larger class)."""
+    codes = model.bins.transform(X)
+    if model.role != "active":
+        send_split_masks(channel, active, model.lookup, codes)
+        return None
+    return predict_raw(channel, model.parties[1:], model.trees, model.baseline, model.lookup, codes, step=step)
