@@ -2,7 +2,7 @@
 
 A job file's ``[job]`` table names its kind (``kind = "glm"``, the default,
 ``kind = "splitnn"``, ``kind = "trees"``: vertical boosting, :mod:`.trees_kind`, or
-``kind = "predict"``: scoring new rows with the parties' saved GLM,
+``kind = "predict"``: scoring new rows with the parties' saved GLM or trees,
 :mod:`.predict_kind`). A :class:`JobKind` knows, for its kind:
 
 * which ``[job]`` fields it accepts and how to build the job object
