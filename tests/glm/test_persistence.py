@@ -3,6 +3,7 @@ no noise seed; a reloaded model predicts exactly as the saved one."""
 import json
 import os
 import stat
+import warnings
 
 import numpy as np
 import pytest
@@ -173,3 +174,18 @@ def test_save_never_writes_through_a_symlink_and_keeps_non_finite_parameters(tmp
     model.save(tmp_path / "inf.json")
     assert "Infinity" not in (tmp_path / "inf.json").read_text()  # strict JSON
     assert VerticalLogisticRegression.load(tmp_path / "inf.json").k == float("inf")
+
+
+def test_privacy_spent_is_keyed_by_the_party_columns_names_and_reloads_so(tmp_path):
+    pd = pytest.importorskip("pandas")
+    parts, y = _data()
+    X = pd.DataFrame(np.hstack(parts), columns=["age", "income", "balance", "claims", "premium"])
+    columns = {"bank": ["age", "income", "balance"], "insurer": ["claims", "premium"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the few rows' delta and single-class warnings
+        model = VerticalLogisticRegression("hdp", epsilon=4.0, party_columns=columns, noise_seed=1).fit(X, y)
+    assert list(model.privacy_spent_) == list(model.party_names_) == ["bank", "insurer"]
+    assert all(spent.epsilon <= 4.0 for spent in model.privacy_spent_.values())
+    model.save(tmp_path / "names.json")
+    loaded = VerticalLogisticRegression.load(tmp_path / "names.json")
+    assert loaded.privacy_spent_ == model.privacy_spent_

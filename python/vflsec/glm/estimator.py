@@ -479,7 +479,10 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         self.party_columns_ = inputs.party_columns
         self.design_ = design
         self.active_radius_ = design.active_radius
-        self.privacy_spent_ = self._privacy_spent(job)
+        spent = self._privacy_spent(job)
+        # Keyed by the caller's party names (party_columns' keys, as party_names_): the job runs under default ones.
+        self.privacy_spent_ = {name: spent[internal]
+                               for name, internal in zip(self.party_names_, (job.active, *job.passives))}
         if self.labels_.classes is not None and any(spent is not None for spent in self.privacy_spent_.values()):
             theta = design.decision_function(parts, self.coef_, self.intercept_)
             warn_single_class(self.labels_.predict(theta), f"{type(self).__name__}({self.protection!r})",
