@@ -37,6 +37,16 @@ def test_epoch_progress_formats_one_line_per_call():
     assert format_epsilon({"a": None}) is None and format_epsilon(None) is None
 
 
+def test_a_release_without_a_guarantee_is_said_in_the_progress_line():
+    lines = []
+    none = PrivacySpent(epsilon=None, delta=1e-5, releases=1, epsilon_per_release=None, accountant="x",
+                        caveat="no clip")
+    some = PrivacySpent(epsilon=1.0, delta=1e-5, releases=1, epsilon_per_release=1.0, accountant="x")
+    EpochProgress(1, lines.append, epsilon=lambda: {"a": some, "b": none})(0, {"loss": [1.0]})
+    assert lines[0].endswith(", no DP guarantee")
+    assert format_epsilon(none) == "no DP guarantee"
+
+
 def test_epoch_progress_survives_a_failing_epsilon():
     lines = []
 

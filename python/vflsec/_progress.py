@@ -18,14 +18,20 @@ __all__ = ["EpochProgress", "format_epsilon", "progress"]
 
 def format_epsilon(spent: Any) -> Optional[str]:
     """``"epsilon 5.00 (delta 1e-05)"`` for a PrivacySpent-like object (or a
-    mapping of them: the largest epsilon), None when there is none."""
+    mapping of them: the largest epsilon), ``"no DP guarantee"`` when one has
+    no epsilon (a release without a proven bound: said, never left out), None
+    when there is no report at all."""
     if isinstance(spent, Mapping):
         values = [s for s in spent.values() if s is not None]
         if not values:
             return None
+        if any(s.epsilon is None for s in values):
+            return "no DP guarantee"
         spent = max(values, key=lambda s: float(s.epsilon))
     if spent is None:
         return None
+    if spent.epsilon is None:
+        return "no DP guarantee"
     return f"epsilon {float(spent.epsilon):.2f} (delta {float(spent.delta):.3g})"
 
 
