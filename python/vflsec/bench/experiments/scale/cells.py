@@ -4,6 +4,7 @@ runs in processes of its own (:mod:`.probe`, the party processes), so each peak 
 cell's."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -191,24 +192,20 @@ def _ray_party_cells(grid: ScaleGrid, cells: List[Dict[str, Any]], progress: Any
     """A whole Paillier ``vflsec party`` job on ``ray_party_rows`` rows per party: the data parties'
     HE work on their local pools, then on a 2-node Ray cluster (one CPU each, 127.0.0.1, started
     and stopped here; the parties are told to keep its loopback address)."""
-    from .probe import _local_cluster
+    from .probe import local_cluster
 
     for engine in progress(["local", "ray"], desc="bench scale: vflsec party, local pools vs Ray", unit="job"):
-        cluster = None
-        with tempfile.TemporaryDirectory(prefix="vflsec-bench-scale-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="vflsec-bench-scale-") as tmp, contextlib.ExitStack() as stack:
             try:
                 compute = None
                 if engine == "ray":
-                    cluster = _local_cluster(2)
+                    cluster = stack.enter_context(local_cluster(2))
                     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # the party processes keep 127.0.0.1
+                    stack.callback(os.environ.pop, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
                     compute = {"engine": "ray", "address": cluster.address}
                 cell = party_cell(grid, "paillier", grid.ray_party_rows, Path(tmp), compute)
             except (OSError, RuntimeError, ValueError) as exc:
                 cell = {"error": f"{type(exc).__name__}: {exc}"}
-            finally:
-                os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-                if cluster is not None:
-                    cluster.shutdown()
         cells.append({"engine": engine, "n": grid.ray_party_rows, **cell})
 
 

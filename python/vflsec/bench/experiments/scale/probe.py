@@ -12,11 +12,13 @@ of this process: bucketed on every core, or the unbucketed sequential protocol) 
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 import numpy as np
 
@@ -111,25 +113,42 @@ def _psi(args: Dict[str, Any]) -> Dict[str, Any]:
     return {"wall_s": wall, "shared": shared, "bytes": int(hub.total_bytes())}
 
 
-def _local_cluster(nodes: int) -> Any:
+@contextlib.contextmanager
+def local_cluster(nodes: int) -> Iterator[Any]:
     """A Ray cluster of ``nodes`` nodes of one CPU each on 127.0.0.1 only, in a temporary folder
-    of its own (as tests/he/test_executor_ray.py starts one); the caller shuts it down."""
-    import os
+    of its own (as tests/he/test_executor_ray.py starts one), for the ``with`` block; then shut
+    down, its folder removed, and ``RAY_TMPDIR`` and Ray's loopback rule as they were."""
+    import shutil
     import tempfile
 
     import ray
     from ray.cluster_utils import Cluster
 
     folder = tempfile.mkdtemp(prefix="vs", dir="/tmp")  # short: Ray's socket paths must stay < 108 characters
+    saved_tmpdir = os.environ.get("RAY_TMPDIR")
+    saved_rule = ray._private.ray_constants.ENABLE_RAY_CLUSTER
     os.environ["RAY_TMPDIR"] = folder
     # Ray swaps a loopback address for the machine's IP (its rule for real clusters): keep 127.0.0.1.
     ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
-    node: Dict[str, Any] = dict(num_cpus=1, object_store_memory=200 * 2**20, node_ip_address="127.0.0.1")
-    cluster = Cluster(initialize_head=True, connect=False,
-                      head_node_args=dict(node, include_dashboard=False, temp_dir=f"{folder}/ray"))
-    for _ in range(nodes - 1):
-        cluster.add_node(**node)
-    return cluster
+    cluster = None
+    try:
+        node: Dict[str, Any] = dict(num_cpus=1, object_store_memory=200 * 2**20, node_ip_address="127.0.0.1")
+        cluster = Cluster(initialize_head=True, connect=False,
+                          head_node_args=dict(node, include_dashboard=False, temp_dir=f"{folder}/ray"))
+        for _ in range(nodes - 1):
+            cluster.add_node(**node)
+        yield cluster
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+        ray._private.ray_constants.ENABLE_RAY_CLUSTER = saved_rule
+        if saved_tmpdir is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = saved_tmpdir
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def operation_overhead(timeline: Any, background_tasks: Any = ()) -> float:
@@ -183,13 +202,15 @@ def _paillier_epoch(args: Dict[str, Any]) -> Dict[str, Any]:
     blocks, y = make_blocks(args["n"], args["widths"], args["seed"])
     options = dict(epochs=1, batch_size=min(args["batch_size"], args["n"]), lr=args["lr"], key_bits=args["key_bits"],
                    random_state=args["seed"])
-    cluster = executor = None
-    try:
+    executor = None
+    with contextlib.ExitStack() as stack:
         if args["engine"] == "local":
             he.set_num_processes(args["workers"])
         else:
-            cluster = _local_cluster(args["nodes"])
+            cluster = stack.enter_context(local_cluster(args["nodes"]))
             executor = he.RayExecutor(address=cluster.address)
+            stack.callback(executor.close)
+        stack.callback(he.shutdown_pool)
         model = VerticalLogisticRegression("paillier", executor=executor, **options)
         load_before = os.getloadavg()[0]
         wall, cpu = time.perf_counter(), time.process_time()
@@ -203,15 +224,6 @@ def _paillier_epoch(args: Dict[str, Any]) -> Dict[str, Any]:
                        operation_overhead_s=operation_overhead(executor.timeline, executor.background_tasks),
                        nodes_used=len(executor.task_counts))
         return out
-    finally:
-        if executor is not None:
-            executor.close()
-        if cluster is not None:
-            import ray
-
-            ray.shutdown()
-            cluster.shutdown()
-        he.shutdown_pool()
 
 
 def run_probe(kind: str, args: Dict[str, Any]) -> Dict[str, Any]:
