@@ -88,6 +88,9 @@ def _lookup(value: Any, bins: FeatureBins, path: Path) -> LookupTable:
         if not 0 <= feature < bins.n_features_in_ or not 0 <= code < len(bins.thresholds_[feature]) + 1:
             raise ValueError(f"{path}: lookup record {record} splits feature {feature} at bin {code}, which its "
                              "thresholds do not have")
+        if table.missing_left[record] and table.missing_code[record] != bins.missing_code(feature):
+            raise ValueError(f"{path}: lookup record {record} sends missing values left with the code "
+                             f"{table.missing_code[record]}, not feature {feature}'s missing code")
     return table
 
 

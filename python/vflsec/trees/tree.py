@@ -63,9 +63,12 @@ class LookupTable:
     @classmethod
     def from_dict(cls, data: dict) -> "LookupTable":
         n = len(data["feature"])
-        return cls([int(f) for f in data["feature"]], [int(c) for c in data["code"]],
-                   [bool(m) for m in data.get("missing_left", [False] * n)],
-                   [int(c) for c in data.get("missing_code", [0] * n)])
+        columns = (data["feature"], data["code"], data.get("missing_left", [False] * n),
+                   data.get("missing_code", [0] * n))
+        if any(len(column) != n for column in columns):
+            raise ValueError("a lookup table's columns (feature, code, missing_left, missing_code) differ in length")
+        return cls([int(f) for f in columns[0]], [int(c) for c in columns[1]], [bool(m) for m in columns[2]],
+                   [int(c) for c in columns[3]])
 
 
 @dataclass
