@@ -91,8 +91,11 @@ def frame_to_array(frame: Any, what: str, *, allow_nan: bool = False) -> np.ndar
         bad = np.isinf(values) if allow_nan else ~np.isfinite(values)
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            what_value = "an infinite" if allow_nan else "a missing or infinite"
-            raise ValueError(f"{label} has {what_value} value (first at row {row}) -- impute or drop it first")
+            if allow_nan:
+                raise ValueError(f"{label} has an infinite value (first at row {row}) -- clip or drop it first (NaN "
+                                 "is read as a missing value, infinity is not)")
+            raise ValueError(f"{label} has a missing or infinite value (first at row {row}) -- impute or drop it "
+                             "first")
         columns.append(values)
     if not columns:
         raise ValueError(f"{what} has no columns")
