@@ -1,8 +1,22 @@
-"""What the executor tests share."""
+"""What the HE tests share."""
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
+
+
+@pytest.fixture(scope="module")
+def keypair():
+    """A 2048-bit Paillier key pair per test module (its strength warning silenced: the size is for speed)."""
+    pytest.importorskip("phe")
+    pytest.importorskip("gmpy2")
+    from vflsec.he import paillier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paillier.WeakKeyWarning)
+        return paillier.generate_keypair(2048)
 
 
 @pytest.fixture

@@ -28,13 +28,6 @@ from vflsec.he import paillier as P  # noqa: E402
 from vflsec.he.executor import Executor, LocalPoolExecutor, executor_for, is_local_only  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def keypair():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", P.WeakKeyWarning)
-        return P.generate_keypair(2048)
-
-
 @pytest.fixture(autouse=True)
 def default_executor():
     he.set_executor(None)

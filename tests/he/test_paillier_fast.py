@@ -1,6 +1,5 @@
 """DJN fixed-base encryption and Pippenger products (vflsec.he._paillier_math)."""
 import random
-import warnings
 
 import gmpy2
 import numpy as np
@@ -9,13 +8,6 @@ import pytest
 
 from vflsec.he import _paillier_math as pm
 from vflsec.he import paillier
-
-
-@pytest.fixture(scope="module")
-def keypair():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", paillier.WeakKeyWarning)
-        return paillier.generate_keypair(2048)
 
 
 def test_generated_key_is_admissible_and_carries_a_fixed_base(keypair):

@@ -25,13 +25,6 @@ from vflsec.he import paillier as P  # noqa: E402
 from vflsec.he.executor import Executor, LocalPoolExecutor, PendingChunks  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def keypair():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", P.WeakKeyWarning)
-        return P.generate_keypair(2048)
-
-
 class _Deferred(PendingChunks):
     def __init__(self, owner: "DeferringExecutor", func: Callable[..., Any], args_per_chunk: Sequence[tuple]):
         self.owner, self.func, self.args_per_chunk = owner, func, args_per_chunk

@@ -1,4 +1,8 @@
-"""Shared by the runtime tests: a ``vflsec party`` job with a party killed mid-run."""
+"""Shared by the runtime tests: a ``vflsec party`` job with a party killed mid-run, and party files run as
+processes."""
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -29,4 +33,23 @@ def killed_job(tmp_path, fast_network, child_env):
         finally:
             kill_parties(procs)
 
+    return run
+
+
+@pytest.fixture
+def run_configs(child_env):
+    """``run_configs({name: party file}, timeout=120) -> {name: (exit status, stderr)}``: one quiet ``vflsec
+    party`` process per party file, waited for and always killed (for jobs ``write_local_job`` did not write,
+    e.g. predict jobs over its parties' outputs)."""
+    def run(configs, timeout=120):
+        procs = {name: subprocess.Popen([sys.executable, "-m", "vflsec", "party", "--quiet", "--config", str(path)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        env={**os.environ, **child_env})
+                 for name, path in configs.items()}
+        try:
+            return {name: (proc.wait(timeout), proc.communicate()[1]) for name, proc in procs.items()}
+        finally:
+            for proc in procs.values():
+                if proc.poll() is None:
+                    proc.kill()
     return run

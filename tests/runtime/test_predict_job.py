@@ -99,19 +99,6 @@ def _predict_job(local, tag, missing, new_bank, new_insurer, *, edit=None):
     return configs
 
 
-def _run(configs, child_env, timeout=120):
-    procs = {name: subprocess.Popen([sys.executable, "-m", "vflsec", "party", "--quiet", "--config", str(path)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env={**os.environ, **child_env})
-             for name, path in configs.items()}
-    try:
-        return {name: (proc.wait(timeout), proc.communicate()[1]) for name, proc in procs.items()}
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-
-
 class _SavedGLM:
     """The parties' saved blocks as the in-process reference takes a model."""
 
@@ -140,12 +127,12 @@ def _next_month():
 
 
 @pytest.mark.parametrize("missing", ["active_only", "none"])
-def test_next_months_customers_are_scored_by_id_as_the_in_process_reference(trained, child_env, missing):
+def test_next_months_customers_are_scored_by_id_as_the_in_process_reference(trained, run_configs, missing):
     local, outputs = trained
     assert "active_only_model" in outputs["active"] and "design" in outputs["passive1"]
     bank, insurer = _next_month()
     configs = _predict_job(local, f"month-{missing}", missing, bank, insurer)
-    status = _run(configs, child_env)
+    status = run_configs(configs)
     assert all(rc == 0 for rc, _ in status.values()), status
     summary = json.loads((local.directory / f"out/active-month-{missing}.json").read_text())
     scores = _read_scores(summary["scores"])
@@ -181,7 +168,7 @@ def test_next_months_customers_are_scored_by_id_as_the_in_process_reference(trai
     assert passive["scored_rows_sent"] == len(common) and "scores" not in passive
 
 
-def test_a_model_from_another_training_run_stops_the_job_naming_the_party(trained, child_env):
+def test_a_model_from_another_training_run_stops_the_job_naming_the_party(trained, run_configs):
     local, _ = trained
     bank, insurer = _next_month()
     other = local.directory / "out/passive1-other.json"
@@ -191,7 +178,7 @@ def test_a_model_from_another_training_run_stops_the_job_naming_the_party(traine
     configs = _predict_job(local, "other", "none", bank, insurer,
                            edit=lambda name, body: body["party"].update(model="out/passive1-other.json")
                            if name == "passive1" else None)
-    status = _run(configs, child_env)
+    status = run_configs(configs)
     assert status["active"][0] == 1 and status["passive1"][0] == 1, status
     assert "party 'passive1' holds a model from another training run" in status["active"][1]
     assert not (local.directory / "out/active-other.scores.csv").exists()

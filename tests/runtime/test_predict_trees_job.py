@@ -72,19 +72,6 @@ def _predict_job(local, tag, frames, *, missing="none", passives=("passive2", "p
     return configs
 
 
-def _run(configs, child_env, timeout=120):
-    procs = {name: subprocess.Popen([sys.executable, "-m", "vflsec", "party", "--quiet", "--config", str(path)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env={**os.environ, **child_env})
-             for name, path in configs.items()}
-    try:
-        return {name: (proc.wait(timeout), proc.communicate()[1]) for name, proc in procs.items()}
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-
-
 def _reference(outputs, frames, common):
     """The raw scores of the aligned rows ``common``: every party's saved bins and lookup table, the
     active party's trees, walked in one process."""
@@ -102,11 +89,11 @@ def _reference(outputs, frames, common):
     return raw
 
 
-def test_new_customers_are_scored_by_id_as_the_trees_walked_in_one_process(trained, child_env):
+def test_new_customers_are_scored_by_id_as_the_trees_walked_in_one_process(trained, run_configs):
     local, outputs = trained
     assert all(outputs[name]["lookup"]["feature"] for name in NAMES), "every party should own a split"
     frames = _frames(160, 9, "n", labels=False)
-    status = _run(_predict_job(local, "month", frames), child_env)
+    status = run_configs(_predict_job(local, "month", frames))
     assert all(rc == 0 for rc, _ in status.values()), status
     summary = json.loads((local.directory / "out/active-month.json").read_text())
     with open(summary["scores"], newline="") as fh:

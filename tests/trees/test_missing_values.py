@@ -5,8 +5,6 @@ missing values where training had none; SecureBoost grows the same trees; the cr
 the same scores; a passive party refuses a missing-value split it cannot make."""
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
@@ -14,10 +12,8 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from vflsec.federation.channel import InMemoryHub
 from vflsec.trees import FeatureBins, TreeJob, TreePartyData, VerticalGradientBoostingClassifier
 from vflsec.trees.histogram import BinLayout, best_split, build_histogram
-from vflsec.trees.prediction import predict_raw, send_split_masks
 from vflsec.trees.protocol import TAG_STEP, passive_program
 from vflsec.trees.tree import LookupTable
-from vflsec.vfl.runner import run_party_threads
 
 NAMES = ("active", "passive_0", "passive_1")
 
@@ -141,35 +137,21 @@ def test_with_missing_values_the_vertical_model_is_the_centralized_booster_on_th
     assert model.score(held_out, y[test]) > 0.75
 
 
-def test_secureboost_grows_the_plain_trees_with_missing_values_too():
-    pytest.importorskip("gmpy2")
-    pytest.importorskip("phe")
+def test_secureboost_grows_the_plain_trees_with_missing_values_too(plain_and_secureboost):
     parts, y = _blocks(n=500, seed=1, missing=0.2)
-    options = dict(max_iter=3, max_bins=16, max_leaf_nodes=6)
-    plain = VerticalGradientBoostingClassifier(**options).fit(parts, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the 2048-bit key's strength warning
-        secure = VerticalGradientBoostingClassifier("secureboost", **options).fit(parts, y)
+    plain, secure = plain_and_secureboost(parts, y, max_iter=3, max_bins=16, max_leaf_nodes=6)
     for a, b in zip(plain.trees_, secure.trees_):
         assert a.to_dict() == b.to_dict()
     assert [t.to_dict() for t in plain.lookups_] == [t.to_dict() for t in secure.lookups_]
 
 
-def test_the_cross_party_masks_give_the_estimators_scores_on_rows_with_missing_values():
+def test_the_cross_party_masks_give_the_estimators_scores_on_rows_with_missing_values(masks_scores):
     parts, y = _blocks(n=800, seed=2)
     model = VerticalGradientBoostingClassifier(max_iter=5, max_leaf_nodes=6, min_samples_leaf=10).fit(parts, y)
     test, _ = _blocks(n=57, seed=5, missing=0.3)
     codes = [bins.transform(X) for bins, X in zip(model.bins_, test)]
 
-    def party(name, endpoint):
-        i = NAMES.index(name)
-        if i:
-            send_split_masks(endpoint, "active", model.lookups_[i], codes[i])
-            return None
-        return predict_raw(endpoint, NAMES[1:], model.trees_, model.baseline_, model.lookups_[0], codes[0])
-
-    raw = run_party_threads(InMemoryHub(), NAMES, party)["active"]
-    np.testing.assert_array_equal(raw, model.decision_function(test))
+    np.testing.assert_array_equal(masks_scores(model, codes, NAMES), model.decision_function(test))
 
 
 def test_a_lookup_table_round_trips_its_missing_directions_and_reads_one_saved_without_them():

@@ -13,7 +13,6 @@ pytest.importorskip("gmpy2")
 pytest.importorskip("phe")
 
 from vflsec.he.paillier import PaillierEncryptedVector, generate_keypair  # noqa: E402
-from vflsec.trees import VerticalGradientBoostingClassifier  # noqa: E402
 from vflsec.trees.histogram import BinLayout, build_histogram  # noqa: E402
 from vflsec.trees.secureboost import SlotFormat, aggregate_bins, pack_bins  # noqa: E402
 
@@ -30,13 +29,9 @@ def _parts(n=500, seed=0):
     return [X[:, :3], X[:, 3:6], X[:, 6:]], y
 
 
-def test_secureboost_grows_the_plain_trees_bit_for_bit():
+def test_secureboost_grows_the_plain_trees_bit_for_bit(plain_and_secureboost):
     parts, y = _parts()
-    options = dict(max_iter=3, max_bins=16, max_leaf_nodes=6)
-    plain = VerticalGradientBoostingClassifier(**options).fit(parts, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the 2048-bit key's strength warning
-        secure = VerticalGradientBoostingClassifier("secureboost", **options).fit(parts, y)
+    plain, secure = plain_and_secureboost(parts, y, max_iter=3, max_bins=16, max_leaf_nodes=6)
     for a, b in zip(plain.trees_, secure.trees_):
         for key in ("owner", "record", "left", "right", "value"):
             np.testing.assert_array_equal(getattr(a, key), getattr(b, key))

@@ -10,7 +10,7 @@ from vflsec.federation.channel import InMemoryHub
 from vflsec.runtime.kinds import get_job_kind
 from vflsec.runtime.trees_kind import agree_on_bins
 from vflsec.trees import VerticalGradientBoostingClassifier
-from vflsec.trees.prediction import TAG_MASKS, predict_raw, send_split_masks
+from vflsec.trees.prediction import TAG_MASKS, predict_raw
 from vflsec.vfl.received import PeerMessageRefused
 from vflsec.vfl.runner import PartyError, run_party_threads
 
@@ -24,22 +24,15 @@ def _blocks(n, seed):
     return blocks, y
 
 
-def test_split_masks_give_the_estimators_scores():
+def test_split_masks_give_the_estimators_scores(masks_scores):
     blocks, y = _blocks(300, 0)
     model = VerticalGradientBoostingClassifier(max_iter=5, max_leaf_nodes=6, min_samples_leaf=10).fit(blocks, y)
     assert all(len(table) for table in model.lookups_), "every party should own a split"
     test, _ = _blocks(57, 1)  # not a multiple of 8: the masks' padding bits
     codes = [bins.transform(X) for bins, X in zip(model.bins_, test)]
 
-    def party(name, endpoint):
-        i = NAMES.index(name)
-        if i:
-            send_split_masks(endpoint, "active", model.lookups_[i], codes[i])
-            return None
-        return predict_raw(endpoint, NAMES[1:], model.trees_, model.baseline_, model.lookups_[0], codes[0])
-
     hub = InMemoryHub()
-    raw = run_party_threads(hub, NAMES, party)["active"]
+    raw = masks_scores(model, codes, NAMES, hub)
     np.testing.assert_array_equal(raw, model.decision_function(test))
     # One message per passive party: a packed mask of the 57 rows per node it owns.
     for name in NAMES[1:]:

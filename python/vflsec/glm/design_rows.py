@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Tuple, Union
 import numpy as np
 
 from ..dp.sensitivity import row_chunk
-from .shards import ShardedTable
+from .shards import Float64Rows, ShardedTable
 
 __all__ = ["DesignedRows", "all_finite"]
 
@@ -33,7 +33,7 @@ def all_finite(X: Union[np.ndarray, ShardedTable]) -> bool:
     return all(bool(np.isfinite(X[start:start + step]).all()) for start in range(0, X.shape[0], step))
 
 
-class DesignedRows:
+class DesignedRows(Float64Rows):
     """The block ``build(X)`` of a party's rows ``X`` (2-D float64), built per
     selection of rows: ``rows[idx]`` (an index array) and ``rows[a:b]`` are
     ``build(X[idx])`` and ``build(X[a:b])``, new arrays; ``X`` is read, never
@@ -71,14 +71,6 @@ class DesignedRows:
     @property
     def shape(self) -> Tuple[int, int]:
         return (len(self), self._width)
-
-    @property
-    def ndim(self) -> int:
-        return 2
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(np.float64)
 
     def __len__(self) -> int:
         return self._X.shape[0] if self._index is None else len(self._index)

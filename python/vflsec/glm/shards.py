@@ -47,7 +47,24 @@ def _shard_name(shard: int) -> str:
     return f"shard-{shard:06d}.parquet"
 
 
-class ShardedTable:
+class Float64Rows:
+    """What array-minded callers read of rows that are not an array (a sharded table, a designed
+    block): ``ndim`` from ``shape`` and a float64 ``dtype``; a subclass gives ``shape`` and ``__len__``."""
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        raise NotImplementedError
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float64)
+
+
+class ShardedTable(Float64Rows):
     """A party's rows in the aligned order, as Parquet shards of ``shard_rows`` rows in
     ``directory`` (module docstring). Made by :meth:`write`.
 
@@ -107,14 +124,6 @@ class ShardedTable:
     @property
     def shape(self) -> Tuple[int, int]:
         return (self._n, self._d)
-
-    @property
-    def ndim(self) -> int:
-        return 2
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(np.float64)
 
     def __len__(self) -> int:
         return self._n
@@ -226,7 +235,7 @@ class ShardedTable:
         return f"ShardedTable(shape={self.shape}, shard_rows={self.shard_rows}, directory={str(self.directory)!r})"
 
 
-class ShardedLabels:
+class ShardedLabels(Float64Rows):
     """The labels of a :class:`ShardedTable`'s rows: ``labels[idx]`` is a new 1-D float64
     array read from the same shards as ``table[idx]`` (held shards are not read again);
     :meth:`chunks` gives them shard by shard; ``np.asarray(labels)`` all of them."""
@@ -237,14 +246,6 @@ class ShardedLabels:
     @property
     def shape(self) -> Tuple[int]:
         return (len(self._table),)
-
-    @property
-    def ndim(self) -> int:
-        return 1
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(np.float64)
 
     def __len__(self) -> int:
         return len(self._table)

@@ -154,7 +154,7 @@ def best_split(hist: Histogram, layout: BinLayout, totals: Tuple[float, float, i
         Cm = np.where(missing, hist.C[last], 0)[:, None]
         rtl = missing[:, None] & (down < (widths - 1)[:, None])
         grids.append((GL[:, down] + Gm, HL[:, down] + Hm, CL[:, down] + Cm, rtl))
-    GLs, HLs, CLs, valid = (np.concatenate(parts, axis=1) for parts in zip(*grids))
+    GLs, HLs, CLs, valid = grids[0] if len(grids) == 1 else (np.concatenate(parts, axis=1) for parts in zip(*grids))
     GR, HR, CR = G - GLs, H - HLs, n - CLs
     valid = valid & (CLs >= min_samples_leaf) & (CR >= min_samples_leaf) & (HLs >= min_hessian) & (HR >= min_hessian)
     if not valid.any():
