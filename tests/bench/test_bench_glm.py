@@ -286,3 +286,27 @@ def test_a_users_table_is_a_dataset_name_and_its_mistakes_are_one_line(tmp_path)
         with pytest.raises(BenchConfigError, match=needle):
             EXPERIMENT.check(replace(TINY, datasets=(name,)), {})
     assert pd is not None
+
+
+def test_rare_labels_carry_pr_auc_beside_roc_auc_and_the_report_shows_it():
+    """Positives under 20%: every AUC row also carries average precision (its random-ranking reference is
+    the positive rate, the majority row's value); a balanced label carries none."""
+    from sklearn.metrics import average_precision_score
+
+    from vflsec.bench.experiments.glm.fits import pr_auc
+    from vflsec.bench.experiments.glm.report import _auc_table
+    from vflsec.bench.experiments.glm.summary import summarize
+
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(2000) < 0.06, 1.0, -1.0)
+    scores = y + rng.normal(0.0, 2.0, y.size)
+    assert pr_auc(scores, y) == pytest.approx(average_precision_score(y > 0, scores))
+    assert pr_auc(scores, np.where(rng.random(2000) < 0.4, 1.0, -1.0)) is None
+    rows = [{"dataset": "rare", "family": "reference", "method": m, "calibration": None, "epsilon": None,
+             "accuracy": 0.94, "auc": a, "pr_auc": p} for m, a, p in (("majority", 0.5, 0.06), ("plain", 0.8, 0.3))]
+    rows.append({"dataset": "rare", "family": "headline", "method": "hdp", "calibration": "analytic", "epsilon": 1.0,
+                 "accuracy": 0.94, "auc": 0.7, "pr_auc": 0.2})
+    table = _auc_table(summarize(rows)["rare"], [1.0])
+    assert "PR-AUC" in table and "majority 0.500 (PR-AUC 0.060)" in table and "0.200" in table
+    balanced = [dict(r, pr_auc=None) for r in rows]
+    assert "PR-AUC" not in _auc_table(summarize(balanced)["rare"], [1.0])

@@ -216,3 +216,17 @@ def test_the_shipped_grid_is_the_issues_experiment():
     assert (dp["max_iter"], dp["max_leaf_nodes"], dp["l2_regularization"]) == (10, 4, 10.0)
     assert label_dp == full.hyper_parameters("plain") and label_dp["max_iter"] == 100
     assert quick.datasets == ("breast",) and quick.secureboost_trees <= quick.max_iter
+
+
+def test_rare_positives_add_pr_auc_to_the_scores():
+    import numpy as np
+    from sklearn.metrics import average_precision_score
+
+    from vflsec.bench.experiments.trees.cells import scores
+
+    rng = np.random.default_rng(1)
+    y = (rng.random(3000) < 0.06).astype(int)
+    p1 = np.clip(0.06 + 0.3 * y + rng.normal(0, 0.1, y.size), 0, 1)
+    rare = scores(y, p1)
+    assert rare["pr_auc"] == pytest.approx(average_precision_score(y, p1))
+    assert "pr_auc" not in scores((rng.random(3000) < 0.5).astype(int), p1)

@@ -125,10 +125,10 @@ def _hdp_rows(rows: _Rows, prep: PreparedSplit, family: str, hp: HyperParams, ep
              for e, d in zip(eps_list, draws)]
     jobs = hdp_jobs(prep.n_train, prep.n_parties, hp, epsilons=eps_list, calibration=calibration,
                     noise_seeds=seeds, split_seed=prep.split_seed)
-    acc, area = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
-    for a, u, e, d in zip(acc, area, eps_list, draws):
+    acc, area, precision_area = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
+    for a, u, pr, e, d in zip(acc, area, precision_area, eps_list, draws):
         rows.add(prep, family, "hdp", a, hp=hp, epsilon=e, calibration=calibration, draw=d, auc=float(u),
-                 **(extra_by_eps or {}).get(e, {}))
+                 pr_auc=pr, **(extra_by_eps or {}).get(e, {}))
 
 
 def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, state: Optional[Dict[str, Any]] = None,
@@ -219,16 +219,21 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
     scores = cv_plain_accuracy(prep, plain_grid, folds=config.cv_folds)
     hp = plain_grid[int(np.argmax(scores))]
     for method in ("majority", "single_party", "centralized_sklearn"):
-        acc, area, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
-        rows.add(prep, "reference", method, acc, hp=None if method == "majority" else hp, warnings=warned, auc=area)
+        acc, area, pr, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+        rows.add(prep, "reference", method, acc, hp=None if method == "majority" else hp, warnings=warned, auc=area,
+                 pr_auc=pr)
     jobs = [plain_job(prep.n_train, prep.n_parties, hp, split_seed=prep.split_seed, clip=False),
             plain_job(prep.n_train, prep.n_parties, hp, split_seed=prep.split_seed)]
-    (gd, plain), (gd_auc, plain_auc) = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
-    rows.add(prep, "reference", "centralized_gd", gd, hp=dataclasses.replace(hp, k=math.inf), auc=float(gd_auc))
-    rows.add(prep, "reference", "plain", plain, hp=hp, cv_accuracy=float(scores.max()), auc=float(plain_auc))
-    same, same_auc = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test,
-                                [plain_job(prep.n_train, prep.n_parties, headline, split_seed=prep.split_seed)])
-    rows.add(prep, "reference", "plain_headline", same[0], hp=headline, auc=float(same_auc[0]))
+    (gd, plain), (gd_auc, plain_auc), (gd_pr, plain_pr) = fit_scores(prep.train, prep.y_train, prep.test,
+                                                                      prep.y_test, jobs)
+    rows.add(prep, "reference", "centralized_gd", gd, hp=dataclasses.replace(hp, k=math.inf), auc=float(gd_auc),
+             pr_auc=gd_pr)
+    rows.add(prep, "reference", "plain", plain, hp=hp, cv_accuracy=float(scores.max()), auc=float(plain_auc),
+             pr_auc=plain_pr)
+    same, same_auc, same_pr = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test,
+                                         [plain_job(prep.n_train, prep.n_parties, headline,
+                                                    split_seed=prep.split_seed)])
+    rows.add(prep, "reference", "plain_headline", same[0], hp=headline, auc=float(same_auc[0]), pr_auc=same_pr[0])
     # HE-VFL refuses a batch no larger than a passive block (the passive party's
     # gradient would reveal the residuals): its rows then use the best plain
     # configuration (same CV scores) whose batch is larger.
@@ -242,14 +247,15 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
         hp = plain_grid[max(admissible, key=lambda i: (scores[i], -i))]
         log(f"[glm] HE-VFL rows on {prep.dataset} split {prep.split_seed} use {hp.label()}: plain's batch is "
             f"not larger than the widest passive block ({widest} columns)")
-    acc, area, warned = reference_accuracy("taylor", prep, hp, key_bits=config.he_key_bits)
-    rows.add(prep, "reference", "taylor", acc, hp=hp, warnings=warned, auc=area)
+    acc, area, pr, warned = reference_accuracy("taylor", prep, hp, key_bits=config.he_key_bits)
+    rows.add(prep, "reference", "taylor", acc, hp=hp, warnings=warned, auc=area, pr_auc=pr)
     if prep.split_seed >= config.he_split_seeds:
         return
     for method in config.he_accuracy_methods(prep.dataset):
         log(f"[glm] {method} on {prep.dataset} split {prep.split_seed} ({hp.label()})")
-        acc, area, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
-        rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, key_bits=config.he_key_bits, auc=area)
+        acc, area, pr, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+        rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, key_bits=config.he_key_bits, auc=area,
+                 pr_auc=pr)
 
 
 def _private_selection_rows(rows: _Rows, prep: PreparedSplit, config: GLMBenchConfig) -> None:

@@ -16,8 +16,8 @@ import numpy as np
 
 from .grid import DELTA, LAM, HyperParams, cell_seed
 
-__all__ = ["PreparedSplit", "auc", "cv_accuracy", "cv_plain_accuracy", "fit_accuracies", "fit_scores", "hdp_jobs",
-           "prepare_split", "reference_accuracy"]
+__all__ = ["RARE_POSITIVES", "PreparedSplit", "auc", "cv_accuracy", "cv_plain_accuracy", "fit_accuracies",
+           "fit_scores", "hdp_jobs", "pr_auc", "prepare_split", "reference_accuracy"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +103,22 @@ def auc(theta: np.ndarray, y: np.ndarray) -> float:
     return float(roc_auc_score(y > 0, theta))
 
 
+# Positives below this share of the test rows make the label "rare": the rows then carry PR-AUC too, whose
+# reference (a model that ranks at random) is the positive rate, where ROC AUC's is 0.5 whatever the balance.
+RARE_POSITIVES = 0.2
+
+
+def pr_auc(theta: np.ndarray, y: np.ndarray) -> Optional[float]:
+    """Area under the precision-recall curve (average precision) of scores ``theta`` for labels in
+    {-1, +1} where positives are rare (under :data:`RARE_POSITIVES` of the rows), else None."""
+    from sklearn.metrics import average_precision_score
+
+    positive = np.asarray(y) > 0
+    if not 0 < positive.mean() < RARE_POSITIVES:
+        return None
+    return float(average_precision_score(positive, theta))
+
+
 def _test_thetas(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray],
                  jobs: Sequence[Any]) -> np.ndarray:
     """``(n_test, G)`` linear predictors on ``test`` of the jobs fitted on ``train``."""
@@ -113,10 +129,13 @@ def _test_thetas(train: List[np.ndarray], y_train: np.ndarray, test: List[np.nda
 
 
 def fit_scores(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray], y_test: np.ndarray,
-               jobs: Sequence[Any]) -> Tuple[np.ndarray, np.ndarray]:
-    """Test accuracy and AUC of each job (all sharing n, batch size and batch seed)."""
+               jobs: Sequence[Any]) -> Tuple[np.ndarray, np.ndarray, List[Optional[float]]]:
+    """Test accuracy, AUC and PR-AUC (None unless positives are rare: :func:`pr_auc`) of each job
+    (all sharing n, batch size and batch seed)."""
     theta = _test_thetas(train, y_train, test, jobs)
-    return _accuracy(theta, y_test), np.array([auc(theta[:, g], y_test) for g in range(theta.shape[1])])
+    columns = range(theta.shape[1])
+    return (_accuracy(theta, y_test), np.array([auc(theta[:, g], y_test) for g in columns]),
+            [pr_auc(theta[:, g], y_test) for g in columns])
 
 
 def fit_accuracies(train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray], y_test: np.ndarray,
@@ -187,8 +206,9 @@ def cv_plain_accuracy(prep: PreparedSplit, grid: Sequence[HyperParams], *, folds
 
 
 def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
-                       key_bits: int) -> Tuple[float, Optional[float], List[str]]:
-    """Test accuracy and AUC of a reference method, and the warnings it raised
+                       key_bits: int) -> Tuple[float, Optional[float], Optional[float], List[str]]:
+    """Test accuracy, AUC and PR-AUC (None unless positives are rare) of a reference method, and the
+    warnings it raised
     (recorded, never silenced: the report labels the row with them).
 
     ``majority``: the training majority class; ``single_party`` /
@@ -200,7 +220,10 @@ def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
 
     if method == "majority":
         values, counts = np.unique(prep.y_train, return_counts=True)
-        return float(np.mean(prep.y_test == values[np.argmax(counts)])), 0.5, []
+        # A constant score ranks at random: ROC AUC 0.5, average precision the positive rate.
+        rate = float(np.mean(prep.y_test > 0))
+        return (float(np.mean(prep.y_test == values[np.argmax(counts)])), 0.5,
+                rate if rate < RARE_POSITIVES else None, [])
     protection = {"centralized_sklearn": "centralized"}.get(method, method)
     h = hp.for_rows(prep.n_train)
     with warnings.catch_warnings(record=True) as caught:
@@ -210,6 +233,7 @@ def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
             seed=prep.split_seed, key_bits=key_bits,
         ).fit(prep.raw_train, prep.y_train_raw)
         acc = model.score(prep.raw_test, prep.y_test_raw)
-        area = auc(model.decision_function(prep.raw_test), prep.y_test)
+        scores = model.decision_function(prep.raw_test)
+        area, precision_area = auc(scores, prep.y_test), pr_auc(scores, prep.y_test)
     messages = sorted({str(w.message).splitlines()[0] for w in caught})
-    return float(acc), area, messages
+    return float(acc), area, precision_area, messages

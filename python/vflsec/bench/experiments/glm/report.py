@@ -106,14 +106,21 @@ def _dp_table(ds: Dict[str, Any], epsilons: Sequence[float]) -> str:
 
 def _auc_table(ds: Dict[str, Any], epsilons: Sequence[float]) -> str:
     """Threshold-free view: does the DP model rank the rows even where its
-    accuracy sits at the majority rate?"""
-    refs = [f"{m} {stats(ds['auc'][m])[0]:.3f}" for m in ("single_party", "centralized_sklearn", "plain")
-            if m in ds["auc"]]
-    rows = [[f"{e:g}", _fmt(*stats(ds["auc"].get(e, [])))] for e in epsilons if e in ds["auc"]]
+    accuracy sits at the majority rate? Where positives are rare (the rows
+    carry PR-AUC), the precision-recall area too, whose random-ranking
+    reference is the positive rate (the majority row's PR-AUC)."""
+    pr = ds.get("pr_auc", {})
+    refs = [f"{m} {stats(ds['auc'][m])[0]:.3f}" + (f" (PR-AUC {stats(pr[m])[0]:.3f})" if m in pr else "")
+            for m in ("majority", "single_party", "centralized_sklearn", "plain") if m in ds["auc"]]
+    rows = [[f"{e:g}", _fmt(*stats(ds["auc"].get(e, [])))] + ([_fmt(*stats(pr.get(e, [])))] if pr else [])
+            for e in epsilons if e in ds["auc"]]
     if not rows:
         return ""
-    return (f"Test AUC (threshold-free; references: {', '.join(refs)}):\n\n"
-            + markdown_table(["ε", "HDP-VFL headline (analytic) AUC"], rows))
+    header = ["ε", "HDP-VFL headline (analytic) AUC"] + (["PR-AUC"] if pr else [])
+    rare = (" Positives are rare here: PR-AUC (average precision) is shown beside ROC AUC; a model that ranks "
+            "at random scores the positive rate (the majority row's PR-AUC).") if pr else ""
+    return (f"Test AUC (threshold-free; references: {', '.join(refs)}).{rare}\n\n"
+            + markdown_table(header, rows))
 
 
 def _figure2_table(ds: Dict[str, Any]) -> str:

@@ -270,7 +270,7 @@ def _hdp_rows(writer: _Writer, prep: PreparedSplit, grid: Sequence[HyperParams],
              for d in range(config.noise_draws)]
     jobs = hdp_jobs(prep.n_train, prep.n_parties, hp, epsilons=[budget[0]] * len(seeds), calibration="analytic",
                     noise_seeds=seeds, split_seed=prep.split_seed, delta=budget[1])
-    acc, area = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
+    acc, area, _ = fit_scores(prep.train, prep.y_train, prep.test, prep.y_test, jobs)
     for draw, (a, u) in enumerate(zip(acc, area)):
         writer.add(prep, "hdp", budget, draw, a, auc=float(u), config=hp.for_rows(prep.n_train).as_dict())
 

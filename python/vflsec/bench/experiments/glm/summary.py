@@ -45,7 +45,7 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     out: Dict[str, Dict[str, Any]] = {}
     for r in rows:
         ds = out.setdefault(r["dataset"], {"reference": {}, "dp": {}, "search": {}, "figure2": {}, "skipped": {},
-                                           "auc": {}, "spectrum": {}, "spectrum_rows": []})
+                                           "auc": {}, "pr_auc": {}, "spectrum": {}, "spectrum_rows": []})
         if r["family"] == "spectrum":
             ds["spectrum"].setdefault((r["method"], r["delta"]), {}).setdefault(r["epsilon"], []).append(
                 r["accuracy"])
@@ -54,6 +54,8 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
         if r.get("auc") is not None and r["family"] in ("reference", "headline") and r["calibration"] != "classic":
             key = r["method"] if r["family"] == "reference" else r["epsilon"]
             ds["auc"].setdefault(key, []).append(r["auc"])
+            if r.get("pr_auc") is not None:
+                ds["pr_auc"].setdefault(key, []).append(r["pr_auc"])
         if r["family"] == "reference":
             if r.get("skipped"):
                 ds["skipped"][r["method"]] = r.get("estimated_seconds")

@@ -54,7 +54,7 @@ def summary(result: Dict[str, Any]) -> Dict[str, Dict[str, Dict[str, Any]]]:
     for (dataset, key), rows in groups.items():
         first = rows[0]
         entry: Dict[str, Any] = {"method": first["method"], "epsilon": first.get("epsilon"), "rows": len(rows)}
-        for field in ("accuracy", "auc", "seconds_per_tree", "bytes_per_tree", "keygen_seconds"):
+        for field in ("accuracy", "auc", "pr_auc", "seconds_per_tree", "bytes_per_tree", "keygen_seconds"):
             entry[field] = stats([r.get(field) for r in rows])
         for attack in ("instance_space", "gradients", "own_features"):
             entry[f"leak_{attack}"] = stats([_leak(r, "leakage", attack) for r in rows])

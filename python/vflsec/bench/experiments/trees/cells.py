@@ -87,7 +87,10 @@ def _reference(method: str, data: PartySplit, grid: TreesGrid) -> Dict[str, Any]
     ``max_bins`` distinct integers is the identity: the same bins as the vertical models)."""
     if method == "majority":
         majority = int(np.mean(data.y_train) >= 0.5)
-        return {"accuracy": float(np.mean(data.y_test == majority)), "auc": 0.5, "seconds": 0.0}
+        rate = float(np.mean(data.y_test == 1))
+        # A constant score ranks at random: ROC AUC 0.5, average precision the positive rate.
+        return {"accuracy": float(np.mean(data.y_test == majority)), "auc": 0.5,
+                **({"pr_auc": rate} if rate < RARE_POSITIVES else {}), "seconds": 0.0}
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     blocks = {"hgb_centralized": (0, 1), "hgb_active": (0,), "hgb_passive": (1,)}[method]
@@ -101,11 +104,19 @@ def _reference(method: str, data: PartySplit, grid: TreesGrid) -> Dict[str, Any]
             "features": int(train.shape[1])}
 
 
-def scores(y: np.ndarray, p1: np.ndarray) -> Dict[str, float]:
-    """Test accuracy (threshold 0.5) and ROC AUC of the positive-class probabilities ``p1``."""
-    from sklearn.metrics import roc_auc_score
+# Positives below this share of the test rows make the label "rare": the rows then carry PR-AUC too.
+RARE_POSITIVES = 0.2
 
-    return {"accuracy": float(np.mean((p1 > 0.5) == (y == 1))), "auc": float(roc_auc_score(y, p1))}
+
+def scores(y: np.ndarray, p1: np.ndarray) -> Dict[str, float]:
+    """Test accuracy (threshold 0.5) and ROC AUC of the positive-class probabilities ``p1``, and
+    PR-AUC (average precision) where positives are rare (under :data:`RARE_POSITIVES`)."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    out = {"accuracy": float(np.mean((p1 > 0.5) == (y == 1))), "auc": float(roc_auc_score(y, p1))}
+    if np.mean(y == 1) < RARE_POSITIVES:
+        out["pr_auc"] = float(average_precision_score(y == 1, p1))
+    return out
 
 
 def warnings_of(caught: List[Any]) -> List[str]:

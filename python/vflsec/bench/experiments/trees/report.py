@@ -74,15 +74,20 @@ def _notes(entry: Dict[str, Any]) -> str:
 def _accuracy_table(kinds: Dict[str, Dict[str, Any]], result: Dict[str, Any]) -> str:
     rows = []
     plain = kinds.get("plain")
+    # Rare positives (the rows carry average precision): a PR-AUC column, whose random-ranking reference is
+    # the positive rate (the majority row's value).
+    rare = any(e.get("pr_auc") is not None for e in kinds.values())
     for key in _order(kinds):
         e = kinds[key]
         accuracy_of = plain if e["method"] == "secureboost" else e
         rows.append([LABELS.get(e["method"], e["method"]), _epsilon(e, result), _spread(accuracy_of, "accuracy"),
-                     _spread(accuracy_of, "auc"), _spread(e, "seconds_per_tree", digits=3),
+                     _spread(accuracy_of, "auc")] + ([_spread(accuracy_of, "pr_auc")] if rare else []) + [
+                     _spread(e, "seconds_per_tree", digits=3),
                      _spread(e, "bytes_per_tree", 1 / 2**20, 3), _spread(e, "leak_instance_space", digits=3),
                      _spread(e, "leak_gradients", digits=3), _spread(e, "leak_own_features", digits=3),
                      _notes(e)])
-    return markdown_table(["model", "epsilon", "test accuracy", "test AUC", "s per tree", "MiB per tree",
+    return markdown_table(["model", "epsilon", "test accuracy", "test AUC"] + (["test PR-AUC"] if rare else []) + [
+                           "s per tree", "MiB per tree",
                            "attack AUC: instance spaces", "attack AUC: gradients", "own features (reference)",
                            "notes"], rows)
 
