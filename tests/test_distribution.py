@@ -38,6 +38,25 @@ def test_the_core_install_needs_no_plotting_or_progress_bars():
     assert {r.split(">")[0] for r in project["optional-dependencies"]["bench"]} == {"matplotlib", "tqdm"}
 
 
+def test_dp_accounting_is_a_core_dependency():
+    """Every DP protocol reports its epsilon through dp-accounting (HDP-VFL in the README's first
+    command, the bench's DP spectrum): an extra that forgot it broke that command on a fresh venv."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert any(r.startswith("dp-accounting") for r in project["dependencies"])
+
+
+def test_ci_runs_the_readme_first_command_as_written_in_a_fresh_venv():
+    script = ROOT / ".ci" / "readme-first-command"
+    assert os.access(script, os.X_OK)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    assert ".ci/readme-first-command" in (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    first = readme.split("```bash\n", 1)[1].splitlines()[0]
+    extracted = subprocess.run(["awk", "/^```bash$/ {inside = 1; next} inside {print; exit}", "README.md"],
+                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    assert extracted == first and first.startswith("pip install") and "vflsec bench glm" in first
+
+
 def test_build_wheel_script_is_an_executable_bash_script():
     script = ROOT / ".ci" / "build-wheel"
     assert os.access(script, os.X_OK)
