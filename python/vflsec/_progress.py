@@ -13,7 +13,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, List, Mapping, Optional, Sequence
 
-__all__ = ["EpochProgress", "format_epsilon", "progress"]
+__all__ = ["EpochProgress", "format_epsilon", "progress", "time_left"]
+
+
+def time_left(elapsed: float, done: int, total: int) -> str:
+    """``"about 2.1 min left"`` (or ``"about 41 s left"``): the mean seconds per item so far times the
+    items left, after ``done`` of ``total`` items took ``elapsed`` seconds."""
+    rest = elapsed / max(int(done), 1) * max(int(total) - int(done), 0)
+    return f"about {rest / 60:.1f} min left" if rest >= 60 else f"about {rest:.0f} s left"
 
 
 def format_epsilon(spent: Any) -> Optional[str]:
@@ -114,8 +121,5 @@ def _log_progress(iterable: Any, *, desc: str, unit: str, total: Optional[int], 
         if now - last >= every or done == total:
             last = now
             elapsed = now - start
-            left = ""
-            if total:
-                rest = elapsed / done * (total - done)
-                left = f", about {rest / 60:.1f} min left" if rest >= 60 else f", about {rest:.0f} s left"
+            left = f", {time_left(elapsed, done, total)}" if total else ""
             log.info("%s: %d%s %s, %.0f s%s", desc, done, f"/{total}" if total else "", unit, elapsed, left)

@@ -96,6 +96,17 @@ def test_plain_job_grows_the_estimators_trees_and_scores_the_held_out_rows_as_it
             assert out["bytes_sent_by_tag"]["trees_masks"] > 0  # its split masks for the held-out rows
     assert sum(len(out["lookup"]["feature"]) for out in outputs.values()) == sum(
         int(np.sum(tree.owner >= 0)) for tree in model.trees_)
+    # Each party's bytes per tree (what the estimator counted for the same trees) and one line per tree.
+    assert np.add(active["history"]["tree_bytes_sent"], active["history"]["tree_bytes_received"]).tolist() == \
+        model.bytes_per_tree_
+    for name in names:
+        history, trees = outputs[name]["history"], HYPER["max_iter"]
+        assert history["tree_leaves"] == [float(tree.n_leaves) for tree in model.trees_]
+        assert outputs[name]["bytes_per_tree"]["total"] == pytest.approx(
+            np.mean(np.add(history["tree_bytes_sent"], history["tree_bytes_received"])))
+        assert sum(history["tree_bytes_sent"]) <= outputs[name]["wire_bytes_sent"]
+        for k in range(1, trees + 1):
+            assert f"party {name!r}: tree {k}/{trees}: " in status[name][1]
     assert any(len(outputs[name]["lookup"]["feature"]) for name in names[1:]), "no passive party split"
 
     # The held-out score is the estimator's on the aligned held-out rows.
@@ -156,9 +167,30 @@ def test_label_dp_jobs_report_the_guarantee(tmp_path, fast_network, run_parties,
     assert len(outputs["active"]["trees"]) == HYPER["max_iter"]
 
 
+@pytest.mark.parametrize("class_weight, expected", [("balanced", "balanced"), ({"3": 1.0, "7": 4.0}, [1.0, 4.0])])
+def test_a_class_weight_job_grows_the_weighted_estimators_trees(tmp_path, fast_network, run_parties, party_outputs,
+                                                                class_weight, expected):
+    """``[job] class_weight`` is the estimator's: "balanced" of the aligned training labels, or a table keyed
+    by the labels as the active party's file codes them."""
+    names = ("active", "passive1")
+    frames = _frames(names)
+    local = write_local_job(tmp_path, _job(names, class_weight=class_weight), frames, network=fast_network)
+    outputs = party_outputs(local, run_parties(local))
+    blocks, y = _aligned(frames, names)
+    weights = class_weight if class_weight == "balanced" else {3.0: 1.0, 7.0: 4.0}
+    model = VerticalGradientBoostingClassifier(class_weight=weights, **HYPER).fit(blocks, y)
+    unweighted = VerticalGradientBoostingClassifier(**HYPER).fit(blocks, y)
+    assert outputs["active"]["trees"] == [tree.to_dict() for tree in model.trees_]
+    assert outputs["active"]["trees"] != [tree.to_dict() for tree in unweighted.trees_]  # the weights did act
+    assert outputs["active"]["baseline"] == model.baseline_ and outputs["active"]["class_weight"] == expected
+
+
 @pytest.mark.parametrize("change, needle", [
     (dict(noise_seed=3), "noise_seed is not a [job] key"),
     (dict(protection="dp", epsilon=1.0), "protection 'dp' needs delta"),
+    (dict(protection="dp", epsilon=1.0, delta=1e-4, class_weight="balanced"),
+     "protection 'dp' does not take class_weight"),
+    (dict(class_weight={"7": -2.0}), "class_weight of label 7 must be a finite non-negative number"),
 ])  # more bad values, in-process: tests/runtime/test_party_startup_errors.py
 def test_bad_job_values_stop_every_party_in_one_line_before_it_connects(tmp_path, fast_network, run_parties,
                                                                           change, needle):
@@ -171,6 +203,18 @@ def test_bad_job_values_stop_every_party_in_one_line_before_it_connects(tmp_path
         assert rc == 2 and len(lines) == 1, (name, err)
         assert lines[0].startswith("vflsec party: error: ") and needle in lines[0] and " -- " in lines[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_class_weight_naming_no_class_stops_the_active_party_in_one_line_before_it_connects(
+        tmp_path, fast_network, run_parties):
+    names = ("active", "passive1")
+    network = dict(fast_network, connect_timeout=20.0)
+    local = write_local_job(tmp_path, _job(names, class_weight={"5": 2.0}), _frames(names, n=40), network=network)
+    status = run_parties(local, 60.0)
+    rc, err = status["active"]
+    assert rc == 2 and err.strip().splitlines() == [err.strip()], err
+    assert "class_weight names 5.0, which is not a class of y ([3.0, 7.0])" in err and " -- " in err
+    assert status["passive1"][0] != 0  # it waited for a peer that never came
 
 
 def test_the_job_file_is_what_the_parties_agree_on(tmp_path):

@@ -3,6 +3,7 @@ packing round-trips at its extremes; what a passive party receives is ciphertext
 histogram of the wrong size is refused."""
 from __future__ import annotations
 
+import logging
 import warnings
 
 import numpy as np
@@ -29,9 +30,14 @@ def _parts(n=500, seed=0):
     return [X[:, :3], X[:, 3:6], X[:, 6:]], y
 
 
-def test_secureboost_grows_the_plain_trees_bit_for_bit(plain_and_secureboost):
+def test_secureboost_grows_the_plain_trees_bit_for_bit(plain_and_secureboost, caplog):
     parts, y = _parts()
+    caplog.set_level(logging.INFO, logger="vflsec.trees")
     plain, secure = plain_and_secureboost(parts, y, max_iter=3, max_bins=16, max_leaf_nodes=6)
+    # One line per tree and party, each fit (plain, then SecureBoost): the same leaves, SecureBoost's bytes.
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("party 'active': tree ")]
+    assert [line.split(":")[1] for line in lines] == [f" tree {k}/3" for k in (1, 2, 3)] * 2
+    assert secure.bytes_per_tree_[0] > 10 * plain.bytes_per_tree_[0]
     for a, b in zip(plain.trees_, secure.trees_):
         for key in ("owner", "record", "left", "right", "value"):
             np.testing.assert_array_equal(getattr(a, key), getattr(b, key))

@@ -112,7 +112,9 @@ def test_the_active_party_grows_every_tree_from_the_released_gradients():
     parts, y = _blocks(n=600)
     job, run, codes = _run(parts, y, protection="dp", max_iter=4, epsilon=2.0, delta=1e-5, noise_seed=5,
                            l2_regularization=1.0, max_leaf_nodes=4)
-    released = [(p["g"], p["h"]) for r, p in run.hub.transcript if r.tag == TAG_GRADIENTS]
+    # As the passive party reads them: float64 (an array of float32 values travels as float32, exactly).
+    released = [(p["g"].astype(np.float64), p["h"].astype(np.float64)) for r, p in run.hub.transcript
+                if r.tag == TAG_GRADIENTS]
     active = run.results["a"]
     assert len(released) == len(active.trees) == 4
     walk = lookup_walker([active.lookup, run.results["b"].lookup], codes)

@@ -248,7 +248,7 @@ def test_the_programs_agree_on_node_ids_over_a_whole_job():
     trees = run.results["a"].trees
     assert len(trees) == 3 and all(t.n_leaves >= 2 for t in trees)
     assert len(run.results["b"].lookup) == sum(int(np.sum(t.owner == 1)) for t in trees)
-    assert {r.tag for r in run.records} >= {"trees_step", "trees_gradients", "trees_hist"}
+    assert {r.tag for r in run.records} >= {"trees_step", "trees_gradients", "trees_candidates", "trees_split"}
 
 
 def test_a_job_refuses_codes_beyond_their_bins():

@@ -54,11 +54,13 @@ def _unpack(mask: Any, count: int) -> np.ndarray:
 
 def passive_tree_view(transcript: Sequence[Tuple[Any, Any]], job: Any, passive: Optional[str] = None) -> TreeView:
     """What ``passive`` (default: the first passive party) received during ``job``, from a transcript."""
-    from ..trees.protocol import TAG_GRADIENTS, TAG_STEP
+    from ..trees.protocol import TAG_GRADIENTS, TAG_SPLIT, TAG_STEP
 
     passive = job.passives[0] if passive is None else passive
-    messages = [(r.tag, p) for r, p in transcript if r.receiver == passive and r.sender == job.active
-                and r.tag in (TAG_STEP, TAG_GRADIENTS)]
+    # Its own split replies too: the active party does not send a split's rows back to the party that made it.
+    messages = [(r.tag, p) for r, p in transcript if (r.receiver == passive and r.sender == job.active
+                                                      and r.tag in (TAG_STEP, TAG_GRADIENTS))
+                or (r.sender == passive and r.receiver == job.active and r.tag == TAG_SPLIT)]
     if not messages:
         raise ValueError(f"the transcript holds no boosting message to {passive!r} (was the hub created with "
                          "keep_payloads=True?)")
@@ -67,7 +69,11 @@ def passive_tree_view(transcript: Sequence[Tuple[Any, Any]], job: Any, passive: 
     gradients: List[np.ndarray] = []
     rows: Dict[int, np.ndarray] = {}
     next_node = 0
+    own_mask: Any = None
     for tag, payload in messages:
+        if tag == TAG_SPLIT:
+            own_mask = payload.get("mask") if isinstance(payload, dict) else None
+            continue
         if tag == TAG_GRADIENTS:
             g = payload.get("g") if isinstance(payload, dict) else None
             if isinstance(g, np.ndarray) and g.shape == (n,):
@@ -78,7 +84,7 @@ def passive_tree_view(transcript: Sequence[Tuple[Any, Any]], job: Any, passive: 
             rows, next_node = {0: np.arange(n)}, 1
         elif op == "children":
             parent = rows.pop(payload["node"])
-            left = _unpack(payload["mask"], len(parent))
+            left = _unpack(payload["mask"] if "mask" in payload else own_mask, len(parent))
             rows[next_node], rows[next_node + 1] = parent[left], parent[~left]
             next_node += 2
         elif op == "end_tree":

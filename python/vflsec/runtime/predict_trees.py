@@ -16,13 +16,16 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..trees.binning import MAX_BINS, FeatureBins
+from ..trees.binning import FeatureBins
+from ..trees.persistence import check_lookup as _lookup
+from ..trees.persistence import check_thresholds as _bins
+from ..trees.persistence import check_trees as _trees
 from ..trees.prediction import predict_raw, send_split_masks
-from ..trees.tree import LEAF, LookupTable, Tree
+from ..trees.tree import LookupTable, Tree
 
 __all__ = ["PRIVACY_NOTE", "SavedTreesModel", "load_trees_model", "trees_scores"]
 
@@ -49,6 +52,7 @@ class SavedTreesModel:
     classes: Optional[np.ndarray] = None
     preprocessor: Any = None
     preprocessor_path: Optional[Path] = None
+    label_names: Optional[Tuple[Any, Any]] = None  # the labels' own names of classes (predict_kind)
 
     @property
     def training_run(self) -> str:
@@ -63,62 +67,6 @@ class SavedTreesModel:
         """The class of each raw score (the larger class where ``raw > 0``)."""
         assert self.classes is not None
         return self.classes[(np.asarray(raw) > 0).astype(np.int64)]
-
-
-def _bins(value: Any, path: Path) -> FeatureBins:
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"{path}: thresholds is not a list of one list of cuts per feature")
-    cuts: List[np.ndarray] = []
-    for j, item in enumerate(value):
-        array = np.asarray(item, dtype=np.float64) if isinstance(item, list) else None
-        if array is None or array.ndim != 1 or not np.all(np.isfinite(array)) or np.any(np.diff(array) <= 0) \
-                or array.size > MAX_BINS - 1:
-            raise ValueError(f"{path}: the thresholds of feature {j} are not at most {MAX_BINS - 1} ascending finite "
-                             "numbers")
-        cuts.append(array)
-    return FeatureBins.from_thresholds(cuts)
-
-
-def _lookup(value: Any, bins: FeatureBins, path: Path) -> LookupTable:
-    try:
-        table = LookupTable.from_dict(value)
-    except (TypeError, KeyError, ValueError):
-        raise ValueError(f"{path}: lookup is not a lookup table (feature, code, missing_left, missing_code)") from None
-    for record, (feature, code) in enumerate(zip(table.feature, table.code)):
-        if not 0 <= feature < bins.n_features_in_ or not 0 <= code < len(bins.thresholds_[feature]) + 1:
-            raise ValueError(f"{path}: lookup record {record} splits feature {feature} at bin {code}, which its "
-                             "thresholds do not have")
-        if table.missing_left[record] and table.missing_code[record] != bins.missing_code(feature):
-            raise ValueError(f"{path}: lookup record {record} sends missing values left with the code "
-                             f"{table.missing_code[record]}, not feature {feature}'s missing code")
-    return table
-
-
-def _trees(value: Any, parties: int, own_records: int, path: Path) -> Tuple[Tree, ...]:
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"{path}: trees is not a non-empty list of trees")
-    trees = []
-    for i, item in enumerate(value):
-        try:
-            tree = Tree.from_dict(item)
-        except (TypeError, KeyError, ValueError):
-            raise ValueError(f"{path}: tree {i} is not a tree (owner, record, left, right, value)") from None
-        size = len(tree.owner)
-        inner = tree.owner != LEAF
-        children = np.concatenate([tree.left[inner], tree.right[inner]])
-        if size == 0 or any(len(getattr(tree, k)) != size for k in ("record", "left", "right", "value")) \
-                or np.any((tree.owner < LEAF) | (tree.owner >= parties)) \
-                or np.any((children <= 0) | (children >= size)) or not np.all(np.isfinite(tree.value)) \
-                or np.any(tree.record[tree.owner == 0] >= own_records) or np.any(tree.record[inner] < 0):
-            raise ValueError(f"{path}: tree {i} has a node that points outside the tree, its parties or this "
-                             "party's lookup table")
-        trees.append(tree)
-    for owner in range(1, parties):  # a passive party's records are its masks' rows, one per node it owns
-        records = np.concatenate([t.record[t.owner == owner] for t in trees])
-        if records.size and records.max() >= records.size:
-            raise ValueError(f"{path}: the trees refer to a split record of party position {owner} beyond the "
-                             f"{records.size} nodes it owns")
-    return tuple(trees)
 
 
 def load_trees_model(path: Path, saved: dict, party: str, role: str, parties: Sequence[str],

@@ -8,7 +8,14 @@
 ``epsilon`` and ``delta`` (the label-DP guarantee of the whole run: "dp" takes both,
 "label_dp" epsilon only), ``seed`` (label_dp's public split of the rows), and
 ``max_bins`` (at most this many bins per feature, 255 by default), with the defaults of
-:class:`~vflsec.trees.VerticalGradientBoostingClassifier`. Two keys are refused:
+:class:`~vflsec.trees.VerticalGradientBoostingClassifier`, and ``class_weight`` (a rare
+label's weight: "balanced", each class weighing ``n / (2 * count)`` of the active party's
+aligned training labels, or a table ``{ "0" = 1.0, "1" = 10.0 }`` keyed by the labels as
+the active party's file codes them, 0 and 1 for a text label with ``positive_label``;
+the estimator's ``class_weight``, :mod:`vflsec.trees.weights`: "plain" and "secureboost"
+take it, "label_dp" computes it from the labels it released, "dp" refuses the job before
+any party connects, naming why; the active party's output has the weights it used).
+Two keys are refused:
 
 * ``n_bins``: each party bins its own aligned training rows
   (:class:`~vflsec.trees.binning.FeatureBins` with ``max_bins``; the thresholds stay
@@ -34,9 +41,13 @@ bin code per record) and its own bin ``thresholds`` (never sent), the agreed
 ``n_bins`` and, for the DP protections, ``privacy_spent``; the active party also the
 ``trees`` (:meth:`~vflsec.trees.tree.Tree.to_dict`: owner, record, children, leaf
 values), the ``baseline`` score and the label ``classes``; its ``history`` holds
-``train_loss`` per tree. No party's output holds another party's thresholds or
-rows. The programs write no checkpoints: a trees job does not resume. A ``kind = "predict"``
-job scores new customers with these outputs (:mod:`.predict_trees`).
+``train_loss`` per tree. Every party's ``history`` holds each tree's seconds, leaves and
+bytes sent and received (:data:`vflsec.trees.progress.TREE_RECORD`), and
+``bytes_per_tree`` their means (``sent``, ``received``, ``total``); while training,
+each party logs one line per tree (:mod:`vflsec.trees.progress`). No party's output
+holds another party's thresholds or rows. The programs write no checkpoints: a trees job
+does not resume. A ``kind = "predict"`` job scores new customers with these outputs
+(:mod:`.predict_trees`).
 
 Held-out evaluation (``evaluate = true``): each party bins its aligned held-out
 rows with its own training bins; each passive party sends the active party, in
@@ -62,13 +73,23 @@ from ..trees.binning import MAX_BINS, FeatureBins
 from ..trees.job import TreeJob, TreePartyData, TreePartyResult
 from ..trees.prediction import TAG_MASKS, predict_raw, send_split_masks
 from ..trees.protection import get_protection
-from ..trees.protocol import TAG_GRADIENTS, TAG_HIST, TAG_SPLIT, TAG_STEP, active_program, passive_program
+from ..trees.protocol import (
+    TAG_CANDIDATES,
+    TAG_GRADIENTS,
+    TAG_HIST,
+    TAG_SPLIT,
+    TAG_STEP,
+    active_program,
+    passive_program,
+)
+from ..trees.weights import check_weights_for, resolve_class_weight
 from ..vfl.job import VFLJob
 from ..vfl.received import PeerMessageRefused, check_received_array, describe_payload
 from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
 
-__all__ = ["TAG_BINS", "TreesJobKind", "TreesPartyInput", "UnbinnedTreeJob", "agree_on_bins", "tree_metrics"]
+__all__ = ["TAG_BINS", "TreesJobKind", "TreesPartyInput", "UnbinnedTreeJob", "agree_on_bins", "job_class_weight",
+           "tree_metrics"]
 
 TAG_BINS = "trees_bins"
 #: TreeJob's fields a job file may set (n_samples comes from the alignment, n_bins from the parties' bins)
@@ -80,6 +101,29 @@ _REFUSED = {
     "n_bins": "n_bins is not a [job] key: each party bins its own aligned training rows (at most max_bins bins per "
               "feature) and the parties agree on the bin counts when training starts -- remove n_bins",
 }
+
+
+
+
+def job_class_weight(fields: Mapping[str, Any]) -> Any:
+    """``[job] class_weight``: None, "balanced", or ``{label: weight}`` with the table's keys read as the
+    labels' numbers (what the active party's 0/1 or numeric labels are); checked again against the
+    active party's classes by :func:`vflsec.trees.weights.resolve_class_weight`."""
+    given = fields.get("class_weight")
+    if given is None or given == "balanced":
+        return given
+    if not isinstance(given, Mapping) or not given:
+        raise ValueError(f"class_weight must be \"balanced\" or a table label -> weight such as "
+                         f"{{ \"0\" = 1.0, \"1\" = 10.0 }}, got {given!r}")
+    weights = {}
+    for label, weight in given.items():
+        try:
+            weights[float(label)] = weight
+        except ValueError:
+            raise ValueError(f"class_weight names the label {label!r}: key it by the labels as the active party's "
+                             "training file codes them (\"0\" and \"1\"; 0 and 1 for a text label with "
+                             "positive_label)") from None
+    return weights
 
 
 class UnbinnedTreeJob(VFLJob):
@@ -124,6 +168,7 @@ class TreesPartyInput:
     y: Optional[np.ndarray] = None
     classes: Optional[np.ndarray] = None
     job: Optional[TreeJob] = None
+    class_weight: Any = None  # the active party's, resolved for the 0/1 labels (vflsec.trees.weights)
 
 
 def _binary_classes(y: np.ndarray, what: str) -> np.ndarray:
@@ -178,7 +223,7 @@ def _checked_bins(receiver: str, sender: str, value: Any, max_bins: int, what: s
 
 def _active(endpoint: Channel, job: UnbinnedTreeJob, data: TreesPartyInput) -> TreePartyResult:
     data.job = agree_on_bins(endpoint, job, data.bins.n_bins_)
-    return active_program(endpoint, data.job, TreePartyData(data.codes, data.y))
+    return active_program(endpoint, data.job, TreePartyData(data.codes, data.y, class_weight=data.class_weight))
 
 
 def _passive(endpoint: Channel, job: UnbinnedTreeJob, data: TreesPartyInput) -> TreePartyResult:
@@ -186,12 +231,22 @@ def _passive(endpoint: Channel, job: UnbinnedTreeJob, data: TreesPartyInput) -> 
     return passive_program(endpoint, data.job, TreePartyData(data.codes))
 
 
+def _bytes_per_tree(history: Mapping[str, Any]) -> Dict[str, Any]:
+    """This party's mean bytes per tree, sent and received (each tree's own are in ``history``)."""
+    sent, received = history.get("tree_bytes_sent") or [], history.get("tree_bytes_received") or []
+    if not sent:
+        return {"bytes_per_tree": None}
+    return {"bytes_per_tree": {"sent": float(np.mean(sent)), "received": float(np.mean(received)),
+                               "total": float(np.mean(sent) + np.mean(received))}}
+
+
 def tree_metrics(raw: np.ndarray, y: np.ndarray, classes: np.ndarray) -> Dict[str, Any]:
-    """Held-out accuracy (beside the majority rate) and AUC of the raw scores ``raw``
+    """Held-out accuracy (beside the majority rate), AUC and, where positives are below 20%,
+    PR AUC (:func:`vflsec.glm.classification.ranking_metrics`) of the raw scores ``raw``
     against the labels ``y`` as the active party's CSV has them (``classes``: the
     training labels' two classes; a held-out label of another class is a ValueError).
     The AUC is None when the held-out rows hold one class only."""
-    from sklearn.metrics import roc_auc_score
+    from ..glm.classification import ranking_metrics
 
     y = np.asarray(y)
     unknown = sorted(set(np.unique(y).tolist()) - set(classes.tolist()))
@@ -202,9 +257,8 @@ def tree_metrics(raw: np.ndarray, y: np.ndarray, classes: np.ndarray) -> Dict[st
     n = len(y)
     accuracy = float(np.mean((raw > 0) == positive))
     majority = float(max(positive.sum(), n - positive.sum()) / n)
-    auc = float(roc_auc_score(positive, raw)) if 0 < positive.sum() < n else None
     return {"metric": "accuracy", "value": accuracy, "n": int(n), "baseline": majority,
-            "baseline_name": "majority rate", "auc": auc}
+            "baseline_name": "majority rate", **ranking_metrics(raw, positive)}
 
 
 class TreesJobKind(JobKind[UnbinnedTreeJob]):
@@ -212,19 +266,30 @@ class TreesJobKind(JobKind[UnbinnedTreeJob]):
     default_row_norm = "none"
 
     def job_fields(self) -> Set[str]:
-        return set(TREE_FIELDS) | {"max_bins"} | set(_REFUSED)
+        return set(TREE_FIELDS) | {"max_bins", "class_weight"} | set(_REFUSED)
 
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> UnbinnedTreeJob:
         for key, reason in _REFUSED.items():
             if key in fields:
                 raise ValueError(reason)
-        settings = {k: v for k, v in fields.items() if k != "max_bins"}
+        settings = {k: v for k, v in fields.items() if k not in ("max_bins", "class_weight")}
         if isinstance(settings.get("passives"), list):  # TOML's array; anything else is the job's to refuse
             settings["passives"] = tuple(settings["passives"])
         return UnbinnedTreeJob(n_samples, max_bins=fields.get("max_bins", MAX_BINS), **settings)
 
     def check_job(self, job: UnbinnedTreeJob, fields: Mapping[str, Any]) -> None:
         get_protection(job.protection)  # its module (SecureBoost's HE stack) imports here
+        given = job_class_weight(fields)
+        try:
+            check_weights_for(job.protection, sample_weight=False, class_weight=given is not None)
+        except ValueError as exc:  # the estimator's wording names its keyword; a job file has a key
+            raise ValueError(str(exc).replace("; or leave class_weight=None", "; or remove class_weight")) from None
+        if isinstance(given, dict):  # the weights' own checks here; the labels' at the active party (check_party)
+            for label, weight in given.items():
+                if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not np.isfinite(weight) \
+                        or weight < 0:
+                    raise ValueError(f"class_weight of label {label:g} must be a finite non-negative number, got "
+                                     f"{weight!r}")
 
     def check_party(self, job: UnbinnedTreeJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                     y: Optional[np.ndarray]) -> None:
@@ -237,7 +302,7 @@ class TreesJobKind(JobKind[UnbinnedTreeJob]):
         if job.role_of(party) == "active":
             if y is None:
                 raise ValueError(f"the active party {party!r} has no labels")
-            _binary_classes(y, "the label column")
+            resolve_class_weight(job_class_weight(fields), _binary_classes(y, "the label column"))
 
     def party_data(self, job: UnbinnedTreeJob, fields: Mapping[str, Any], party: str, X: Optional[np.ndarray],
                    y: Optional[np.ndarray], checkpoint: Any) -> Optional[TreesPartyInput]:
@@ -248,13 +313,15 @@ class TreesJobKind(JobKind[UnbinnedTreeJob]):
         if y is None:
             return TreesPartyInput(bins, codes)
         classes = _binary_classes(y, "the aligned training rows' labels")
-        return TreesPartyInput(bins, codes, (np.asarray(y) == classes[1]).astype(np.float64), classes)
+        class_weight = resolve_class_weight(job_class_weight(fields), classes)
+        return TreesPartyInput(bins, codes, (np.asarray(y) == classes[1]).astype(np.float64), classes,
+                               class_weight=class_weight)
 
     def program(self, job: UnbinnedTreeJob, role: str):
         return {"active": _active, "passive": _passive}[role]
 
     def receive_tags(self, job: UnbinnedTreeJob) -> Optional[FrozenSet[str]]:
-        tags = {TAG_BINS, TAG_STEP, TAG_GRADIENTS, TAG_HIST, TAG_SPLIT}
+        tags = {TAG_BINS, TAG_STEP, TAG_GRADIENTS, TAG_HIST, TAG_CANDIDATES, TAG_SPLIT}
         if job.protection == "secureboost":
             from ..trees.secureboost import TAG_KEY
 
@@ -277,12 +344,15 @@ class TreesJobKind(JobKind[UnbinnedTreeJob]):
             "lookup": result.lookup.to_dict(),
             "thresholds": [[float(v) for v in cuts] for cuts in data.bins.thresholds_],  # this party's own
             "protection_seconds": dict(result.info.get("seconds", {})),
+            **_bytes_per_tree(result.history),
         }
         if result.role == "active":
             assert data.classes is not None
             out["trees"] = [tree.to_dict() for tree in result.trees]
             out["baseline"] = float(result.baseline)
             out["classes"] = data.classes.tolist()
+            weight = data.class_weight
+            out["class_weight"] = list(weight) if isinstance(weight, tuple) else weight  # of the 0/1 labels
         spent = privacy_spent(tree_job)
         out["privacy_spent"] = None if spent is None else str(spent)
         return out

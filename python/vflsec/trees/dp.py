@@ -54,6 +54,7 @@ import numpy as np
 from ..dp.accountant import PrivacySpent
 from ..dp.randomized_response import RandomizedResponseMechanism, check_binary_labels
 from .protection import PlainRelease, register_protection
+from .weights import WEIGHT_REFUSALS
 
 __all__ = ["GRADIENT_MECHANISM", "LABEL_MECHANISM", "LABEL_NEIGHBOURS", "DPGradientRelease", "LabelDPRelease",
            "gradient_mechanism", "label_gradients", "label_mechanism", "label_prior", "noise_generator",
@@ -127,6 +128,12 @@ def label_gradients(p: np.ndarray, y: Any, job: Any) -> Tuple[np.ndarray, np.nda
     return g, job.quantize(q * (1.0 - q))
 
 
+def _refuse_weight(weight: Optional[np.ndarray]) -> None:
+    """"dp" weighs every row 1: its release is calibrated to it (:data:`vflsec.trees.weights.WEIGHT_REFUSALS`)."""
+    if weight is not None:
+        raise ValueError(f"protection 'dp' does not take row weights: {WEIGHT_REFUSALS['dp']['sample_weight']}")
+
+
 @register_protection
 class DPGradientRelease(PlainRelease):
     """``"dp"``: noisy gradients in the clear (module docstring); a passive party is plain's."""
@@ -143,9 +150,10 @@ class DPGradientRelease(PlainRelease):
         self.mechanism = gradient_mechanism(job)
         self.generator = noise_generator(job)
 
-    def baseline(self, y: np.ndarray) -> float:
+    def baseline(self, y: np.ndarray, weight: Optional[np.ndarray] = None) -> float:
         """The log-odds of the released positive count (module docstring), its rate kept within
-        [1 / (n + 1), n / (n + 1)]; the count itself is ``self.released_count``."""
+        [1 / (n + 1), n / (n + 1)]; the count itself is ``self.released_count``. No row weights."""
+        _refuse_weight(weight)
         n = len(y)
         clock = time.perf_counter()
         noisy = self.mechanism.release(np.array([float(np.sum(y))]), generator=self.generator)
@@ -154,7 +162,9 @@ class DPGradientRelease(PlainRelease):
         rate = min(max(self.released_count / n, 1.0 / (n + 1)), n / (n + 1.0))
         return float(np.log(rate / (1.0 - rate)))
 
-    def gradients(self, p: np.ndarray, y: np.ndarray, job: Any) -> Tuple[np.ndarray, np.ndarray]:
+    def gradients(self, p: np.ndarray, y: np.ndarray, job: Any,
+                  weight: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+        _refuse_weight(weight)
         return label_gradients(p, y, job)
 
     def release(self, g: np.ndarray, h: np.ndarray) -> Any:

@@ -24,15 +24,20 @@ it gains strictly more. For a feature without missing training values, a
 missing value at prediction goes to the child with more training rows. These
 are the rules, ties included, of scikit-learn's ``HistGradientBoostingClassifier``
 on numerical features.
+
+A party that scores its own splits sends only each node's best one
+(:func:`encode_choices`: a few numbers per node, however many bins), which the
+receiver checks against the sender's layout and the node's rows (:func:`decode_choices`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["BinLayout", "Histogram", "SplitChoice", "best_split", "build_histogram", "leaf_value", "subtract"]
+__all__ = ["BinLayout", "Histogram", "SplitChoice", "best_split", "build_histogram", "decode_choices",
+           "encode_choices", "leaf_value", "split_codes", "subtract"]
 
 
 @dataclass(frozen=True)
@@ -174,3 +179,55 @@ def best_split(hist: Histogram, layout: BinLayout, totals: Tuple[float, float, i
     missing_left = bool(to_left) if missing[f] else n_left > n - n_left
     return SplitChoice(gain=float(gain[f, column]), feature=int(f), code=code, G_left=float(GLs[f, column]),
                        H_left=float(HLs[f, column]), n_left=n_left, missing_left=missing_left)
+
+
+def split_codes(layout: BinLayout, feature: int, missing_left: bool) -> int:
+    """How many thresholds ``feature`` can split at: below its last value bin, and at it too when its
+    training missing values go right (the split "every value left, missing right")."""
+    values = int(layout.value_bins[feature])
+    has_missing = bool(layout.has_missing()[feature])
+    return values - 1 + int(has_missing and not missing_left)
+
+
+def encode_choices(nodes: Sequence[int], choices: Sequence[Optional[SplitChoice]]) -> Any:
+    """Each node's best split as sent: ``{"split": int64 (k, 5): node, feature (-1: no split), code,
+    n_left, missing_left; "gain": float64 (k, 3): gain, G_left, H_left}``."""
+    split = np.zeros((len(nodes), 5), dtype=np.int64)
+    gain = np.zeros((len(nodes), 3), dtype=np.float64)
+    for i, (node, choice) in enumerate(zip(nodes, choices)):
+        if choice is None:
+            split[i] = (node, -1, 0, 0, 0)
+        else:
+            split[i] = (node, choice.feature, choice.code, choice.n_left, int(choice.missing_left))
+            gain[i] = (choice.gain, choice.G_left, choice.H_left)
+    return {"split": split, "gain": gain}
+
+
+def decode_choices(payload: Any, nodes: Sequence[int], counts: Sequence[int], layout: BinLayout, *,
+                   min_samples_leaf: int, min_gain: float, who: str) -> List[Optional[SplitChoice]]:
+    """:func:`encode_choices`'s splits of ``nodes`` (of ``counts`` rows each) by a party of ``layout``,
+    each a split that party can make, keeping ``min_samples_leaf`` rows per child and gaining more than
+    ``min_gain`` (else ValueError naming ``who``)."""
+    k = len(nodes)
+    split = payload.get("split") if isinstance(payload, dict) else None
+    gain = payload.get("gain") if isinstance(payload, dict) else None
+    if not isinstance(split, np.ndarray) or split.dtype != np.int64 or split.shape != (k, 5) \
+            or not isinstance(gain, np.ndarray) or gain.dtype != np.float64 or gain.shape != (k, 3):
+        raise ValueError(f"{who} sent best splits that are not {{split: int64 ({k}, 5), gain: float64 ({k}, 3)}}")
+    if split[:, 0].tolist() != list(nodes):
+        raise ValueError(f"{who} sent the best splits of nodes {split[:, 0].tolist()}, not of {list(nodes)}")
+    choices: List[Optional[SplitChoice]] = []
+    for (_, feature, code, n_left, missing), (value, G_left, H_left), count in zip(split.tolist(), gain.tolist(),
+                                                                                   counts):
+        if feature == -1:
+            choices.append(None)
+            continue
+        if not 0 <= feature < len(layout.n_bins) or missing not in (0, 1) \
+                or not 0 <= code < split_codes(layout, feature, bool(missing)) \
+                or not min_samples_leaf <= n_left <= count - min_samples_leaf \
+                or not np.isfinite((value, G_left, H_left)).all() or not value > min_gain:
+            raise ValueError(f"{who} sent a best split it cannot have found: feature {feature}, code {code}, "
+                             f"{n_left} of {count} rows left, gain {value}")
+        choices.append(SplitChoice(gain=value, feature=feature, code=code, G_left=G_left, H_left=H_left,
+                                   n_left=n_left, missing_left=bool(missing)))
+    return choices

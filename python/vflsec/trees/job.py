@@ -28,6 +28,7 @@ from ..vfl.job import VFLJob
 from ..vfl.result import PartyResult
 from .histogram import BinLayout
 from .tree import LookupTable, Tree
+from .weights import ClassWeight, check_sample_weight, check_weights_for
 
 __all__ = ["DP_PROTECTIONS", "PROTECTIONS", "TreeJob", "TreePartyData", "TreePartyResult"]
 
@@ -172,10 +173,13 @@ class TreeJob(VFLJob):
 @dataclass(frozen=True)
 class TreePartyData:
     """One party's rows as bin codes (``(n, d)`` uint8, rows aligned), and the
-    active party's 0/1 labels."""
+    active party's 0/1 labels and row weights (``sample_weight``, ``class_weight``
+    resolved for the 0/1 labels: :mod:`vflsec.trees.weights`; the job does not say them)."""
 
     codes: np.ndarray
     y: Optional[np.ndarray] = None
+    sample_weight: Optional[np.ndarray] = None
+    class_weight: ClassWeight = None
 
     def checked(self, job: TreeJob, party: str, *, needs_labels: bool) -> "TreePartyData":
         codes = self.codes
@@ -191,15 +195,19 @@ class TreePartyData:
             y = np.asarray(self.y)
             if y.shape != (job.n_samples,) or not np.isin(y, (0, 1)).all():
                 raise ValueError(f"party {party!r}: labels must be {job.n_samples} values of 0 or 1")
-            return TreePartyData(np.ascontiguousarray(codes), y.astype(np.float64))
+            check_weights_for(job.protection, sample_weight=self.sample_weight is not None,
+                              class_weight=self.class_weight is not None)
+            return TreePartyData(np.ascontiguousarray(codes), y.astype(np.float64),
+                                 check_sample_weight(self.sample_weight, job.n_samples), self.class_weight)
         return TreePartyData(np.ascontiguousarray(codes), None)
 
 
 @dataclass
 class TreePartyResult(PartyResult):
     """What a party trained: its lookup table (every party); the trees and the
-    baseline raw score (the active party); the active party's ``history``
-    (``train_loss``, one value per round) and ``timings``; ``info``: message facts."""
+    baseline raw score (the active party); ``history``: each tree's seconds, leaves and
+    bytes sent and received (every party, :data:`vflsec.trees.progress.TREE_RECORD`) and
+    the active party's ``train_loss``, one value per round; ``timings``; ``info``: message facts."""
 
     lookup: LookupTable
     trees: List[Tree] = field(default_factory=list)

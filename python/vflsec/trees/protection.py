@@ -12,7 +12,8 @@ accountants); one instance per party program:
   :class:`~vflsec.trees.histogram.Histogram`.
 
 The gradients handed to ``release`` are on the job's fixed-point grid
-(:meth:`~vflsec.trees.job.TreeJob.quantize`), so every protection that
+(:meth:`~vflsec.trees.job.TreeJob.quantize`; weighted ones on it times a power of two,
+:mod:`vflsec.trees.weights`), so every protection that
 adds exactly (plain, SecureBoost) opens the same histograms, bit for bit, and grows
 the same trees.
 
@@ -36,11 +37,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Dict, Tuple, Type
+from typing import Any, Dict, Optional, Tuple, Type
 
 import numpy as np
 
 from .histogram import BinLayout, Histogram, build_histogram
+from .weights import weight_scale
 
 __all__ = ["PlainRelease", "Protection", "baseline_score", "get_protection", "register_protection"]
 
@@ -48,9 +50,11 @@ __all__ = ["PlainRelease", "Protection", "baseline_score", "get_protection", "re
 _LAZY = {"secureboost": "secureboost", "dp": "dp", "label_dp": "dp"}
 
 
-def baseline_score(y: np.ndarray) -> float:
-    """The raw score before any tree: the log-odds of the positive rate (clipped away from 0 and 1)."""
-    p = min(max(float(np.mean(y)), 1e-12), 1.0 - 1e-12)
+def baseline_score(y: np.ndarray, weight: Optional[np.ndarray] = None) -> float:
+    """The raw score before any tree: the log-odds of the positive rate, weighted by ``weight`` when given
+    (:mod:`vflsec.trees.weights`), clipped away from 0 and 1."""
+    rate = np.mean(y) if weight is None else np.average(y, weights=weight)
+    p = min(max(float(rate), 1e-12), 1.0 - 1e-12)
     return math.log(p / (1.0 - p))
 
 
@@ -58,6 +62,9 @@ class Protection:
     """The steps; see the module docstring."""
 
     name = ""
+    #: whether a passive party holds the round's gradients in the clear (plain, or a DP release) and so scores
+    #: its own splits, sending each node's best one instead of its histogram (:mod:`vflsec.trees.protocol`)
+    passive_scores = False
 
     def __init__(self) -> None:
         self.seconds: Dict[str, float] = defaultdict(float)
@@ -82,17 +89,26 @@ class Protection:
         """The 0/1 labels the active party trains on (``codes``: its own bin codes)."""
         return y
 
-    def baseline(self, y: np.ndarray) -> float:
-        """The raw score before the first tree."""
-        return baseline_score(y)
+    def baseline(self, y: np.ndarray, weight: Optional[np.ndarray] = None) -> float:
+        """The raw score before the first tree (``weight``: each row's, :mod:`vflsec.trees.weights`)."""
+        return baseline_score(y, weight)
 
-    def gradients(self, p: np.ndarray, y: np.ndarray, job: Any) -> Tuple[np.ndarray, np.ndarray]:
-        """The round's per-row gradient and hessian of the log loss at predictions ``p``."""
+    def gradients(self, p: np.ndarray, y: np.ndarray, job: Any,
+                  weight: Optional[np.ndarray] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """The round's per-row gradient and hessian of the log loss at predictions ``p``, each times the
+        row's ``weight`` when given."""
         # float32 values first, as scikit-learn's histogram booster keeps them (the same splits where two
         # are within rounding), then the job's fixed-point grid: every histogram sum is exact, so each
         # protection that adds exactly opens the same histograms.
-        g = job.quantize((p - y).astype(np.float32).astype(np.float64))
-        h = job.quantize((p * (1.0 - p)).astype(np.float32).astype(np.float64))
+        if weight is None:
+            g = job.quantize((p - y).astype(np.float32).astype(np.float64))
+            h = job.quantize((p * (1.0 - p)).astype(np.float32).astype(np.float64))
+            return g, h
+        # Weighted (scikit-learn: the weight times the float64 gradient, then float32), on the grid scaled by
+        # the weights' power-of-two bound s: g / s is on the job's grid, and sums stay exact (weights.py).
+        scale = weight_scale(weight)
+        g = job.quantize((weight * (p - y)).astype(np.float32).astype(np.float64) / scale) * scale
+        h = job.quantize((weight * (p * (1.0 - p))).astype(np.float32).astype(np.float64) / scale) * scale
         return g, h
 
     def grown_from(self, g: np.ndarray, h: np.ndarray, released: Any) -> Tuple[np.ndarray, np.ndarray]:
@@ -131,6 +147,7 @@ def float_vector(value: Any, length: int, what: str) -> np.ndarray:
 @register_protection
 class PlainRelease(Protection):
     name = "plain"
+    passive_scores = True
 
     def release(self, g: np.ndarray, h: np.ndarray) -> Any:
         return {"g": g, "h": h}

@@ -4,55 +4,86 @@ Per round (one tree), as in SecureBoost (Cheng et al. 2021) with the growth rule
 scikit-learn's ``HistGradientBoostingClassifier``:
 
 1. The active party computes every row's gradient and hessian of the log loss,
-   ``g = p - y``, ``h = p (1 - p)`` with ``p = sigmoid(raw score)``, and hands them
+   ``g = p - y``, ``h = p (1 - p)`` with ``p = sigmoid(raw score)`` (each times the
+   row's weight, if any: :mod:`vflsec.trees.weights`), and hands them
    to each passive party through the job's protection (:mod:`vflsec.trees.protection`;
    "plain": as they are). The protection also says which labels the active party
    trains on, its baseline score and what it grows the tree from ("dp": the
    released noisy gradients, so the trees are post-processing of the releases;
    "label_dp": labels after randomized response; :mod:`vflsec.trees.dp`).
-2. Every party builds its histograms of the root; the passive parties send theirs;
-   the active party opens them and scores every party's splits
-   (:func:`vflsec.trees.histogram.best_split`), the best over all parties first
-   (active party's features, then each passive party's, in job order).
+2. Every party builds its histograms of the root and the active party scores every
+   party's splits (:func:`vflsec.trees.histogram.best_split`), the best over all
+   parties first (active party's features, then each passive party's, in job order).
+   Where a passive party holds the round's gradients in the clear (plain and the DP
+   protections: ``Protection.passive_scores``) it scores its own splits with the
+   node's totals the active party sends and sends only its best one (a few numbers
+   instead of a value per bin: the same choice, bit for bit, as the active party's on
+   its histogram); under SecureBoost it sends its encrypted histograms, which the
+   active party opens and scores.
 3. Best-first growth: the leaf with the largest gain is split until
    ``max_leaf_nodes`` leaves exist or no leaf can be split (``max_depth``, fewer
    than ``2 min_samples_leaf`` rows, no split gaining more than ``min_gain``). A
    passive party's split is made by that party: it records feature and threshold
    in its own lookup table and returns the record id and which of the node's rows
    go left. The active party then tells every passive party the node's partition
-   (what SecureBoost shows passive parties: each node's instance space) and which
-   child to build a histogram of: the smaller one; the other is the parent's
-   minus it.
+   (what SecureBoost shows passive parties: each node's instance space; the split's
+   owner already has it) and which child to build a histogram of: the smaller one;
+   the other is the parent's minus it (:func:`~vflsec.trees.histogram.subtract`).
 4. Leaves get ``learning_rate * (-G / (H + l2))``; the active party adds them to
    the raw scores of the leaf's rows.
 
 Messages (active to passive on ``TAG_STEP`` in order, each round's gradients on
-``TAG_GRADIENTS``; passive to active on ``TAG_HIST`` and ``TAG_SPLIT``):
-``{"op": "tree"}`` then the protection's release, ``{"op": "split", "node",
-"feature", "code"}`` (to the owner only), ``{"op": "children", "node", "mask",
-"build"}`` (``build``: "left", "right" or "none"), ``{"op": "end_tree"}``,
-``{"op": "end"}``. A histogram is the protection's payload with its ``node``.
+``TAG_GRADIENTS``; passive to active on ``TAG_HIST`` or ``TAG_CANDIDATES``, and
+``TAG_SPLIT``): ``{"op": "tree"}`` then the protection's release (float64 arrays
+whose values are all float32 values travel as float32: exact, half the bytes),
+``{"op": "split", "node", "feature", "code", "missing_left"}`` (to the owner only),
+``{"op": "children", "node", "mask", "build"}`` (``mask``: packed bits, which of
+the node's rows go left, left out for the split's owner; ``build``: "left",
+"right" or "none"), ``{"op": "end_tree"}``, ``{"op": "end"}``. A histogram is the
+protection's payload with its ``node``. Where passive parties score their splits,
+"children" names the children to score in ``score`` ("left", "right", "both" or
+"none": the splittable ones), and "tree" and "children" carry, when there is a node
+to score, ``totals`` (float64 ``(k, 2)``: G and H of the root, or of those children,
+left first); each such node's best split comes back on ``TAG_CANDIDATES``
+(:func:`~vflsec.trees.histogram.encode_choices`).
+Every party logs one line per tree and keeps each tree's seconds, leaves and bytes
+in its result's ``history`` (:mod:`vflsec.trees.progress`).
 """
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..federation.channel import Channel
 from ..vfl.clock import PhaseClock
-from .histogram import BinLayout, Histogram, SplitChoice, best_split, build_histogram, leaf_value, subtract
+from .histogram import (
+    BinLayout,
+    Histogram,
+    SplitChoice,
+    best_split,
+    build_histogram,
+    decode_choices,
+    encode_choices,
+    leaf_value,
+    split_codes,
+    subtract,
+)
 from .job import TreeJob, TreePartyData, TreePartyResult
+from .progress import MeteredChannel, TreeMeter
 from .protection import baseline_score, get_protection
 from .tree import LEAF, LookupTable, Tree
+from .weights import row_weights
 
-__all__ = ["TAG_GRADIENTS", "TAG_HIST", "TAG_SPLIT", "TAG_STEP", "active_program", "baseline_score", "passive_program"]
+__all__ = ["TAG_CANDIDATES", "TAG_GRADIENTS", "TAG_HIST", "TAG_SPLIT", "TAG_STEP", "active_program",
+           "baseline_score", "passive_program"]
 
 TAG_STEP = "trees_step"
 TAG_GRADIENTS = "trees_gradients"
 TAG_HIST = "trees_hist"
+TAG_CANDIDATES = "trees_candidates"
 TAG_SPLIT = "trees_split"
 
 
@@ -60,8 +91,8 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return np.exp(-np.logaddexp(0.0, -z))
 
 
-def _log_loss(raw: np.ndarray, y: np.ndarray) -> float:
-    return float(np.mean(np.logaddexp(0.0, raw) - y * raw))
+def _log_loss(raw: np.ndarray, y: np.ndarray, weight: Optional[np.ndarray] = None) -> float:
+    return float(np.average(np.logaddexp(0.0, raw) - y * raw, weights=weight))
 
 
 def _pack(mask: np.ndarray) -> bytes:
@@ -74,6 +105,35 @@ def _unpack(data: Any, count: int, who: str) -> np.ndarray:
     return np.unpackbits(np.frombuffer(bytes(data), dtype=np.uint8), count=count).astype(bool)
 
 
+def _narrowed(release: Any) -> Any:
+    """The release as it travels: each float64 array whose values are all float32 values as float32 (exact)."""
+    if not isinstance(release, dict):
+        return release
+    out = dict(release)
+    for key, value in release.items():
+        if isinstance(value, np.ndarray) and value.dtype == np.float64:
+            narrow = value.astype(np.float32)
+            if np.array_equal(narrow.astype(np.float64), value):  # NaN never compares equal: it stays float64
+                out[key] = narrow
+    return out
+
+
+def _widened(release: Any) -> Any:
+    """:func:`_narrowed`'s float32 arrays back to float64 (exact)."""
+    if not isinstance(release, dict):
+        return release
+    return {key: value.astype(np.float64) if isinstance(value, np.ndarray) and value.dtype == np.float32 else value
+            for key, value in release.items()}
+
+
+def _totals(value: Any, count: int, who: str) -> np.ndarray:
+    """``count`` nodes' (G, H) sums: float64 ``(count, 2)``, finite."""
+    if not isinstance(value, np.ndarray) or value.dtype != np.float64 or value.shape != (count, 2) \
+            or not np.isfinite(value).all():
+        raise ValueError(f"{who} sent node totals that are not {count} finite (G, H) pairs")
+    return value
+
+
 @dataclass
 class _Node:
     rows: np.ndarray
@@ -81,6 +141,8 @@ class _Node:
     totals: Tuple[float, float, int]
     hists: Dict[int, Histogram]
     split: Optional[Tuple[int, SplitChoice]] = None
+    #: the passive parties' best splits (by party index), where they score their own
+    choices: Dict[int, Optional[SplitChoice]] = field(default_factory=dict)
 
 
 class _Grower:
@@ -91,6 +153,7 @@ class _Grower:
         self.endpoint, self.job, self.codes, self.g, self.h = endpoint, job, codes, g, h
         self.lookup, self.protection, self.clock = lookup, protection, clock
         self.layouts = [job.layout(p) for p in job.data_parties]
+        self.passive_scores = bool(protection.passive_scores)
         self.owner: List[int] = []
         self.record: List[int] = []
         self.left: List[int] = []
@@ -110,6 +173,9 @@ class _Grower:
             return False
         return node.totals[2] >= 2 * job.min_samples_leaf
 
+    def _node_totals(self, node_ids: Sequence[int]) -> np.ndarray:
+        return np.array([self.nodes[i].totals[:2] for i in node_ids], dtype=np.float64).reshape(len(node_ids), 2)
+
     def _collect(self, node_id: int) -> None:
         """The node's histograms from every party: built here, received from the passive parties."""
         node = self.nodes[node_id]
@@ -121,24 +187,52 @@ class _Grower:
             with self.clock.crypto():
                 node.hists[i] = self.protection.open(message, self.layouts[i], party)
 
+    def _collect_choices(self, node_ids: Sequence[int]) -> None:
+        """Each passive party's best split of each of ``node_ids`` (the nodes it was sent the totals of)."""
+        counts = [self.nodes[i].totals[2] for i in node_ids]
+        for i, party in enumerate(self.job.passives, start=1):
+            choices = decode_choices(self.endpoint.recv(party, TAG_CANDIDATES), node_ids, counts, self.layouts[i],
+                                     min_samples_leaf=self.job.min_samples_leaf, min_gain=self.job.min_gain,
+                                     who=f"party {party!r}")
+            for node_id, choice in zip(node_ids, choices):
+                self.nodes[node_id].choices[i] = choice
+
     def _choose(self, node_id: int) -> None:
         node = self.nodes[node_id]
         job = self.job
         best: Optional[Tuple[int, SplitChoice]] = None
         for i in range(len(self.layouts)):
-            choice = best_split(node.hists[i], self.layouts[i], node.totals, l2=job.l2_regularization,
-                                min_samples_leaf=job.min_samples_leaf, min_hessian=job.min_hessian,
-                                min_gain=job.min_gain)
+            if i in node.choices:
+                choice = node.choices[i]
+            else:
+                choice = best_split(node.hists[i], self.layouts[i], node.totals, l2=job.l2_regularization,
+                                    min_samples_leaf=job.min_samples_leaf, min_hessian=job.min_hessian,
+                                    min_gain=job.min_gain)
             if choice is not None and (best is None or choice.gain > best[1].gain):
                 best = (i, choice)
         node.split = best
 
-    def grow(self) -> Tree:
+    def grow(self, release: Any) -> Tree:
+        """Announce the tree and send ``release`` (the round's gradients) to every passive party, then grow."""
         job = self.job
         root = self._new_node(np.arange(job.n_samples), 0)
-        self._collect(root)
+        scored = self._splittable(self.nodes[root])
+        step: Dict[str, Any] = {"op": "tree"}
+        if self.passive_scores and scored:
+            step["totals"] = self._node_totals([root])
+        wire = _narrowed(release)
+        for party in job.passives:
+            self.endpoint.send(party, TAG_STEP, step)
+            self.endpoint.send(party, TAG_GRADIENTS, wire)
+        if self.passive_scores:
+            self.nodes[root].hists[0] = build_histogram(self.codes, self.nodes[root].rows, self.g, self.h,
+                                                        self.layouts[0])
+            if scored:
+                self._collect_choices([root])
+        else:
+            self._collect(root)
         heap: List[Tuple[float, int]] = []
-        if self._splittable(self.nodes[root]):
+        if scored:
             self._choose(root)
             split = self.nodes[root].split
             if split is not None:
@@ -163,21 +257,22 @@ class _Grower:
         node = self.nodes[node_id]
         assert node.split is not None
         party_index, choice = node.split
+        owner: Optional[str] = None
         if party_index == 0:
             record = self.lookup.add(choice.feature, choice.code, choice.missing_left,
                                      int(self.layouts[0].value_bins[choice.feature]))
             goes_left = self.lookup.goes_left(record, self.codes[node.rows])
         else:
-            party = self.job.passives[party_index - 1]
-            self.endpoint.send(party, TAG_STEP, {"op": "split", "node": node_id, "feature": choice.feature,
+            owner = self.job.passives[party_index - 1]
+            self.endpoint.send(owner, TAG_STEP, {"op": "split", "node": node_id, "feature": choice.feature,
                                                  "code": choice.code, "missing_left": choice.missing_left})
-            reply = self.endpoint.recv(party, TAG_SPLIT)
+            reply = self.endpoint.recv(owner, TAG_SPLIT)
             if not isinstance(reply, dict) or not isinstance(reply.get("record"), int):
-                raise ValueError(f"party {party!r} sent a split reply without a record id")
+                raise ValueError(f"party {owner!r} sent a split reply without a record id")
             record = reply["record"]
-            goes_left = _unpack(reply.get("mask"), len(node.rows), f"party {party!r}")
+            goes_left = _unpack(reply.get("mask"), len(node.rows), f"party {owner!r}")
             if int(goes_left.sum()) != choice.n_left:
-                raise ValueError(f"party {party!r} sent {int(goes_left.sum())} rows left of node {node_id}; its "
+                raise ValueError(f"party {owner!r} sent {int(goes_left.sum())} rows left of node {node_id}; its "
                                  f"histogram counted {choice.n_left}")
         left_id = self._new_node(node.rows[goes_left], node.depth + 1)
         right_id = self._new_node(node.rows[~goes_left], node.depth + 1)
@@ -187,14 +282,26 @@ class _Grower:
         splittable = [c for c in (left_id, right_id) if self._splittable(self.nodes[c])]
         small, large = (left_id, right_id) if len(left.rows) <= len(right.rows) else (right_id, left_id)
         build = small if splittable else None
+        step: Dict[str, Any] = {"op": "children", "node": node_id,
+                                "build": "none" if build is None else ("left" if build == left_id else "right")}
+        if self.passive_scores:
+            step["score"] = {(): "none", (left_id,): "left", (right_id,): "right",
+                             (left_id, right_id): "both"}[tuple(splittable)]
+            if splittable:
+                step["totals"] = self._node_totals(splittable)
+        mask = _pack(goes_left)
         for party in self.job.passives:
-            self.endpoint.send(party, TAG_STEP, {"op": "children", "node": node_id, "mask": _pack(goes_left),
-                                                 "build": "none" if build is None else ("left" if build == left_id
-                                                                                        else "right")})
+            # The split's owner computed the mask itself: it is not sent back.
+            self.endpoint.send(party, TAG_STEP, step if party == owner else {**step, "mask": mask})
         node.rows = np.zeros(0, dtype=np.int64)  # the children hold them now
         if build is None:
             return ()
-        self._collect(small)
+        if self.passive_scores:
+            self.nodes[small].hists[0] = build_histogram(self.codes, self.nodes[small].rows, self.g, self.h,
+                                                         self.layouts[0])
+            self._collect_choices(splittable)
+        else:
+            self._collect(small)
         self.nodes[large].hists = {i: subtract(node.hists[i], self.nodes[small].hists[i]) for i in node.hists}
         node.hists = {}
         for child in splittable:
@@ -211,100 +318,167 @@ def active_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tree
     data = data.checked(job, endpoint.name, needs_labels=True)
     y = data.y
     assert y is not None
+    metered = MeteredChannel(endpoint)
     protection = get_protection(job.protection)
-    protection.start(endpoint, job, "active")
+    protection.start(metered, job, "active")
     y = protection.training_labels(y, data.codes, job)
-    baseline = protection.baseline(y)
+    weight = row_weights(y, data.sample_weight, data.class_weight)  # class weights: of the labels trained on
+    baseline = protection.baseline(y, weight)
     raw = np.full(job.n_samples, baseline)
     lookup = LookupTable()
     trees: List[Tree] = []
     history: Dict[str, List[float]] = {"train_loss": []}
+    meter = TreeMeter(metered, job.max_iter)
     for _ in range(job.max_iter):
-        g, h = protection.gradients(_sigmoid(raw), y, job)
+        g, h = protection.gradients(_sigmoid(raw), y, job, weight)
         with clock.crypto():
             release = protection.release(g, h)
-        for party in job.passives:
-            endpoint.send(party, TAG_STEP, {"op": "tree"})
-            endpoint.send(party, TAG_GRADIENTS, release)
         g, h = protection.grown_from(g, h, release)  # "dp": the released gradients, never the exact ones
-        grower = _Grower(endpoint, job, data.codes, g, h, lookup, protection, clock)
-        tree = grower.grow()
+        grower = _Grower(metered, job, data.codes, g, h, lookup, protection, clock)
+        tree = grower.grow(release)
         for leaf, rows in grower.leaves():
             raw[rows] += tree.value[leaf]
         trees.append(tree)
-        history["train_loss"].append(_log_loss(raw, y))
+        history["train_loss"].append(_log_loss(raw, y, weight))
         for party in job.passives:
-            endpoint.send(party, TAG_STEP, {"op": "end_tree"})
+            metered.send(party, TAG_STEP, {"op": "end_tree"})
+        meter.tree_done(tree.n_leaves)
     for party in job.passives:
-        endpoint.send(party, TAG_STEP, {"op": "end"})
+        metered.send(party, TAG_STEP, {"op": "end"})
+    history.update(meter.record)
     return TreePartyResult(endpoint.name, "active", lookup=lookup, trees=trees, baseline=baseline, history=history,
                            timings=clock.timings(endpoint), info={"seconds": dict(protection.seconds)})
 
 
+class _PassiveTree:
+    """A passive party's state within one tree: the rows of each node it may be asked about, the
+    histograms it keeps to score children by subtraction, and the row mask of the split it last made."""
+
+    def __init__(self, gradients: Any, n_samples: int):
+        self.gradients = gradients
+        self.rows: Dict[int, np.ndarray] = {0: np.arange(n_samples)}
+        self.hists: Dict[int, Histogram] = {}
+        self.next_node = 1
+        self.splits = 0
+        self.made: Optional[Tuple[int, np.ndarray]] = None
+
+
 def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> TreePartyResult:
-    """A passive party: its own features; builds the histograms asked for and makes its own splits."""
+    """A passive party: its own features; builds the histograms asked for (or scores its own splits)
+    and makes its own splits."""
     clock = PhaseClock()
     data = data.checked(job, endpoint.name, needs_labels=False)
     codes = data.codes
     layout: BinLayout = job.layout(endpoint.name)
+    metered = MeteredChannel(endpoint)
     protection = get_protection(job.protection)
-    protection.start(endpoint, job, "passive")
+    protection.start(metered, job, "passive")
+    scores = bool(protection.passive_scores)
     lookup = LookupTable()
     leader = job.active
-    gradients: Any = None
-    rows: Dict[int, np.ndarray] = {}
-    next_node = 0
+    meter = TreeMeter(metered, job.max_iter)
+    tree: Optional[_PassiveTree] = None
     while True:
-        step = endpoint.recv(leader, TAG_STEP)
+        step = metered.recv(leader, TAG_STEP)
         op = step.get("op") if isinstance(step, dict) else None
         if op == "tree":
             with clock.crypto():
-                gradients = protection.receive(endpoint.recv(leader, TAG_GRADIENTS), job.n_samples)
-            rows, next_node = {0: np.arange(job.n_samples)}, 1
-            endpoint.send(leader, TAG_HIST, {**_histogram(protection, gradients, codes, rows[0], layout, clock),
-                                             "node": 0})
+                gradients = protection.receive(_widened(metered.recv(leader, TAG_GRADIENTS)), job.n_samples)
+            tree = _PassiveTree(gradients, job.n_samples)
+            if not scores:
+                metered.send(leader, TAG_HIST, {**_histogram(protection, gradients, codes, tree.rows[0], layout,
+                                                             clock), "node": 0})
+                continue
+            if "totals" in step:  # the root can be split: score it (and keep its histogram for its children)
+                totals = _totals(step["totals"], 1, f"party {leader!r}")
+                g, h = gradients
+                tree.hists[0] = build_histogram(codes, tree.rows[0], g, h, layout)
+                metered.send(leader, TAG_CANDIDATES, _scored(job, layout, tree, [0], totals))
         elif op == "split":
+            if tree is None:
+                raise ValueError(f"party {leader!r} asked for a split outside a tree")
             node, feature, code = step.get("node"), step.get("feature"), step.get("code")
             missing_left = step.get("missing_left")
-            if node not in rows or not isinstance(feature, int) or not 0 <= feature < codes.shape[1] \
+            if node not in tree.rows or not isinstance(feature, int) or not 0 <= feature < codes.shape[1] \
                     or not isinstance(code, int) or not isinstance(missing_left, bool) \
-                    or not 0 <= code < _split_codes(layout, feature, missing_left):
+                    or not 0 <= code < split_codes(layout, feature, missing_left):
                 raise ValueError(f"party {leader!r} asked for a split this party cannot make: {step!r}")
             record = lookup.add(feature, code, missing_left, int(layout.value_bins[feature]))
-            goes_left = lookup.goes_left(record, codes[rows[node]])
-            endpoint.send(leader, TAG_SPLIT, {"record": record, "mask": _pack(goes_left)})
+            goes_left = lookup.goes_left(record, codes[tree.rows[node]])
+            tree.made = (node, goes_left)
+            metered.send(leader, TAG_SPLIT, {"record": record, "mask": _pack(goes_left)})
         elif op == "children":
-            node = step.get("node")
-            if node not in rows:
-                raise ValueError(f"party {leader!r} split node {node!r}, which this party does not hold")
-            parent = rows.pop(node)
-            goes_left = _unpack(step.get("mask"), len(parent), f"party {leader!r}")
-            left, right = next_node, next_node + 1
-            next_node += 2
-            rows[left], rows[right] = parent[goes_left], parent[~goes_left]
-            build = step.get("build")
-            if build in ("left", "right"):
-                child = left if build == "left" else right
-                endpoint.send(leader, TAG_HIST, {**_histogram(protection, gradients, codes, rows[child], layout,
-                                                              clock), "node": child})
-            elif build != "none":
-                raise ValueError(f"party {leader!r} asked to build {build!r}")
+            if tree is None:
+                raise ValueError(f"party {leader!r} split a node outside a tree")
+            _children(metered, job, step, tree, protection, codes, layout, clock)
         elif op == "end_tree":
-            rows, gradients = {}, None
+            if tree is not None:
+                meter.tree_done(tree.splits + 1)
+            tree = None
         elif op == "end":
             break
         else:
             raise ValueError(f"party {leader!r} sent a step this party does not know: {op!r}")
-    return TreePartyResult(endpoint.name, "passive", lookup=lookup, timings=clock.timings(endpoint),
+    history: Dict[str, List[float]] = dict(meter.record)
+    return TreePartyResult(endpoint.name, "passive", lookup=lookup, history=history, timings=clock.timings(endpoint),
                            info={"seconds": dict(protection.seconds)})
 
 
-def _split_codes(layout: BinLayout, feature: int, missing_left: bool) -> int:
-    """How many thresholds ``feature`` can split at: below its last value bin, and at it too when its
-    training missing values go right (the split "every value left, missing right")."""
-    values = int(layout.value_bins[feature])
-    has_missing = bool(layout.has_missing()[feature])
-    return values - 1 + int(has_missing and not missing_left)
+def _children(endpoint: Channel, job: TreeJob, step: Dict[str, Any], tree: _PassiveTree, protection: Any,
+              codes: np.ndarray, layout: BinLayout, clock: PhaseClock) -> None:
+    """A passive party's side of ``{"op": "children"}``: the node's rows split, then the smaller child's
+    histogram sent, or (where it scores its own splits) the children asked for scored and their best splits sent."""
+    leader = job.active
+    node = step.get("node")
+    if node not in tree.rows:
+        raise ValueError(f"party {leader!r} split node {node!r}, which this party does not hold")
+    parent = tree.rows.pop(node)
+    if "mask" in step:
+        goes_left = _unpack(step["mask"], len(parent), f"party {leader!r}")
+    elif tree.made is not None and tree.made[0] == node:
+        goes_left = tree.made[1]  # this party's own split: it made the mask
+    else:
+        raise ValueError(f"party {leader!r} split node {node!r} without saying which rows go left")
+    tree.made = None
+    left, right = tree.next_node, tree.next_node + 1
+    tree.next_node += 2
+    tree.splits += 1
+    tree.rows[left], tree.rows[right] = parent[goes_left], parent[~goes_left]
+    parent_hist = tree.hists.pop(node, None)
+    build = step.get("build")
+    if build not in ("left", "right", "none"):
+        raise ValueError(f"party {leader!r} asked to build {build!r}")
+    if not protection.passive_scores:
+        if build != "none":
+            child = left if build == "left" else right
+            endpoint.send(leader, TAG_HIST, {**_histogram(protection, tree.gradients, codes, tree.rows[child], layout,
+                                                          clock), "node": child})
+        return
+    score = {"none": [], "left": [left], "right": [right], "both": [left, right]}.get(str(step.get("score")))
+    if score is None or (build == "none") != (not score):
+        raise ValueError(f"party {leader!r} asked to score {step.get('score')!r} children, building {build!r}")
+    if build == "none":
+        return
+    if parent_hist is None:
+        raise ValueError(f"party {leader!r} asked for the children of node {node!r}, which this party never scored")
+    small, large = (left, right) if build == "left" else (right, left)
+    g, h = tree.gradients
+    tree.hists[small] = build_histogram(codes, tree.rows[small], g, h, layout)
+    tree.hists[large] = subtract(parent_hist, tree.hists[small])
+    for child in (left, right):
+        if child not in score:
+            del tree.hists[child]  # a leaf for good: never split, never a parent
+    totals = _totals(step.get("totals"), len(score), f"party {leader!r}")
+    endpoint.send(leader, TAG_CANDIDATES, _scored(job, layout, tree, score, totals))
+
+
+def _scored(job: TreeJob, layout: BinLayout, tree: _PassiveTree, nodes: List[int], totals: np.ndarray) -> Any:
+    """The best split of each of ``nodes`` among this party's features (``totals``: their G, H) as sent."""
+    choices = [best_split(tree.hists[node], layout, (float(G), float(H), len(tree.rows[node])),
+                          l2=job.l2_regularization, min_samples_leaf=job.min_samples_leaf,
+                          min_hessian=job.min_hessian, min_gain=job.min_gain)
+               for node, (G, H) in zip(nodes, totals)]
+    return encode_choices(nodes, choices)
 
 
 def _histogram(protection: Any, gradients: Any, codes: np.ndarray, rows: np.ndarray, layout: BinLayout,

@@ -33,6 +33,7 @@ from ..he._paillier_math import native_in_use
 from ..he.paillier import PaillierEncryptedVector, PaillierPublicKey, generate_keypair
 from .histogram import BinLayout, Histogram
 from .protection import Protection, register_protection
+from .weights import power_of_two_at_least
 
 __all__ = ["NativeRows", "SecureBoost", "SlotFormat", "aggregate_bins", "pack_bins"]
 
@@ -164,6 +165,7 @@ class SecureBoost(Protection):
 
     def start(self, endpoint: Any, job: Any, role: str) -> None:
         self.format = SlotFormat.for_job(job.n_samples, job.gradient_bits, job.key_bits)
+        self.scale = 1.0  # the round's power of two the packed gradients are divided by (release)
         if role == "active":
             clock = time.perf_counter()
             self.public, self.private = generate_keypair(job.key_bits)
@@ -179,7 +181,11 @@ class SecureBoost(Protection):
 
     def release(self, g: np.ndarray, h: np.ndarray) -> Any:
         clock = time.perf_counter()
-        vector = self.public.encrypt_encoded(self.format.encode(g, h))
+        # Weighted gradients (weights.py) may pass the slots' |g| <= 1, h <= 1/4: packed divided by a power of
+        # two (exact, g / scale stays on the job's grid), the opened sums multiplied back; the scale stays here.
+        self.scale = power_of_two_at_least(max(float(np.max(np.abs(g), initial=0.0)),
+                                               4.0 * float(np.max(h, initial=0.0))))
+        vector = self.public.encrypt_encoded(self.format.encode(g / self.scale, h / self.scale))
         data = vector.to_bytes()
         self.seconds["encrypt"] += time.perf_counter() - clock
         return {"ciphertexts": data}
@@ -220,4 +226,5 @@ class SecureBoost(Protection):
                              f"{expected}")
         plaintexts = self.private.decrypt_raw(vector)
         self.seconds["decrypt"] += time.perf_counter() - clock
-        return self.format.decode(plaintexts, layout.total)
+        hist = self.format.decode(plaintexts, layout.total)
+        return hist if self.scale == 1.0 else Histogram(hist.G * self.scale, hist.H * self.scale, hist.C)
