@@ -69,18 +69,46 @@ def _no_signal(n=200):
     return [np.zeros((n, 2)), np.zeros((n, 2))], y
 
 
-@pytest.mark.parametrize("make", [
-    lambda: VerticalLogisticRegression("hdp", epsilon=1.0, noise_seed=0),
-    lambda: VerticalLogisticRegression("taylor_dp", epsilon=1.0, **HE_DP),
-    lambda: CentralDPLogisticRegression("output_perturbation", epsilon=1.0, noise_seed=0),
-])
-def test_a_dp_model_predicting_one_class_for_every_row_warns(make):
+def test_a_dp_model_predicting_one_class_like_the_reference_does_not_blame_the_noise():
+    parts, y = _no_signal()  # nothing to learn: scikit-learn predicts the majority class too
+    model = VerticalLogisticRegression("hdp", epsilon=1.0, noise_seed=0)
+    with pytest.warns(PrivacyWarning, match=r"predicts the single class 1 for every training row \(its accuracy "
+                                            r"0.8000 is the majority-class model's\), and so does the non-private "
+                                            r"scikit-learn LogisticRegression on the same rows, so the DP noise "
+                                            r"\(epsilon=1.0\) is not the cause.*class_weight='balanced'"):
+        model.fit(parts, y)
+    assert np.unique(model.predict(parts)).size == 1
+
+
+def test_the_single_class_warning_blames_the_noise_where_the_reference_predicts_both_classes():
+    from vflsec.glm.checks import warn_single_class
+
+    y = np.array(["No"] * 6 + ["Yes"] * 4)
+    with pytest.warns(PrivacyWarning, match=r"predicts the single class 'No' for every training row \(its accuracy "
+                                            r"0.6000 is the majority-class model's\): at epsilon=0.5 the DP noise "
+                                            r"has drowned the signal \(the reference predicts both classes on the "
+                                            r"same rows\)"):
+        warn_single_class(np.array(["No"] * 10), "model", 0.5, y=y, reference=("the reference", y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyWarning)
+        warn_single_class(y, "model", 0.5, y=y, reference=("the reference", y))  # two classes: no warning
+
+
+def test_a_dp_model_predicting_the_minority_class_blames_the_noise():
+    parts, y = _no_signal()  # scikit-learn predicts the majority class 1; this noisy model the minority class 0
+    model = VerticalLogisticRegression("taylor_dp", epsilon=1.0, **HE_DP)
+    with pytest.warns(PrivacyWarning, match=r"predicts the single class 0 for every training row \(the minority "
+                                            r"class: its accuracy is 0.2000\): at epsilon=1.0 the DP noise has "
+                                            r"drowned the signal \(scikit-learn LogisticRegression predicts 1 on the "
+                                            r"same rows\)"):
+        model.fit(parts, y)
+
+
+def test_a_central_dp_model_predicting_one_class_warns():
     parts, y = _no_signal()
-    model = make()
-    X = parts if isinstance(model, VerticalLogisticRegression) else np.hstack(parts)
+    X = np.hstack(parts)
     with pytest.warns(PrivacyWarning, match=r"predicts the single class \d for every training row: at epsilon=1.0"):
-        model.fit(X, y)
-    assert np.unique(model.predict(X)).size == 1
+        CentralDPLogisticRegression("output_perturbation", epsilon=1.0, noise_seed=0).fit(X, y)
 
 
 def test_no_single_class_warning_without_dp_or_with_a_real_model():

@@ -1,6 +1,6 @@
 """scikit-learn habits of the GLM estimators (issue 27, item 6): one 2-D table with a
 party-column mapping, so cross_val_score, GridSearchCV and pipelines work; DataFrames and
-feature names; classifier/regressor tags; random_state beside seed; sample_weight refused."""
+feature names; classifier/regressor tags; random_state beside seed; sample_weight refused by DP fits."""
 import warnings
 
 import numpy as np
@@ -204,11 +204,11 @@ def test_clone_round_trips_the_new_parameters():
     assert clone(central).get_params() == central.get_params() and central.delta is None
 
 
-def test_sample_weight_is_refused_in_fit_and_honoured_in_score():
+def test_sample_weight_is_refused_by_dp_fits_and_honoured_in_score():
     X, y = _table(n=120)
     parts = [X[BANK], X[INSURER]]
-    with pytest.raises(ValueError, match="does not take sample_weight"):
-        VerticalLogisticRegression("plain").fit(parts, y, sample_weight=np.ones(len(y)))
+    with pytest.raises(ValueError, match="protocol 'hdp' cannot take sample_weight: its DP sensitivity bounds"):
+        VerticalLogisticRegression("hdp").fit(parts, y, sample_weight=np.ones(len(y)))
     with pytest.raises(ValueError, match="does not take sample_weight"):
         CentralDPLogisticRegression("output_perturbation").fit(X, y, sample_weight=np.ones(len(y)))
     model = VerticalLogisticRegression("plain").fit(parts, y, sample_weight=None)

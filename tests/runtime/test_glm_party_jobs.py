@@ -292,6 +292,13 @@ def test_mismatched_job_description_is_refused(tmp_path, fast_network, run_parti
     config = local.configs["passive2"]
     config.write_text(config.read_text().replace('job = "job.toml"', f'job = "{other.name}"'))
     status = run_parties(local, 60)
-    for _name, (rc, err) in status.items():
-        assert rc == 1, err
-    assert "job description of ['passive2'] differs" in status["active"][1]
+    for _name, (rc, err) in status.items():  # one line with the fix at every party (issue 37)
+        assert rc == 2, err
+        assert err.rstrip().splitlines()[-1].startswith("vflsec party: error: "), err
+        assert "-- use the same job.toml (and the same --job overrides) on every party" in err
+    assert (f"the job file of party 'passive2' differs from this party's {local.job_file} in [job] lr (here 0.5)"
+            in status["active"][1])
+    assert (f"this party's job file {other} differs from the leader's (party 'active') in [job] lr (here 0.25)"
+            in status["passive2"][1])
+    assert "the job file of party 'passive2' differs from the leader's (party 'active') in [job] lr --" in status[
+        "passive1"][1]

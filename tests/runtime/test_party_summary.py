@@ -50,8 +50,11 @@ def test_final_line_without_held_out_rows_labels_training_and_says_how():
 
 def test_glm_metrics():
     score = np.array([2.0, -1.0, 0.5, -0.5, 3.0])
+    from sklearn.metrics import roc_auc_score
+
     acc = glm_metrics("logistic", score, np.array([1.0, 0.0, 0.0, 0.0, 1.0]))
-    assert acc == {"metric": "accuracy", "value": 0.8, "n": 5, "baseline": 0.6, "baseline_name": "majority rate"}
+    assert acc == {"metric": "accuracy", "value": 0.8, "n": 5, "baseline": 0.6, "baseline_name": "majority rate",
+                   "auc": roc_auc_score([1, 0, 0, 0, 1], score), "positive_rate": 0.4, "threshold": 0.5}
     assert glm_metrics("svm", score, np.array([1.0, -1.0, 1.0, -1.0, 1.0]))["value"] == 1.0
     y = np.array([1.0, 2.0, 3.0, 4.0])
     assert glm_metrics("least_squares", y, y)["value"] == 1.0
@@ -185,14 +188,18 @@ def test_glm_job_prints_the_held_out_accuracy_of_its_weights(run_job_with_held_o
     assert evaluation["value"] == pytest.approx(expected, abs=1e-12)
     assert evaluation["baseline"] == pytest.approx(max(labels.mean(), 1 - labels.mean()))
     assert outputs["passive1"]["evaluation"] is None
-    found = re.search(r"done: held-out accuracy ([0-9.]+) on 90 test rows \(majority rate ([0-9.]+)\), training "
+    found = re.search(r"done: held-out accuracy ([0-9.]+) on 90 test rows \(majority rate ([0-9.]+)\), AUC "
+                      r"([0-9.]+), training "
                       r"accuracy [0-9.]+, training loss [0-9.]+; sent [0-9.]+ MB, received [0-9.]+ MB; wall time "
                       r"[0-9.]+ s \(connect\+agree [0-9.]+ s, PSI [0-9.]+ s, train [0-9.]+ s: compute [0-9.]+ s, "
                       r"crypto [0-9.]+ s, messaging [0-9.]+ s, held-out evaluation [0-9.]+ s\); epsilon ([0-9.]+) "
                       r"\(delta 0\.01, replace-one\)$", line)
     assert found, line
     assert float(found.group(1)) == pytest.approx(expected, abs=5e-5)
-    assert 3.9 < float(found.group(3)) <= 4.0  # the HDP mechanism's guarantee, calibrated to epsilon 4
+    from sklearn.metrics import roc_auc_score
+
+    assert float(found.group(3)) == pytest.approx(roc_auc_score(labels, score), abs=5e-5)
+    assert 3.9 < float(found.group(4)) <= 4.0  # the HDP mechanism's guarantee, calibrated to epsilon 4
 
 
 @pytest.mark.network

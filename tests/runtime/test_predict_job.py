@@ -110,7 +110,7 @@ class _SavedGLM:
         else:
             self.coef = [np.array(outputs[n]["coef"]) for n in ("active", "passive1")]
             self.intercept = outputs["active"]["intercept"]
-        self.classes_ = np.array([0.0, 1.0])
+        self.classes_ = np.array(["no", "yes"])  # the bank's label column, coded by positive_label = "yes"
 
     def decision_function(self, blocks):
         return self.design.decision_function(blocks, self.coef, self.intercept)
@@ -156,7 +156,7 @@ def test_next_months_customers_are_scored_by_id_as_the_in_process_reference(trai
             continue
         assert float(row["score"]) == pytest.approx(want["score"], rel=0, abs=1e-12)
         assert float(row["probability"]) == pytest.approx(want["probability"], rel=0, abs=1e-12)
-        assert float(row["prediction"]) == float(want["prediction"])
+        assert row["prediction"] == want["prediction"]  # the label's own names
     # The joint scores use the insurer's columns: they differ from the active-only model's.
     joint = [item for item in scores if scores[item]["source"] == "joint"]
     own = bank.set_index(ID).loc[joint]
@@ -179,8 +179,16 @@ def test_a_model_from_another_training_run_stops_the_job_naming_the_party(traine
                            edit=lambda name, body: body["party"].update(model="out/passive1-other.json")
                            if name == "passive1" else None)
     status = run_configs(configs)
-    assert status["active"][0] == 1 and status["passive1"][0] == 1, status
-    assert "party 'passive1' holds a model from another training run" in status["active"][1]
+    assert status["active"][0] == 2 and status["passive1"][0] == 2, status  # one line with the fix (issue 37)
+    job, ids = saved["job_sha256"][:12], json.loads(local.outputs["active"].read_text())["ids_sha256"][:12]
+    runs = (f"party 'passive1' holds a model of the same job file trained on other rows (another run): its run is "
+            f"job {job}..., aligned IDs 000000000000..., this party's is job {job}..., aligned IDs {ids}...")
+    fix = ("-- give every party's [party] model its output of one training run (the outputs' job_sha256 and "
+           "ids_sha256 must match)")
+    assert status["active"][1].rstrip().splitlines()[-1].startswith(f"vflsec party: error: {runs}")
+    assert status["active"][1].rstrip().endswith(fix)
+    assert status["passive1"][1].rstrip().splitlines()[-1] == (f"vflsec party: error: peer party 'active' stopped "
+                                                               f"the job: {runs} {fix}")
     assert not (local.directory / "out/active-other.scores.csv").exists()
 
 

@@ -161,4 +161,6 @@ def _check_job(job) -> None:
 
 # Unlike "paillier", no per-batch scalar ciphertext unless the user asks for the loss.
 PROTOCOL = he_vfl.protocol_roles(CKKSScheme, CKKSKeyHolder, _check_job, option_defaults={"encrypted_loss": False})
-register_protocol("ckks", PROTOCOL, replace=True, tags=he_vfl.TAGS, check=_check_job)
+register_protocol("ckks", PROTOCOL, replace=True, tags=he_vfl.TAGS, check=_check_job,
+                  weight_refusal="its CKKS parameters leave one multiplicative level, which the gradient's product "
+                                 "with the features uses; weighting the encrypted residual would need a second")

@@ -46,8 +46,10 @@ scikit-learn: the estimator is a classifier (``is_classifier``, stratified
 folds in ``cross_val_score``) for the classification losses "logistic" and
 "svm", and a regressor for "least_squares" and "poisson" (its tags follow
 ``loss``: those losses predict numbers, and their ``score`` is R^2, so plain
-folds and regression scoring are what fit them). ``fit`` refuses a
-``sample_weight`` (:mod:`vflsec.glm.checks`). ``save(path)`` / ``load(path)``
+folds and regression scoring are what fit them). ``class_weight`` and ``fit``'s
+``sample_weight`` weight each row's loss as scikit-learn's do, where the protocol can
+apply weights; a DP protocol refuses them (:mod:`vflsec.glm.weights`).
+``save(path)`` / ``load(path)``
 keep a fitted model as JSON (:mod:`vflsec.glm.persistence`).
 """
 from __future__ import annotations
@@ -64,7 +66,7 @@ from sklearn.exceptions import NotFittedError
 
 from .._arrays import check_positive_int, check_real
 from .._progress import EpochProgress
-from .checks import refuse_sample_weight, resolve_delta, warn_single_class
+from .checks import reference_predictions, resolve_delta, warn_single_class
 from .job import LOSSES, PENALTIES, SIGNED_LABEL_LOSSES, GLMJob, GLMPartyResult, PartyData
 from .model import (
     DEFAULT_INTERCEPT_SCALING,
@@ -78,6 +80,7 @@ from .persistence import load_model, save_model
 from .reference import fit_logistic_reference
 from .registry import get_protocol
 from .runner import run_job
+from .weights import RowWeights, refuse_weights, row_weights
 
 __all__ = ["VerticalLogisticRegression", "REFERENCE_PROTECTIONS", "design_blocks"]
 
@@ -93,15 +96,6 @@ def design_blocks(parts: Sequence[np.ndarray], *, fit_intercept: bool = True,
     training path so it sees the same data as the protocols.)"""
     design = GLMDesign(fit_intercept=fit_intercept, intercept_scaling=intercept_scaling, row_norm=row_norm)
     return design.blocks([np.asarray(X, dtype=np.float64) for X in parts])
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    out = np.empty_like(z)
-    pos = z >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
-    ez = np.exp(z[~pos])
-    out[~pos] = ez / (1.0 + ez)
-    return out
 
 
 class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -158,6 +152,15 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         for "ckks", where it costs a whole ciphertext per batch; refused by the
         HE-DP protocols, where it would leave the DP guarantee; without it
         ``history_`` has no ``loss``).
+    class_weight : None (default), "balanced" or a dict label -> weight, as
+        scikit-learn's (each row's loss times its class's weight, "balanced" =
+        ``n / (2 * count(label))``, from the active party's labels; times
+        ``fit``'s ``sample_weight``). Applied by "plain", "paillier", "taylor"
+        and the references; the DP protocols and "ckks" refuse a weighted fit
+        (ValueError naming why, :mod:`vflsec.glm.weights`).
+    threshold : float in (0, 1), default 0.5: ``predict`` gives ``classes_[1]``
+        when ``predict_proba`` is above it (loss "logistic" only; 0.5 is
+        ``decision_function > 0``). Saved with the model.
     row_norm : "clip" (default) or None, see :mod:`vflsec.glm.model`.
     fit_intercept : bool, default True. The active party holds an intercept
         as a constant column (see :mod:`vflsec.glm.model`).
@@ -256,8 +259,10 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         protection without DP noise (plain, HE, references, noise=False).
 
     A fitted DP model ("hdp", the HE-DP protocols with noise) that predicts
-    one class for every training row warns (``vflsec.dp.PrivacyWarning``):
-    its noise has drowned the signal. Using an unfitted model raises
+    one class for every training row warns (``vflsec.dp.PrivacyWarning``),
+    saying whether the non-private reference predicts that class too (a rare
+    label at this threshold, not the noise) or not (the noise has drowned the
+    signal), :mod:`vflsec.glm.checks`. Using an unfitted model raises
     ``sklearn.exceptions.NotFittedError``.
     """
 
@@ -283,6 +288,8 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         y_max: Optional[float] = None,
         key_bits: int = 3072,
         he_options: Optional[Dict[str, Any]] = None,
+        class_weight: Any = None,
+        threshold: float = 0.5,
         row_norm: Optional[str] = "clip",
         fit_intercept: bool = True,
         intercept_scaling: float = 0.5,
@@ -310,6 +317,8 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         self.y_max = y_max
         self.key_bits = key_bits
         self.he_options = he_options
+        self.class_weight = class_weight
+        self.threshold = threshold
         self.row_norm = row_norm
         self.fit_intercept = fit_intercept
         self.intercept_scaling = intercept_scaling
@@ -377,7 +386,7 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
     def _targets(self, labels_of: GLMDesign, y: Any, n: int) -> np.ndarray:
         """The loss's targets from ``y`` (the label encoding fitted here, kept
         as ``labels_`` with ``classes_`` or ``y_mean_``/``y_scale_``)."""
-        labels = labels_of.fit_labels(y)
+        labels = labels_of.fit_labels(y).with_threshold(self.threshold)
         signed = labels.encode(y)
         if signed.shape[0] != n:
             raise ValueError(f"y has {signed.shape[0]} entries, X has {n} rows")
@@ -399,7 +408,7 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         return min(check_positive_int(b, "batch_size"), n)
 
     def _job(self, protocol_name: str, design: GLMDesign, parts: Sequence[np.ndarray],
-             needs_coordinator: bool, *, uses_delta: bool) -> GLMJob:
+             needs_coordinator: bool, *, uses_delta: bool, weighted: bool = False) -> GLMJob:
         """The public job of a fit on the feature arrays ``parts`` (active
         first): its ``widths`` are the design's blocks', the intercept column
         included; ``delta`` resolved (:func:`vflsec.glm.checks.resolve_delta`)."""
@@ -431,14 +440,15 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
             key_bits=self.key_bits,
             options=dict(self.he_options or {}),
             widths=widths,
+            weighted=weighted,
         )
 
     # -- fitting -------------------------------------------------------------
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "VerticalLogisticRegression":
         """Train on ``X`` -- a list of per-party feature blocks (active first), or
         one 2-D array/DataFrame with ``party_columns`` -- and the active party's
-        labels ``y``. ``sample_weight`` must be None."""
-        refuse_sample_weight(sample_weight, type(self).__name__)
+        labels ``y``. ``sample_weight``: None, or one loss weight per row (with
+        ``class_weight``, see the class docstring)."""
         if not isinstance(self.protection, str):
             raise TypeError(f"protection must be a str, got {type(self.protection).__name__}")
         if self.loss not in LOSSES:
@@ -454,18 +464,22 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         parts = inputs.parts
         n = parts[0].shape[0]
         y_signed = self._targets(design, y, n)
+        if self.protection not in REFERENCE_PROTECTIONS:
+            refuse_weights(get_protocol(self.protection), self.class_weight, sample_weight)  # before any weight
+        weights = row_weights(self.class_weight, sample_weight, self.labels_, y, n)
         if self.protection in REFERENCE_PROTECTIONS:
             # Validate the shared hyper-parameters the same way for every method.
             job = self._job("plain", design, parts, False, uses_delta=False)
             roles = ["active"] + ["passive"] * (len(parts) - 1)
-            self._fit_reference([design.features(X, role) for X, role in zip(parts, roles)], y_signed)
+            self._fit_reference([design.features(X, role) for X, role in zip(parts, roles)], y_signed,
+                                None if weights is None else weights.of(np.arange(n), y_signed))
         else:
             protocol = get_protocol(self.protection)
             job = self._job(self.protection, design, parts, protocol.needs_coordinator,
-                            uses_delta=self._uses_delta(self.protection))
+                            uses_delta=self._uses_delta(self.protection), weighted=weights is not None)
             # Blocks built batch by batch (DesignedRows): the plain/hdp programs then hold no copy of the data;
             # any other protocol builds its whole block once (PartyData.checked).
-            self._fit_vfl(job, design, design.blocks(parts, by_batch=True), y_signed)
+            self._fit_vfl(job, design, design.blocks(parts, by_batch=True), y_signed, weights)
         self.batch_size_ = job.batch_size
         self.batch_seed_ = job.seed
         self.delta_ = job.delta
@@ -485,8 +499,10 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
                                for name, internal in zip(self.party_names_, (job.active, *job.passives))}
         if self.labels_.classes is not None and any(spent is not None for spent in self.privacy_spent_.values()):
             theta = design.decision_function(parts, self.coef_, self.intercept_)
+            reference = reference_predictions(design, parts, y_signed, self.labels_, lam=self.lam,
+                                              penalty=self.penalty, mu=self.mu)
             warn_single_class(self.labels_.predict(theta), f"{type(self).__name__}({self.protection!r})",
-                              self.epsilon)
+                              self.epsilon, y=y, reference=reference)
         return self
 
     def _privacy_spent(self, job: GLMJob) -> Dict[str, Any]:
@@ -505,8 +521,9 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
 
         return EpochProgress(job.epochs, emit, epsilon=(lambda: budget) if budget is not None else None)
 
-    def _fit_vfl(self, job: GLMJob, design: GLMDesign, blocks: Sequence[Any], y_signed: np.ndarray) -> None:
-        data = {job.active: PartyData(blocks[0], y_signed, progress=self._progress(job))}
+    def _fit_vfl(self, job: GLMJob, design: GLMDesign, blocks: Sequence[Any], y_signed: np.ndarray,
+                 weights: Optional[RowWeights]) -> None:
+        data = {job.active: PartyData(blocks[0], y_signed, progress=self._progress(job), weights=weights)}
         data.update({name: PartyData(X) for name, X in zip(job.passives, blocks[1:])})
         from ..he.executor import use_executor
 
@@ -537,14 +554,16 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         history.update(active.info)
         self.history_ = history
 
-    def _fit_reference(self, parts: List[np.ndarray], y_signed: np.ndarray) -> None:
+    def _fit_reference(self, parts: List[np.ndarray], y_signed: np.ndarray,
+                       sample_weight: Optional[np.ndarray]) -> None:
         if self.loss != "logistic":
             raise ValueError(f"protection {self.protection!r} is a logistic-regression reference; "
                              "loss must be 'logistic'")
         X = np.hstack(parts) if self.protection == "centralized" else parts[0]
         start = time.perf_counter()
         w, self.intercept_ = fit_logistic_reference(X, y_signed, lam=self.lam, penalty=self.penalty, mu=self.mu,
-                                                    fit_intercept=bool(self.fit_intercept))
+                                                    fit_intercept=bool(self.fit_intercept),
+                                                    sample_weight=sample_weight)
         wall = time.perf_counter() - start
         if self.protection == "centralized":
             bounds = np.cumsum([0] + [p.shape[1] for p in parts])
@@ -579,14 +598,20 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         """Class probabilities ``[P(classes_[0]), P(classes_[1])]`` (loss "logistic" only)."""
         if self.loss != "logistic":
             raise ValueError(f"predict_proba needs loss 'logistic', this model has loss {self.loss!r}")
-        p1 = _sigmoid(self.decision_function(X))
+        from scipy.special import expit
+
+        p1 = expit(self.decision_function(X))
         return np.column_stack([1.0 - p1, p1])
 
+    def _labels(self) -> Any:
+        """The fitted label encoding deciding at the current ``threshold``."""
+        return self.labels_ if self.threshold == self.labels_.threshold else self.labels_.with_threshold(self.threshold)
+
     def predict(self, X: Any) -> np.ndarray:
-        """Class labels (logistic: sigmoid(theta) > 0.5; svm: theta > 0), the
+        """Class labels (logistic: sigmoid(theta) > threshold; svm: theta > 0), the
         target for least squares, the mean count exp(theta) for poisson."""
         theta = self.decision_function(X)  # checks the model is fitted
-        return self.labels_.predict(theta)
+        return self._labels().predict(theta)
 
     def score(self, X: Any, y: Any, sample_weight: Optional[Sequence[float]] = None) -> float:
         """Accuracy for classification losses, R^2 otherwise (the model's
@@ -601,7 +626,9 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
             from sklearn.metrics import accuracy_score, r2_score
 
             metric = accuracy_score if self.labels_.classes is not None else r2_score
-            return float(metric(y_arr, self.labels_.predict(theta), sample_weight=sample_weight))
+            return float(metric(y_arr, self._labels().predict(theta), sample_weight=sample_weight))
+        if self.labels_.classes is not None:
+            return float(np.mean(self._labels().predict(theta) == y_arr))
         value = glm_metric(self.labels_.loss, theta, y_arr, self.labels_)["value"]
         if value is None:  # constant labels: scikit-learn's r2_score convention
             return 1.0 if np.array_equal(self.labels_.predict(theta), y_arr.astype(np.float64)) else 0.0

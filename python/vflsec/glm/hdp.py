@@ -91,6 +91,7 @@ from .ir_exchange import active_program, passive_program, release_limit
 from .job import GLMJob, PhaseClock
 from .registry import register_protocol
 from .shards import value_chunks
+from .weights import DP_WEIGHT_REFUSAL
 
 __all__ = [
     "PROTOCOL",
@@ -369,5 +370,6 @@ PROTOCOL = {"active": hdp_active, "passive": hdp_passive}
 # Resumable: a resume's repeated releases are counted in each party's privacy ledger (module docstring).
 # shard_schedule: the programs read their rows by the job's batches only; the accounting needs every row once
 # per epoch, in any order (module docstring), so the shard-local schedule is allowed.
+# weight_refusal: row weights would scale a row's influence past the sensitivity bounds.
 register_protocol("hdp", PROTOCOL, replace=True, tags=ir_exchange.TAGS, check=hdp_noise_scales,
-                  check_rows=check_party_rows, shard_schedule=True)
+                  check_rows=check_party_rows, shard_schedule=True, weight_refusal=DP_WEIGHT_REFUSAL)

@@ -127,6 +127,7 @@ from . import he_vfl
 from .job import GLMJob
 from .model import LSQ_TARGET_CLIP
 from .registry import register_protocol
+from .weights import DP_WEIGHT_REFUSAL
 
 __all__ = [
     "MECHANISM",
@@ -430,5 +431,5 @@ def register_dp_protocol(name: str, make_scheme: SchemeFactory, make_key_holder:
     roles = he_vfl.protocol_roles(make_scheme, make_key_holder, check, option_defaults={"encrypted_loss": False})
     _UNITS[name] = units_of
     register_protocol(name, roles, replace=True, tags=he_vfl.TAGS, check=check, check_rows=check_party_rows,
-                      resume_refusal=RESUME_REFUSAL)
+                      resume_refusal=RESUME_REFUSAL, weight_refusal=DP_WEIGHT_REFUSAL)
     return roles

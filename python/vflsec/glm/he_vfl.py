@@ -12,6 +12,11 @@ d = alpha (theta + s(y)) -- the Taylor expansion of the logistic loss at 0
 residual (alpha = 2, s = -y) -- each step on batch rows S (b <= |S| < 2b, see
 :func:`he_batches`) is:
 
+In a weighted job (``job.weighted``, :mod:`vflsec.glm.weights`) A multiplies
+[[d / alpha]] elementwise by its private row weights v before step 3 (a
+ciphertext times its own plaintext): the residual of the weighted Taylor loss
+v (ln 2 - y theta / 2 + theta^2 / 8) is v d; no other party learns v.
+
 1. Every data party P confirms to C the block width d_P the job agreed on
    (``job.widths``); C checks every width, then makes the keys and sends
    its public key to every party once.
@@ -187,9 +192,16 @@ def residual_model(job: GLMJob) -> ResidualModel:
 
 
 def encrypted_loss_enabled(job: GLMJob) -> bool:
-    flag = job.options.get("encrypted_loss", True)
+    """Whether the run computes the encrypted loss: ``options["encrypted_loss"]`` (default on,
+    off for a weighted job), one passive party only. A weighted job refuses it: the passive
+    party's term ``c2 |u_B|^2`` would need the active party's private weights."""
+    flag = job.options.get("encrypted_loss", not job.weighted)
     if not isinstance(flag, bool):
         raise TypeError(f"options['encrypted_loss'] must be a bool, got {type(flag).__name__}")
+    if flag and job.weighted:
+        raise ValueError(f"protocol {job.protocol!r} cannot compute the encrypted loss of a weighted fit (the passive "
+                         "party's term c2 |u_B|^2 would need the active party's private row weights) -- set "
+                         "encrypted_loss to false or leave it out")
     return flag and len(job.passives) == 1
 
 
@@ -307,6 +319,16 @@ def _load_ciphertext(endpoint: Channel, scheme: PartyScheme, clock: PhaseClock, 
     return enc
 
 
+def _weigh(scheme: PartyScheme, enc: Any, weights: np.ndarray) -> Any:
+    """Enc(weights * a) from Enc(a): the scheme's elementwise product with a plaintext vector
+    (``mul_plain``; Paillier: one fixed-point level deeper, the level the key holder of a
+    weighted job expects)."""
+    multiply = getattr(scheme, "mul_plain", None)
+    if multiply is None:
+        raise ValueError(f"scheme {scheme.name!r} has no product with a plaintext vector: it cannot weight rows")
+    return multiply(enc, weights)
+
+
 def _global_step(job: GLMJob, epoch: int, step: int) -> int:
     return epoch * steps_per_epoch(job) + step
 
@@ -373,11 +395,15 @@ def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme:
                                  len(idx)) for p in job.passives]
         extra = _load_ciphertext(endpoint, scheme, clock, endpoint.recv(job.passives[0], TAG_U_SQUARED),
                                  job.passives[0], TAG_U_SQUARED, t, 1) if with_loss else None
+        weights = data.batch_weights(job, endpoint.name, idx, ys)
         with clock.crypto():
             enc_u = encs[0]
             for enc in encs[1:]:
                 enc_u = scheme.add(enc_u, enc)
-            enc_residual = scheme.add_plain(enc_u, u_A + model.shift(ys))
+            if weights is None:
+                enc_residual = scheme.add_plain(enc_u, u_A + model.shift(ys))
+            else:  # [[v (theta + s(y))]]: the weighted loss's residual (vflsec.glm.weights)
+                enc_residual = scheme.add_plain(_weigh(scheme, enc_u, weights), weights * (u_A + model.shift(ys)))
             residual_bytes = scheme.dumps(enc_residual)
         for passive in job.passives:
             endpoint.send(passive, TAG_RESIDUAL, residual_bytes)

@@ -13,6 +13,9 @@ HDP-VFL with the noise made pluggable). Per step with batch rows ``s``:
    norm clip.
 
 ``release`` is the identity for "plain" and adds Gaussian noise for "hdp".
+In a weighted job ("plain" only) the active party multiplies ``IR_A`` by
+its batch's row weights before step 3 and its release (the weighted loss's
+derivative, :mod:`vflsec.glm.weights`); its recorded loss is the weighted one.
 All passive parties receive the same released ``IR_A`` vector (a single
 mechanism output, so colluding passives learn nothing beyond it).
 
@@ -133,6 +136,9 @@ def active_program(
         ir = loss_gradient(job.loss, theta, ys, theta_bound=theta_bound)
         if ir_bound is not None:
             ir = np.clip(ir, -ir_bound, ir_bound)
+        weights = data.batch_weights(job, endpoint.name, idx, ys)
+        if weights is not None:  # each row's loss times its weight, so its residual too (vflsec.glm.weights)
+            ir = ir * weights
         released = release(ir)
         for passive in job.passives:
             endpoint.send(passive, TAG_IR_ACTIVE, released)
@@ -140,7 +146,8 @@ def active_program(
         w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
         # Training metrics from the thetas of this step (what the active
         # party sees anyway); no extra messages are needed.
-        loss_sum += float(np.sum(loss_value(job.loss, theta, ys, theta_bound=theta_bound)))
+        losses = loss_value(job.loss, theta, ys, theta_bound=theta_bound)
+        loss_sum += float(np.sum(losses if weights is None else losses * weights))
         if classify:
             correct += float(np.sum(np.where(theta >= 0, 1.0, -1.0) == ys))
         seen += len(idx)

@@ -121,6 +121,12 @@ class GLMJob(VFLJob):
         "hdp": :meth:`vflsec.glm.registry.Protocol.check_schedule`). No DP
         accounting here counts on the order being random: "hdp" needs every
         row once per epoch, which holds for any ``shard_rows``.
+    weighted : the active party weights each row's loss by its private row
+        weights (``PartyData.weights``, :mod:`vflsec.glm.weights`:
+        ``class_weight`` / ``sample_weight``). Public (the weights are not):
+        the HE key holder expects the weighted residual's fixed-point level,
+        and a protocol that cannot apply weights refuses the job
+        (:attr:`vflsec.glm.registry.Protocol.weight_refusal`).
     """
 
     protocol: str
@@ -149,6 +155,7 @@ class GLMJob(VFLJob):
     start_epoch: int = 0
     widths: Optional[Mapping[str, int]] = None
     shard_rows: int = 0
+    weighted: bool = False
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -208,6 +215,8 @@ class GLMJob(VFLJob):
         if self.widths is not None:
             set_("widths", self._checked_widths(self.widths))
         set_("shard_rows", check_positive_int(self.shard_rows, "shard_rows", minimum=0))
+        if not isinstance(self.weighted, bool):
+            raise TypeError(f"weighted must be a bool, got {type(self.weighted).__name__}")
         if 0 < self.shard_rows < self.batch_size:
             raise ValueError(f"shard_rows must be 0 (no shards) or at least batch_size ({self.batch_size}), got "
                              f"{self.shard_rows} -- a shard holds at least one batch")
@@ -236,12 +245,24 @@ class PartyData:
     ``progress`` (optional) is called as ``progress(epoch, history)`` at the
     end of every epoch, after the checkpoint (e.g.
     :class:`vflsec._progress.EpochProgress`).
+
+    ``weights`` (the active party of a job with ``weighted``): its
+    :class:`vflsec.glm.weights.RowWeights`, read per batch (:meth:`batch_weights`).
     """
 
     X: Any
     y: Any = None
     checkpoint: Any = None
     progress: Any = None
+    weights: Any = None
+
+    def batch_weights(self, job: GLMJob, party: str, idx: np.ndarray, targets: np.ndarray) -> Optional[np.ndarray]:
+        """The row weights of batch ``idx`` (targets ``targets``), None for an unweighted job;
+        ValueError when the party's weights and the job's ``weighted`` disagree."""
+        if (self.weights is not None) != job.weighted:
+            raise ValueError(f"party {party!r} holds {'row weights' if self.weights is not None else 'no weights'} "
+                             f"but the job has weighted={job.weighted}")
+        return None if self.weights is None else self.weights.of(idx, targets)
 
     def initial_coef(self, job: GLMJob, n_features: int, history: Dict[str, List[float]]) -> np.ndarray:
         """Zeros, or for a resumed job the saved weights (``history`` is

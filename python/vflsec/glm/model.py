@@ -31,8 +31,9 @@ defined here, once:
   "least_squares" standardises the targets with the training labels' mean and
   standard deviation and clips them to ``+-3`` (the bound HDP-VFL's constants
   assume), predictions are mapped back; "poisson" takes counts as they are.
-* **Metric** (:func:`glm_metric`): accuracy (beside the majority rate) for the
-  classification losses, R^2 of the prediction otherwise.
+* **Metric** (:func:`glm_metric`): accuracy (beside the majority rate), ROC AUC and,
+  for rare positives, PR AUC for the classification losses, R^2 of the prediction
+  otherwise. A logistic model decides at its ``threshold`` (:class:`LabelEncoding`).
 * **Privacy report** (:func:`privacy_spent`): what a party's released IR
   sequence spent under "hdp" with noise (the mechanism's own report), or the
   guarantee of the noisy gradients of an HE protocol with a DP model.
@@ -43,6 +44,7 @@ of :func:`vflsec.data.vertical_split`).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -51,6 +53,7 @@ import numpy as np
 
 from .._arrays import as_float_array, check_real
 from ..dp.sensitivity import clip_row_norms, row_chunk
+from .classification import check_threshold, ranking_metrics, threshold_logit
 from .design_rows import DesignedRows
 from .job import LOSSES, SIGNED_LABEL_LOSSES, GLMJob
 from .shards import ShardedTable
@@ -239,6 +242,10 @@ class LabelEncoding:
     predictor ``theta`` becomes a prediction in the labels' own terms.
 
     ``classes`` (logistic, svm): the two labels, the second one +1.
+    ``threshold`` (logistic): the decision threshold on the probability,
+    ``classes[1]`` when ``sigmoid(theta) > threshold`` (0.5: ``theta > 0``;
+    :mod:`vflsec.glm.classification`); other losses take only 0.5 (svm:
+    ``theta > 0``).
     ``mean``, ``scale`` (least squares): targets ``(y - mean) / scale``
     clipped to ``+-LSQ_TARGET_CLIP``; predictions ``theta * scale + mean``.
     Poisson: counts as they are, predictions ``exp(theta)``.
@@ -248,6 +255,18 @@ class LabelEncoding:
     classes: Optional[np.ndarray] = None
     mean: float = 0.0
     scale: float = 1.0
+    threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        threshold = check_threshold(self.threshold)
+        if threshold != 0.5 and self.loss != "logistic":
+            raise ValueError(f"a decision threshold other than 0.5 needs loss 'logistic' (a probability), this "
+                             f"model has loss {self.loss!r}")
+        object.__setattr__(self, "threshold", threshold)
+
+    def with_threshold(self, threshold: float) -> "LabelEncoding":
+        """This encoding deciding at ``threshold`` instead."""
+        return dataclasses.replace(self, threshold=threshold)
 
     @classmethod
     def fit(cls, loss: str, y: Any) -> "LabelEncoding":
@@ -281,12 +300,14 @@ class LabelEncoding:
         return values
 
     def predict(self, theta: np.ndarray) -> np.ndarray:
-        """Predictions from the linear predictor: the class (``theta > 0``), the
+        """Predictions from the linear predictor: the class (``theta`` above the
+        threshold's logit, ``theta > 0`` at 0.5), the
         target ``theta * scale + mean``, or the mean count ``exp(theta)``."""
         theta = np.asarray(theta, dtype=np.float64)
         if self.loss in SIGNED_LABEL_LOSSES:
             assert self.classes is not None
-            return self.classes[(theta > 0).astype(int)]
+            cut = 0.0 if self.threshold == 0.5 else threshold_logit(self.threshold)
+            return self.classes[(theta > cut).astype(int)]
         if self.loss == "least_squares":
             return theta * self.scale + self.mean
         return np.exp(theta)
@@ -294,7 +315,10 @@ class LabelEncoding:
     def describe(self) -> Dict[str, Any]:
         """JSON-ready: ``{"classes": [negative, positive]}``, ``{"mean", "scale"}`` or ``{}``."""
         if self.classes is not None:
-            return {"classes": [v.item() if isinstance(v, np.generic) else v for v in self.classes]}
+            out: Dict[str, Any] = {"classes": [v.item() if isinstance(v, np.generic) else v for v in self.classes]}
+            if self.threshold != 0.5:
+                out["threshold"] = self.threshold
+            return out
         if self.loss == "least_squares":
             return {"mean": self.mean, "scale": self.scale}
         return {}
@@ -304,7 +328,10 @@ def glm_metric(loss: str, theta: Any, y: Any, labels: LabelEncoding) -> Dict[str
     """The metric of a GLM's linear predictor ``theta`` (``x . w`` summed over
     the parties, intercept included) against the labels ``y`` as given:
     accuracy of ``labels.predict(theta)`` beside the majority rate for
-    "logistic"/"svm"; R^2 of the prediction otherwise (None for constant
+    "logistic"/"svm", with the ranking metrics of ``theta``
+    (:func:`vflsec.glm.classification.ranking_metrics`: ``auc``,
+    ``positive_rate`` and, for rare positives, ``pr_auc``) and the decision
+    ``threshold``; R^2 of the prediction otherwise (None for constant
     labels, where it is undefined), beside 0 (predicting the labels' mean)."""
     theta = np.asarray(theta, dtype=np.float64)
     y = np.asarray(y)
@@ -315,7 +342,8 @@ def glm_metric(loss: str, theta: Any, y: Any, labels: LabelEncoding) -> Dict[str
         assert labels.classes is not None
         majority = max(float(np.mean(y == c)) for c in labels.classes) if y.size else 0.0
         return {"metric": "accuracy", "value": float(np.mean(predicted == y)), "n": int(y.size),
-                "baseline": majority, "baseline_name": "majority rate"}
+                "baseline": majority, "baseline_name": "majority rate",
+                **ranking_metrics(theta, y == labels.classes[1]), "threshold": labels.threshold}
     y = y.astype(np.float64)
     total = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - float(np.sum((y - predicted) ** 2)) / total if total > 0 else None

@@ -32,8 +32,14 @@ from .registry import register_protocol
 __all__ = ["PROTOCOL", "PaillierKeyHolder", "PaillierScheme"]
 
 # The masked gradient Enc(d^T X + R) and the loss are at level 2 (residual
-# times an encoded plaintext).
+# times an encoded plaintext); a weighted job's residual is one level deeper
+# (times the encoded weights), and so is its gradient.
 _PRODUCT_LEVEL = 2
+
+
+def product_level(job) -> int:
+    """The fixed-point level of a masked gradient of ``job``."""
+    return _PRODUCT_LEVEL + (1 if getattr(job, "weighted", False) else 0)
 
 
 class PaillierScheme(PartyScheme):
@@ -75,6 +81,10 @@ class PaillierScheme(PartyScheme):
     def add_plain(self, enc, values: np.ndarray):
         return enc.add_plain(values)
 
+    def mul_plain(self, enc, values: np.ndarray):
+        """Elementwise Enc(a_i x_i), one level deeper (a weighted job's residual, :mod:`.he_vfl`)."""
+        return enc.mul_plain(values)
+
     def masked_dot(self, enc, X: np.ndarray, factor: float) -> Tuple[bytes, Any]:
         product = enc.dot(X)
         if self._fresh is not None:
@@ -103,6 +113,7 @@ class PaillierKeyHolder(KeyHolder):
 
     def __init__(self, job):
         self.public_key, self.private_key = _paillier.generate_keypair(job.key_bits)
+        self.gradient_level = product_level(job)
 
     def public_payload(self) -> Dict[str, Any]:
         return self.public_key.to_dict()
@@ -111,8 +122,8 @@ class PaillierKeyHolder(KeyHolder):
         vector = _paillier.EncryptedVector.from_bytes(self.public_key, data)
         if len(vector) != size:
             raise ValueError(f"{len(vector)} ciphertexts, the party's gradient has {size} values")
-        if vector.level != _PRODUCT_LEVEL:
-            raise ValueError(f"masked gradient at fixed-point level {vector.level}, expected {_PRODUCT_LEVEL}")
+        if vector.level != self.gradient_level:
+            raise ValueError(f"masked gradient at fixed-point level {vector.level}, expected {self.gradient_level}")
         return self.public_key.plaintexts_to_bytes(self.private_key.decrypt_raw(vector))
 
     def decrypt_loss(self, data: Any) -> float:
@@ -129,7 +140,8 @@ def _check_job(job) -> None:
     # Only the key holder warns about a 2048-bit key (once per run).
     _paillier.check_key_bits(job.key_bits, warn=False)
     he_vfl.residual_model(job)
+    he_vfl.encrypted_loss_enabled(job)  # a weighted job refuses the encrypted loss
 
 
 PROTOCOL = he_vfl.protocol_roles(PaillierScheme, PaillierKeyHolder, _check_job)
-register_protocol("paillier", PROTOCOL, replace=True, tags=he_vfl.TAGS, check=_check_job)
+register_protocol("paillier", PROTOCOL, replace=True, tags=he_vfl.TAGS, check=_check_job, weight_refusal=None)

@@ -10,10 +10,11 @@ writes its model files)::
      "vflsec_version": "...", "params": {...}, "fitted": {...},
      "not_saved": "..."}
 
-``params`` are the estimator's ``get_params()``; ``fitted`` is the model as
+``params`` are the estimator's ``get_params()`` (a ``class_weight`` dict as
+``{"label_weight_pairs": [[label, weight], ...]}``: its keys are labels); ``fitted`` is the model as
 data: the weight blocks, the intercept, the design (row normalisation,
-intercept column), the label encoding (the classes with their dtype, or the
-least-squares scaling), ``n_features_in_``, ``feature_names_in_``, the party
+intercept column), the label encoding (the classes with their dtype and the
+decision threshold, or the least-squares scaling), ``n_features_in_``, ``feature_names_in_``, the party
 names and columns, the resolved ``delta_`` and ``privacy_spent_`` (the
 :class:`vflsec.dp.PrivacySpent` fields). Floats are written with Python's
 shortest round-trip repr, so a reloaded model's weights are bit-identical and
@@ -85,7 +86,8 @@ def encode_labels(labels: LabelEncoding) -> Dict[str, Any]:
             raise TypeError(f"labels of dtype {array.dtype} cannot be saved -- use str, int, float or bool labels")
         classes = {"values": to_json(array, "classes_"), "dtype": array.dtype.str if array.dtype.kind != "O"
                    else "object"}
-    return {"loss": labels.loss, "classes": classes, "mean": float(labels.mean), "scale": float(labels.scale)}
+    return {"loss": labels.loss, "classes": classes, "mean": float(labels.mean), "scale": float(labels.scale),
+            "threshold": float(labels.threshold)}
 
 
 def decode_labels(data: Any) -> LabelEncoding:
@@ -93,7 +95,9 @@ def decode_labels(data: Any) -> LabelEncoding:
     values = None
     if classes is not None:
         values = np.asarray(from_json(classes["values"]), dtype=np.dtype(classes["dtype"]))
-    return LabelEncoding(data["loss"], classes=values, mean=float(data["mean"]), scale=float(data["scale"]))
+    # A model saved before decision thresholds existed decides at 0.5.
+    return LabelEncoding(data["loss"], classes=values, mean=float(data["mean"]), scale=float(data["scale"]),
+                         threshold=float(data.get("threshold", 0.5)))
 
 
 def encode_privacy_spent(spent: Any) -> Optional[Dict[str, Any]]:
@@ -150,6 +154,9 @@ def save_model(model: Any, path: PathLike) -> None:
     params["noise_seed"] = None  # never saved: whoever holds it can reconstruct the noise
     if "executor" in params:
         params["executor"] = None  # where the HE work ran (a process's pool, a cluster), not part of the model
+    if isinstance(params.get("class_weight"), dict):  # labels as keys, which JSON objects cannot hold: pairs
+        params["class_weight"] = {"label_weight_pairs": [[label, weight] for label, weight in
+                                                         params["class_weight"].items()]}
     vertical = hasattr(model, "party_names_")
     fitted: Dict[str, Any] = {
         "coef": list(model.coef_) if vertical else model.coef_, "intercept": model.intercept_,
@@ -191,6 +198,9 @@ def load_model(cls: Any, path: PathLike) -> Any:
     when it is incomplete or damaged)."""
     params, fitted = read_model(path, cls.__name__)
     try:
+        pairs = params.get("class_weight")
+        if isinstance(pairs, dict) and set(pairs) == {"label_weight_pairs"}:
+            params["class_weight"] = {label: weight for label, weight in pairs["label_weight_pairs"]}
         model = cls(**params)
         vertical = "party_names" in fitted
         if vertical:

@@ -23,4 +23,5 @@ def plain_passive(endpoint, job, data):
 
 PROTOCOL = {"active": plain_active, "passive": plain_passive}
 # shard_schedule: the programs read their rows by the job's batches only (shard_rows allowed).
-register_protocol("plain", PROTOCOL, replace=True, tags=ir_exchange.TAGS, shard_schedule=True)
+# weight_refusal=None: the active party weights its residuals (vflsec.glm.weights).
+register_protocol("plain", PROTOCOL, replace=True, tags=ir_exchange.TAGS, shard_schedule=True, weight_refusal=None)

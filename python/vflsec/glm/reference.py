@@ -11,7 +11,7 @@ with scikit-learn's own unpenalized intercept.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
@@ -35,10 +35,11 @@ def logistic_regression_kwargs(l1_ratio: float, C: float) -> Dict[str, Any]:
 
 
 def fit_logistic_reference(X: np.ndarray, y_signed: np.ndarray, *, lam: float, penalty: str, mu: float,
-                           fit_intercept: bool) -> Tuple[np.ndarray, float]:
+                           fit_intercept: bool, sample_weight: Optional[np.ndarray] = None) -> Tuple[np.ndarray, float]:
     """``(w, intercept)`` of scikit-learn's LogisticRegression on ``X`` (rows through the design)
     and labels ``y_signed`` (+-1), with the vertical models' objective (module docstring);
-    intercept 0.0 without ``fit_intercept``."""
+    intercept 0.0 without ``fit_intercept``. ``sample_weight``: each row's loss weight (the
+    class and sample weights of :mod:`vflsec.glm.weights`, combined per row)."""
     from sklearn.linear_model import LogisticRegression
 
     n = X.shape[0]
@@ -51,6 +52,6 @@ def fit_logistic_reference(X: np.ndarray, y_signed: np.ndarray, *, lam: float, p
         C = 1.0 / (lam * n)
     model = LogisticRegression(fit_intercept=bool(fit_intercept), max_iter=5000,
                                **logistic_regression_kwargs(l1_ratio, C))
-    model.fit(X, y_signed)
+    model.fit(X, y_signed, sample_weight=sample_weight)
     intercept = float(model.intercept_[0]) if fit_intercept else 0.0
     return np.asarray(model.coef_, dtype=np.float64).ravel().copy(), intercept

@@ -25,6 +25,13 @@ Roles are "active", "passive" and optionally "coordinator"; each program
 follows the contract of :mod:`vflsec.glm.job`. A protocol with a
 "coordinator" role needs ``job.coordinator`` set; one without refuses it.
 
+A protocol whose programs apply the active party's row weights
+(``class_weight`` / ``sample_weight``, :mod:`vflsec.glm.weights`) registers
+``weight_refusal=None`` ("plain", and the HE flow's "paillier" and "taylor"); every
+other protocol keeps a reason why it cannot (the default: its programs do not
+apply them; "hdp" and the HE-DP protocols: their sensitivity bounds assume unit
+weight per row), and a weighted fit of it is refused with that reason.
+
 A protocol may register the checks its role programs make before they
 start, so that ``vflsec party`` can make them before any party connects
 (:meth:`Protocol.check_job`): ``check(job)`` on the job's public parameters
@@ -52,6 +59,9 @@ __all__ = ["ROLES", "Protocol", "available_protocols", "get_protocol", "register
 # Modules of this package that define protocols (imported lazily by name).
 _BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks", "paillier_dp", "ckks_dp")
 
+#: why a protocol that does not say otherwise cannot take row weights
+DEFAULT_WEIGHT_REFUSAL = "its programs do not apply row weights"
+
 PartyProgram = Callable[..., PartyResult]
 JobCheck = Callable[[Any], Any]
 RowsCheck = Callable[[Any, str, Any, Any], Any]
@@ -63,7 +73,9 @@ class Protocol:
     runtime needs. ``resume_refusal``: why a run cannot continue from a
     checkpoint (None: it can). ``tags``: the message tags its programs
     receive (None: not declared). ``check`` / ``check_rows``: the checks
-    its programs make at start (None: none beyond the job's own)."""
+    its programs make at start (None: none beyond the job's own).
+    ``weight_refusal``: why a weighted fit cannot run (None: its programs
+    apply the active party's row weights)."""
 
     name: str
     roles: Mapping[str, PartyProgram]
@@ -72,6 +84,7 @@ class Protocol:
     check: Optional[JobCheck] = None
     check_rows: Optional[RowsCheck] = None
     shard_schedule: bool = False
+    weight_refusal: Optional[str] = DEFAULT_WEIGHT_REFUSAL
 
     def check_parties(self, job: Any) -> None:
         """ValueError unless ``job`` has a coordinator exactly when this protocol has that role."""
@@ -85,6 +98,9 @@ class Protocol:
         before training (ValueError/TypeError): its parties, its schedule, then ``check``."""
         self.check_parties(job)
         self.check_schedule(job)
+        if getattr(job, "weighted", False) and self.weight_refusal is not None:
+            raise ValueError(f"protocol {self.name!r} cannot take class_weight: {self.weight_refusal} -- remove "
+                             "class_weight, or use protocol 'plain' or 'paillier' for a weighted fit")
         if self.check is not None:
             self.check(job)
 
@@ -112,14 +128,16 @@ _LOCK = threading.Lock()
 def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: bool = False,
                       resume_refusal: Optional[str] = None, tags: Optional[Iterable[str]] = None,
                       check: Optional[JobCheck] = None, check_rows: Optional[RowsCheck] = None,
-                      shard_schedule: bool = False) -> Protocol:
+                      shard_schedule: bool = False,
+                      weight_refusal: Optional[str] = DEFAULT_WEIGHT_REFUSAL) -> Protocol:
     """Register role programs under ``name``; ``replace=True`` overrides an
     existing registration (otherwise that is a ValueError).
     ``resume_refusal``: why runs of this protocol cannot resume (None: they can).
     ``tags``: the message tags the role programs receive (None: not declared).
     ``check`` / ``check_rows``: the checks the role programs make at start;
     ``shard_schedule``: the programs read rows only by the job's batches, so
-    its jobs may set ``shard_rows`` (module docstring)."""
+    its jobs may set ``shard_rows``; ``weight_refusal``: why a weighted fit
+    cannot run, None when the programs apply row weights (module docstring)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"protocol name must be a non-empty str, got {name!r}")
     if not isinstance(roles, Mapping):
@@ -146,7 +164,10 @@ def register_protocol(name: str, roles: Mapping[str, PartyProgram], *, replace: 
             raise TypeError(f"{what} of protocol {name!r} must be callable or None")
     if not isinstance(shard_schedule, bool):
         raise TypeError(f"shard_schedule of protocol {name!r} must be a bool, got {shard_schedule!r}")
-    protocol = Protocol(name, dict(roles), resume_refusal, tag_set, check, check_rows, shard_schedule)
+    if weight_refusal is not None and (not isinstance(weight_refusal, str) or not weight_refusal):
+        raise TypeError(f"weight_refusal must be a non-empty str or None, got {weight_refusal!r}")
+    protocol = Protocol(name, dict(roles), resume_refusal, tag_set, check, check_rows, shard_schedule,
+                        weight_refusal)
     with _LOCK:
         if name in _REGISTRY and not replace:
             raise ValueError(f"protocol {name!r} is already registered")

@@ -84,7 +84,9 @@ def _fill(out: Any, ids: np.ndarray, model: Any, blocks: list, source: str) -> N
     classes = np.asarray(model.classes_)
     out.loc[ids, "score"] = score
     out.loc[ids, "probability"] = 1.0 / (1.0 + np.exp(-score))
-    out.loc[ids, "prediction"] = np.where(score > 0, classes[1], classes[0])
+    # The model's own decision rule (a VerticalLogisticRegression's threshold), else theta > 0.
+    out.loc[ids, "prediction"] = model.predict(blocks) if hasattr(model, "predict") else np.where(
+        score > 0, classes[1], classes[0])
     out.loc[ids, "source"] = source
 
 

@@ -54,6 +54,9 @@ class PlaintextScheme(PartyScheme):
     def add_plain(self, enc: np.ndarray, values: np.ndarray) -> np.ndarray:
         return enc + values
 
+    def mul_plain(self, enc: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return enc * values
+
     def masked_dot(self, enc: np.ndarray, X: np.ndarray, factor: float) -> Tuple[np.ndarray, Any]:
         return enc @ X, factor
 
@@ -90,4 +93,4 @@ class PlaintextKeyHolder(KeyHolder):
 
 
 PROTOCOL = he_vfl.protocol_roles(PlaintextScheme, PlaintextKeyHolder)
-register_protocol("taylor", PROTOCOL, replace=True, tags=he_vfl.TAGS)
+register_protocol("taylor", PROTOCOL, replace=True, tags=he_vfl.TAGS, weight_refusal=None)

@@ -39,13 +39,28 @@ repeated releases counted: each party's privacy ledger in its checkpoint
 directory (:mod:`vflsec.glm.hdp`), and its ``privacy_spent`` is then the
 composition of every run's releases, above the calibrated epsilon.
 
+Rare labels. ``class_weight`` in ``[job]`` (loss "logistic"/"svm"; protocols that apply
+row weights: "plain", "paillier", "taylor"; a DP protocol or "ckks" refuses the job
+before any party connects, naming why, :mod:`vflsec.glm.weights`): "balanced" (each
+class weighs ``n / (2 * count)``, computed by the active party from its own training
+labels) or a table ``{ "0" = 1.0, "1" = 10.0 }`` keyed by the labels as the active
+party's training file codes them. The active party's output has the weights it used
+(``class_weight``). ``threshold`` in ``[job]`` (loss "logistic") is the decision
+threshold on the probability written into the model (``label_encoding``), which a
+predict job applies: a number in (0, 1) (default 0.5), or ``"recall:R"`` /
+``"precision:P"`` (needs ``evaluate = true``): chosen by the active party on the
+held-out rows as the highest threshold whose predictions reach recall R there (the
+lowest reaching precision P; the most precise one when none does), reported in the
+evaluation beside the precision and recall it gives on those rows.
+
 Held-out evaluation (``evaluate = true``): each passive party sends the
 active party its partial scores ``X_p w_p`` of the aligned held-out rows
 (tag ``eval_scores``, a float64 vector: anything else, NaN/inf included, is
 refused naming the sender), as prediction with the model does; the active party
 adds its own (its intercept included) and scores the sum
-(:func:`vflsec.glm.model.glm_metric`: accuracy beside the majority rate for the
-classification losses, R^2 otherwise). A key holder (coordinator) takes no
+(:func:`vflsec.glm.model.glm_metric`: accuracy beside the majority rate, ROC AUC
+and, for fewer than 20% positives, PR AUC for the classification losses, R^2
+otherwise). A key holder (coordinator) takes no
 part: every data party holds its weights in plaintext.
 """
 from __future__ import annotations
@@ -54,28 +69,32 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Mapping, Optional, Set
+from typing import Any, Dict, FrozenSet, Mapping, Optional, Set, Tuple, Union
 
 import numpy as np
 
+from ..glm.classification import choose_threshold, parse_threshold_rule
 from ..glm.design_rows import DesignedRows
 from ..glm.job import SIGNED_LABEL_LOSSES, GLMJob, PartyData
 from ..glm.model import DEFAULT_INTERCEPT_SCALING, GLMDesign, LabelEncoding, glm_metric, privacy_text
 from ..glm.persistence import encode_design, encode_labels
 from ..glm.registry import get_protocol
 from ..glm.shards import ShardedTable
+from ..glm.weights import RowWeights, check_class_weight, row_weights
 from ..vfl.received import PeerMessageRefused, check_received_array
 from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
 
-__all__ = ["DESIGN_FIELDS", "LOCAL_MODEL_FIELDS", "TAG_EVAL_SCORES", "GLMJobKind", "GLMPartyInput", "glm_design",
-           "glm_metrics", "receive_partial_scores"]
+__all__ = ["DECISION_FIELDS", "DESIGN_FIELDS", "LOCAL_MODEL_FIELDS", "TAG_EVAL_SCORES", "GLMJobKind", "GLMPartyInput",
+           "glm_design", "glm_metrics", "job_class_weight", "job_threshold", "receive_partial_scores"]
 
 TAG_EVAL_SCORES = "eval_scores"
 #: the [job] fields of the model's design (vflsec.glm.model), beside the GLMJob's
 DESIGN_FIELDS = {"fit_intercept": True, "intercept_scaling": DEFAULT_INTERCEPT_SCALING}
 #: [job] fields of models a party fits on its own, beside the joint one
 LOCAL_MODEL_FIELDS = {"active_only_model": False}
+#: [job] fields of the classes' weights and the decision threshold (module docstring)
+DECISION_FIELDS = {"class_weight": None, "threshold": 0.5}
 
 
 def glm_design(loss: str, fields: Mapping[str, Any], row_norm: str = "clip") -> GLMDesign:
@@ -97,6 +116,36 @@ class GLMPartyInput(PartyData):
     labels: Optional[LabelEncoding] = None
     active_only_model: bool = False
     shards: Optional[ShardedTable] = None  # the aligned rows' Parquet shards (a job with shard_rows)
+    threshold_rule: Optional[Tuple[str, float]] = None  # a threshold to choose on the held-out rows
+    output: Optional[Dict[str, Any]] = None  # the kind's summary entries, completed by the evaluation
+
+
+def job_class_weight(fields: Mapping[str, Any]) -> Any:
+    """``[job] class_weight`` as :mod:`vflsec.glm.weights` takes it: None, "balanced", or the
+    table's labels (text, as the training file codes them) as numbers."""
+    given = fields.get("class_weight")
+    if given is None or given == "balanced":
+        return given
+    if not isinstance(given, Mapping):
+        raise ValueError(f"class_weight must be \"balanced\" or a table label -> weight such as "
+                         f"{{ \"0\" = 1.0, \"1\" = 10.0 }}, got {given!r}")
+    weights = {}
+    for label, weight in given.items():
+        try:
+            weights[float(label)] = weight
+        except ValueError:
+            raise ValueError(f"class_weight names the label {label!r}: key it by the labels as the active party's "
+                             "training file codes them (\"0\" and \"1\")") from None
+    return check_class_weight(weights)
+
+
+def job_threshold(fields: Mapping[str, Any], loss: str) -> Union[float, Tuple[str, float]]:
+    """``[job] threshold``: a fixed probability, or ``(target, value)`` to choose on the held-out rows."""
+    rule = parse_threshold_rule(fields.get("threshold", DECISION_FIELDS["threshold"]))
+    if rule != 0.5 and loss != "logistic":
+        raise ValueError(f"threshold needs loss 'logistic' (a threshold on the probability), the job has loss "
+                         f"{loss!r} -- remove threshold")
+    return rule
 
 
 def _jsonable(info: Mapping[str, Any]) -> Dict[str, Any]:
@@ -129,11 +178,13 @@ class GLMJobKind(JobKind[GLMJob]):
     writes_checkpoints = True
 
     def job_fields(self) -> Set[str]:
-        return (({f.name for f in dataclasses.fields(GLMJob)} - {"n_samples", "start_epoch"}) | set(DESIGN_FIELDS)
-                | set(LOCAL_MODEL_FIELDS))
+        return (({f.name for f in dataclasses.fields(GLMJob)} - {"n_samples", "start_epoch", "weighted"})
+                | set(DESIGN_FIELDS) | set(LOCAL_MODEL_FIELDS) | set(DECISION_FIELDS))
 
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> GLMJob:
-        kwargs = {k: v for k, v in fields.items() if k not in DESIGN_FIELDS and k not in LOCAL_MODEL_FIELDS}
+        kwargs = {k: v for k, v in fields.items()
+                  if k not in DESIGN_FIELDS and k not in LOCAL_MODEL_FIELDS and k not in DECISION_FIELDS}
+        kwargs["weighted"] = job_class_weight(fields) is not None
         fallback = fields.get("active_only_model", False)
         if not isinstance(fallback, bool):
             raise TypeError(f"active_only_model must be true or false, got {fallback!r}")
@@ -142,6 +193,10 @@ class GLMJobKind(JobKind[GLMJob]):
         widths = kwargs.pop("widths", None)
         job = GLMJob(n_samples=n_samples, start_epoch=start_epoch, **kwargs)
         design = glm_design(job.loss, fields)  # the design fields' own checks
+        job_threshold(fields, job.loss)
+        if job.weighted and job.loss not in SIGNED_LABEL_LOSSES:
+            raise ValueError(f"class_weight needs a classification loss ('logistic', 'svm'), the job has loss "
+                             f"{job.loss!r} -- remove class_weight")
         if fallback and job.loss != "logistic":
             raise ValueError(f"active_only_model = true needs loss 'logistic' (the fallback is a logistic "
                              f"regression), the job has loss {job.loss!r} -- remove active_only_model")
@@ -152,8 +207,15 @@ class GLMJobKind(JobKind[GLMJob]):
         return dataclasses.replace(job, widths=design.widths(dict(job.widths or {}), job.active))
 
     def check_job(self, job: GLMJob, fields: Mapping[str, Any]) -> None:
-        # The protocol lookup, its coordinator and its own checks (e.g. hdp's lr bound, Paillier's key size).
+        # The protocol lookup, its coordinator and its own checks (e.g. hdp's lr bound, Paillier's key size, a
+        # weighted job of a protocol that cannot apply weights).
         get_protocol(job.protocol).check_job(job)
+
+    def check_evaluation(self, job: GLMJob, fields: Mapping[str, Any], evaluate: bool) -> None:
+        if isinstance(job_threshold(fields, job.loss), tuple) and not evaluate:
+            raise ValueError(f"threshold = {fields['threshold']!r} is chosen on the held-out rows, but the job has no "
+                             "held-out evaluation -- set evaluate = true (and [party] test_data), or give a fixed "
+                             "threshold such as 0.3")
 
     def party_rows(self, job: GLMJob, fields: Mapping[str, Any], row_norm: str, party: str,
                    X: np.ndarray, order: Optional[np.ndarray] = None) -> DesignedRows:
@@ -181,10 +243,11 @@ class GLMJobKind(JobKind[GLMJob]):
             return None
         # X came through party_rows already; the design kept here splits the trained block into the model's terms.
         design = glm_design(job.loss, fields)
-        labels = None if y is None else design.fit_labels(y)
+        labels, weights = _labels_and_weights(job, fields, design, y)
         targets = None if labels is None else labels.encode(y)
-        return GLMPartyInput(X, targets, checkpoint=checkpoint, design=design, labels=labels,
-                             active_only_model=bool(fields.get("active_only_model", False)))
+        return GLMPartyInput(X, targets, checkpoint=checkpoint, weights=weights, design=design, labels=labels,
+                             active_only_model=bool(fields.get("active_only_model", False)),
+                             threshold_rule=_threshold_rule(job, fields, labels))
 
     def shard_rows(self, job: GLMJob) -> int:
         return job.shard_rows
@@ -195,17 +258,19 @@ class GLMJobKind(JobKind[GLMJob]):
         # The labels encoded as party_data encodes them, then written beside the features; the block is designed
         # per batch from the shards as party_rows designs it from the table (the same rows, bit for bit).
         design = glm_design(job.loss, fields)
-        labels = targets = None
+        labels = targets = weights = None
         if y is not None:
             aligned = y[order]
-            labels = design.fit_labels(aligned)
+            labels, weights = _labels_and_weights(job, fields, design, aligned)
+            assert labels is not None  # labels given
             targets = labels.encode(aligned)
             del aligned
         table = ShardedTable.write(directory, X, order, job.shard_rows, targets)
         del targets
         rows = glm_design(job.loss, fields, row_norm).rows(table, job.role_of(party))
-        return GLMPartyInput(rows, table.labels, checkpoint=checkpoint, design=design, labels=labels,
-                             active_only_model=bool(fields.get("active_only_model", False)), shards=table)
+        return GLMPartyInput(rows, table.labels, checkpoint=checkpoint, weights=weights, design=design, labels=labels,
+                             active_only_model=bool(fields.get("active_only_model", False)), shards=table,
+                             threshold_rule=_threshold_rule(job, fields, labels))
 
     def program(self, job: GLMJob, role: str):
         return get_protocol(job.protocol).roles[role]
@@ -234,6 +299,10 @@ class GLMJobKind(JobKind[GLMJob]):
         if prepared is not None and prepared.labels is not None:
             out["labels"] = prepared.labels.describe()
             out["label_encoding"] = encode_labels(prepared.labels)
+            if prepared.labels.classes is not None:
+                out["threshold"] = prepared.labels.threshold
+        if prepared is not None and prepared.weights is not None:
+            out["class_weight"] = prepared.weights.describe()  # the active party's own output only
         if prepared is not None and prepared.active_only_model and result.role == "active":
             out["active_only_model"] = _active_only_model(job, prepared)
         if prepared is not None and prepared.shards is not None:
@@ -242,6 +311,8 @@ class GLMJobKind(JobKind[GLMJob]):
                              "max_resident": table.max_resident}
         out["info"] = _jsonable(result.info)
         out["privacy_spent"] = privacy_text(job, result.role, int(result.info.get("releases", 1)))
+        if prepared is not None:
+            prepared.output = out  # a threshold chosen on the held-out rows is written in by evaluate
         return out
 
     def evaluation_tags(self, job: GLMJob) -> FrozenSet[str]:
@@ -261,7 +332,50 @@ class GLMJobKind(JobKind[GLMJob]):
         if y is None:
             raise ValueError("the active party has no held-out labels")
         labels = data.labels if isinstance(data, GLMPartyInput) else None
-        return glm_metrics(job.loss, score, y, labels)
+        choice = None
+        if isinstance(data, GLMPartyInput) and data.threshold_rule is not None and labels is not None:
+            choice = _choose_threshold(data, labels, score, y)
+            labels = data.labels
+        metrics = glm_metrics(job.loss, score, y, labels)
+        if choice is not None:
+            metrics["threshold_choice"] = choice
+        return metrics
+
+
+def _labels_and_weights(job: GLMJob, fields: Mapping[str, Any], design: GLMDesign,
+                        y: Optional[np.ndarray]) -> Tuple[Optional[LabelEncoding], Optional[RowWeights]]:
+    """The active party's label encoding (deciding at a fixed ``threshold``) and row weights
+    (``class_weight``: "balanced" counts its own labels ``y``); None, None without labels."""
+    if y is None:
+        return None, None
+    labels = design.fit_labels(y)
+    rule = job_threshold(fields, job.loss)
+    if not isinstance(rule, tuple):
+        labels = labels.with_threshold(rule)
+    return labels, row_weights(job_class_weight(fields), None, labels, y, len(y))
+
+
+def _threshold_rule(job: GLMJob, fields: Mapping[str, Any],
+                    labels: Optional[LabelEncoding]) -> Optional[Tuple[str, float]]:
+    rule = job_threshold(fields, job.loss)
+    return rule if isinstance(rule, tuple) and labels is not None else None
+
+
+def _choose_threshold(data: GLMPartyInput, labels: LabelEncoding, score: np.ndarray, y: np.ndarray) -> Dict[str, Any]:
+    """Choose the job's threshold on the held-out scores (:func:`vflsec.glm.classification.choose_threshold`),
+    and write it into the model: ``data.labels`` and the output's label encoding."""
+    from scipy.special import expit
+
+    assert data.threshold_rule is not None and labels.classes is not None
+    target, value = data.threshold_rule
+    choice = choose_threshold(expit(score), np.asarray(y, dtype=np.float64) == labels.classes[1], target, value)
+    choice["chosen_on"] = "these held-out rows (the accuracy at it is measured on the rows it was chosen on)"
+    data.labels = labels.with_threshold(choice["threshold"])
+    if data.output is not None:
+        data.output["label_encoding"] = encode_labels(data.labels)
+        data.output["labels"] = data.labels.describe()
+        data.output["threshold"] = data.labels.threshold
+    return choice
 
 
 def receive_partial_scores(channel: Any, passives: Any, own: np.ndarray, tag: str, phase: str,

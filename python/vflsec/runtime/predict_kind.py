@@ -20,7 +20,12 @@ and a model from another run stops the job before any row is aligned; PSI on the
 passive party sends its partial scores ``x_p . w_p`` of the aligned rows (tag
 ``predict_scores``, checked as the held-out evaluation's are); the active party adds its own and
 its intercept and writes one row per customer of *its* file, sorted by ID:
-``id, score, probability, prediction, source``.
+``id, score, probability, prediction, source``. ``prediction`` is the class: for a logistic
+GLM ``probability`` above the model's decision threshold (0.5, or the training job's
+``threshold``, written into the model's label encoding), for trees ``score > 0``; written
+by the label's own name when the active party trained from a table with text labels or a
+``positive_label`` (its output's ``label_names``, e.g. "Yes"/"No"), else as its training
+file coded it (e.g. 0/1).
 
 A trees model (the output of a ``kind = "trees"`` job, :mod:`.predict_trees`) is scored the way
 its held-out evaluation is: each passive party bins its aligned new rows with its training bins
@@ -49,6 +54,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Sequence, Set, Tuple
@@ -105,6 +111,7 @@ class SavedPartyModel:
     fallback: Optional[Tuple[np.ndarray, float]] = None
     preprocessor: Any = None
     preprocessor_path: Optional[Path] = None
+    label_names: Optional[Tuple[Any, Any]] = None  # the labels' own names of the classes coded 0 and 1
 
     @property
     def training_run(self) -> str:
@@ -128,6 +135,28 @@ def _floats(values: Any, what: str, path: Path) -> np.ndarray:
     if array is None or array.ndim != 1 or not np.all(np.isfinite(array)):
         raise ValueError(f"{path}: {what} is not a list of finite numbers")
     return array
+
+
+def _another_run(party: str, model: Any, theirs: Any) -> Exception:
+    """The active party's line for a passive party's model of another training run: both runs
+    by their digests (the outputs' ``job_sha256`` and ``ids_sha256``) and what differs."""
+    from ..errors import CommandError
+
+    def run(job_sha256: Any, ids_sha256: Any) -> str:
+        return f"job {str(job_sha256)[:12]}..., aligned IDs {str(ids_sha256)[:12]}..."
+
+    ours = run(model.training_job_sha256, model.training_ids_sha256)
+    if isinstance(theirs, dict) and isinstance(theirs.get("job_sha256"), str) and isinstance(
+            theirs.get("ids_sha256"), str):
+        other = run(theirs["job_sha256"], theirs["ids_sha256"])
+        why = ("another training job" if theirs["job_sha256"] != model.training_job_sha256 else
+               "the same job file trained on other rows (another run)")
+    else:
+        other, why = "a run it does not name (an older vflsec)", "another run"
+    what = f"party {party!r} holds a model of {why}: its run is {other}, this party's is {ours}"
+    fix = ("give every party's [party] model its output of one training run (the outputs' job_sha256 and "
+           "ids_sha256 must match)")
+    return CommandError(f"{what} ({os.path.normpath(model.path)})", fix, shared=f"{what} -- {fix}")
 
 
 def load_saved_model(path: Path, party: str, role: str, missing: str,
@@ -159,12 +188,14 @@ def load_saved_model(path: Path, party: str, role: str, missing: str,
                          f"is {party!r} ({role}) -- give [party] model this party's own training output")
     prep_path = preprocessor_path(path)
     preprocessor = PartyPreprocessor.load(prep_path) if prep_path is not None and prep_path.is_file() else None
+    names = _label_names(saved.get("label_names"), path)
     if kind == "trees":
         from .predict_trees import load_trees_model
 
         model = load_trees_model(path, saved, party, role, tuple(parties or (party,)), missing)
         return dataclasses.replace(model, preprocessor=preprocessor,
-                                   preprocessor_path=prep_path if preprocessor is not None else None)
+                                   preprocessor_path=prep_path if preprocessor is not None else None,
+                                   label_names=names)
     if not isinstance(saved.get("design"), dict):
         raise ValueError(f"{path} has no model design (written by an older vflsec) -- train the model again "
                          "with this version")
@@ -192,7 +223,32 @@ def load_saved_model(path: Path, party: str, role: str, missing: str,
         raise ValueError(f"{path} does not say which training run it comes from (job_sha256, ids_sha256) -- "
                          f"{retrain}")
     return SavedPartyModel(path, party, role, coef, design, str(digests[0]), str(digests[1]), intercept, labels,
-                           fallback, preprocessor, prep_path if preprocessor is not None else None)
+                           fallback, preprocessor, prep_path if preprocessor is not None else None, names)
+
+
+def _label_names(value: Any, path: Path) -> Optional[Tuple[Any, Any]]:
+    """The training output's ``label_names`` (the label values coded 0 and 1, as the active
+    party's training file had them), None when it has none (numeric labels, or a negative
+    class no training row had)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, (str, int, float, bool)) or v is None
+                                                                  for v in value):
+        raise ValueError(f"{path}: label_names is not the two label values coded 0 and 1 -- train the model again")
+    return None if value[0] is None else (value[0], value[1])
+
+
+def _named(predict: Optional[Callable[[np.ndarray], np.ndarray]], classes: Optional[np.ndarray],
+           names: Optional[Tuple[Any, Any]]) -> Optional[Callable[[np.ndarray], np.ndarray]]:
+    """``predict`` giving each class by its own name (``names`` for ``classes``, negative first)."""
+    if predict is None or classes is None or names is None:
+        return predict
+    assert predict is not None
+
+    def named(theta: np.ndarray) -> np.ndarray:
+        return np.where(predict(theta) == classes[1], names[1], names[0]).astype(object)
+
+    return named
 
 
 def scores_path(output: Path) -> Path:
@@ -244,16 +300,19 @@ class PredictJobKind(JobKind[PredictJob]):
 
     def agree_on_model(self, channel: Any, job: PredictJob, model: Any) -> None:
         """Every passive party's model comes from the active party's training run (else the
-        active party stops the job, naming the party)."""
+        active party stops the job with one line naming the party and both runs: a
+        :class:`~vflsec.errors.CommandError`, which its peers are told too)."""
         if model.role != "active":
-            channel.send(job.active, TAG_PREDICT_MODEL, model.training_run.encode("ascii"))
+            channel.send(job.active, TAG_PREDICT_MODEL, {"run": model.training_run,
+                                                         "job_sha256": model.training_job_sha256,
+                                                         "ids_sha256": model.training_ids_sha256})
             return
         for party in job.passives:
             theirs = channel.recv(party, TAG_PREDICT_MODEL)
-            if not isinstance(theirs, bytes) or theirs.decode("ascii", "replace") != model.training_run:
-                raise ValueError(f"party {party!r} holds a model from another training run than {model.path} "
-                                 "(its training job or aligned IDs differ) -- give every party's [party] model "
-                                 "its output of the same training job")
+            run = theirs.get("run") if isinstance(theirs, dict) else theirs.decode("ascii", "replace") if isinstance(
+                theirs, bytes) else None  # bytes: a vflsec that sends the run's digest only
+            if run != model.training_run:
+                raise _another_run(party, model, theirs)
 
     def score(self, channel: Any, job: PredictJob, model: Any, ids: Sequence[str], X: np.ndarray,
               common: Sequence[str], output: Optional[Path]) -> Dict[str, Any]:
@@ -296,11 +355,15 @@ class PredictJobKind(JobKind[PredictJob]):
         if output is not None:
             target = scores_path(output)
             if trees:
-                _write_scores(target, sorted_ids, theta, source, logistic=True, predict=model.predict)
+                _write_scores(target, sorted_ids, theta, source, logistic=True,
+                              predict=_named(model.predict, model.classes, model.label_names))
             else:
                 labels = model.labels
                 _write_scores(target, sorted_ids, theta, source, logistic=labels is not None and
-                              labels.loss == "logistic", predict=None if labels is None else labels.predict)
+                              labels.loss == "logistic", predict=None if labels is None else _named(
+                                  labels.predict, labels.classes, model.label_names))
+                if labels is not None and labels.classes is not None:
+                    out["threshold"] = labels.threshold
             out["scores"] = str(target)
         return out
 
