@@ -341,8 +341,8 @@ def test_clone_get_params_and_not_fitted():
     pre = PartyPreprocessor(column_types=TYPES, scaling="zscore_clip", max_categories=3)
     params = pre.get_params()
     assert params["column_types"] is TYPES and params["max_categories"] == 3
-    assert set(params) == {"column_types", "scaling", "bounds", "categories", "max_categories", "date_features",
-                           "reference_date", "impute"}
+    assert set(params) == {"column_types", "scaling", "bounds", "categories", "max_categories", "cardinality_limit",
+                           "high_cardinality", "date_features", "reference_date", "impute"}
     for method in (pre.transform, pre.get_feature_names_out):
         with pytest.raises(NotFittedError):
             method(*([_bank()] if method == pre.transform else []))
@@ -373,9 +373,11 @@ def test_passes_scikit_learns_estimator_checks():
         check_estimator(PartyPreprocessor())
 
 
-def test_an_undeclared_id_column_draws_a_warning():
-    with pytest.warns(UserWarning, match="'customer'.*declare column_types"):
+def test_an_undeclared_id_column_is_refused_or_without_a_limit_draws_a_warning():
+    with pytest.raises(ValueError, match=r"'customer' has 400 distinct values.*column_types=\{'customer': 'id'\}"):
         PartyPreprocessor(column_types={"churned": "label"}).fit(_bank())
+    with pytest.warns(UserWarning, match="'customer'.*declare column_types"):
+        PartyPreprocessor(column_types={"churned": "label"}, cardinality_limit=None).fit(_bank())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         PartyPreprocessor(column_types=TYPES).fit(_bank())

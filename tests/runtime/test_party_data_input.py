@@ -43,7 +43,7 @@ def test_the_table_is_checked_summarised_and_written_for_vflsec_party(tmp_path, 
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (["--label-column", "label"], "positive_label"),
+    (["--label-column", "label"], "--positive-label"),
     (["--id-column", "nope"], "no ID column 'nope'"),
     (["--column-type", "opened=when"], "is not COLUMN=TYPE"),
     (["--column-type", "ghost=date"], "'ghost'"),

@@ -8,10 +8,13 @@
 * :mod:`.partition` -- train/test and party split with per-party scaling to
   ``||x_i^P|| <= 1`` (the scaling itself in :mod:`.scaling`).
 * :mod:`.preprocess` -- ``PartyPreprocessor``: one party's own table (types,
-  missing values, categories, dates) to scaled rows, saved as JSON.
+  missing values, categories, dates) to scaled rows, saved as JSON; a
+  categorical column of too many distinct values is refused with a
+  ``HighCardinalityError`` unless declared (:mod:`._cardinality`).
 """
 from typing import TYPE_CHECKING
 
+from ._cardinality import HighCardinalityError
 from .loaders import (
     DATASETS,
     Dataset,
@@ -34,6 +37,7 @@ __all__ = [
     "DATASETS",
     "Alignment",
     "Dataset",
+    "HighCardinalityError",
     "PAPER_SPLITS",
     "PAPER_SPLITS_AS_PUBLISHED",
     "PartyPreprocessor",

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.sparse import issparse
 
 from ..errors import require_extra
+from ._cardinality import check_limit, check_names, checked_texts
 
 COLUMN_TYPES = ("numeric", "categorical", "date", "id", "label", "drop")
 EXCLUDED_TYPES = ("id", "label", "drop")
@@ -248,6 +249,8 @@ class Params:
     bounds: Dict[str, Tuple[Any, Any]]  # floats, or naive Timestamps for date columns
     categories: Dict[str, List[str]]
     max_categories: Optional[int]
+    cardinality_limit: Optional[int]
+    high_cardinality: Tuple[str, ...]
     date_features: Tuple[str, ...]
     reference: Any
     reference_text: str
@@ -265,6 +268,8 @@ class Params:
             "bounds": {k: [bound(lo), bound(hi)] for k, (lo, hi) in self.bounds.items()} or None,
             "categories": {k: list(v) for k, v in self.categories.items()} or None,
             "max_categories": self.max_categories,
+            "cardinality_limit": self.cardinality_limit,
+            "high_cardinality": list(self.high_cardinality) or None,
             "date_features": list(self.date_features),
             "reference_date": self.reference_text,
             "impute": self.impute_given,
@@ -335,7 +340,8 @@ def check_params(model: Any, pd: Any) -> Params:
                          "never does -- use impute='midpoint' (or None)")
     return Params(
         scaling=scaling, column_types=column_types, bounds=bounds, categories=categories,
-        max_categories=max_categories, date_features=tuple(features), reference=reference,
+        max_categories=max_categories, cardinality_limit=check_limit(model.cardinality_limit),
+        high_cardinality=tuple(check_names(model.high_cardinality)), date_features=tuple(features), reference=reference,
         reference_text=model.reference_date if isinstance(model.reference_date, str) else reference.isoformat(),
         impute=impute or ("median" if scaling == "zscore_clip" else "midpoint"), impute_given=impute)
 
@@ -412,7 +418,8 @@ def _learn_values(series: Any, name: str, kind: str, params: Params, pd: Any) ->
     return column
 
 
-def _learn_categorical(series: Any, name: str, params: Params) -> Dict[str, Any]:
+def _learn_categorical(series: Any, name: str, params: Params, texts: Optional[np.ndarray]) -> Dict[str, Any]:
+    """``texts``: the column's :func:`category_texts`, if already made."""
     from sklearn.preprocessing import OneHotEncoder
 
     if name in params.categories:
@@ -423,8 +430,9 @@ def _learn_categorical(series: Any, name: str, params: Params) -> Dict[str, Any]
         raise ValueError(f"scaling='clip_only' reads no statistics of the training rows, but column {name!r}'s "
                          f"categories would be learned from them -- declare them (categories={{{name!r}: [...]}}) "
                          "or drop the column")
-    texts = category_texts(series, name)
-    if texts.size >= _ID_LIKE_ROWS and len(set(texts)) == texts.size:
+    if texts is None:
+        texts = category_texts(series, name)
+    if texts.size >= _ID_LIKE_ROWS and name not in params.high_cardinality and len(set(texts)) == texts.size:
         warnings.warn(f"column {name!r} has a different value in each of the {texts.size} training rows, as an ID "
                       f"has: one-hot encoding makes {texts.size} columns -- if it is an ID, declare "
                       f"column_types={{{name!r}: 'id'}}", UserWarning, stacklevel=4)
@@ -442,11 +450,12 @@ def learn_columns(frame: Any, pd: Any, params: Params) -> Tuple[Dict[str, str], 
     """Every input column's type and, per feature column, the state learned
     from the training rows ``frame``."""
     names = list(frame.columns)
-    declared = list(dict.fromkeys([*params.column_types, *params.bounds, *params.categories]))
+    declared = list(dict.fromkeys([*params.column_types, *params.bounds, *params.categories,
+                                   *params.high_cardinality]))
     absent = [c for c in declared if c not in frame.columns]
     if absent:
-        raise ValueError(f"column(s) {absent} are declared (column_types/bounds/categories) but X has no such "
-                         f"column; X's columns: {names}")
+        raise ValueError(f"column(s) {absent} are declared (column_types/bounds/categories/high_cardinality) but X "
+                         f"has no such column; X's columns: {names}")
     types = {n: params.column_types.get(n) or infer_type(frame[n], n, pd) for n in names}
     for name in params.bounds:
         if types[name] not in ("numeric", "date"):
@@ -458,13 +467,21 @@ def learn_columns(frame: Any, pd: Any, params: Params) -> Tuple[Dict[str, str], 
         if types[name] != "categorical":
             raise ValueError(f"categories[{name!r}]: column {name!r} is {types[name]!r}, not 'categorical' -- "
                              f"declare column_types={{{name!r}: 'categorical'}}")
+    for name in params.high_cardinality:
+        if types[name] != "categorical":
+            raise ValueError(f"high_cardinality names column {name!r}, which is {types[name]!r}, not 'categorical' "
+                             f"-- leave it out of high_cardinality (or declare column_types={{{name!r}: "
+                             "'categorical'}})")
     features = [n for n in names if types[n] not in EXCLUDED_TYPES]
     if not features:
         raise ValueError("X has no feature column: every column is declared 'id', 'label' or 'drop'")
+    learned = [n for n in features if types[n] == "categorical" and n not in params.categories
+               and n not in params.high_cardinality and params.scaling != "clip_only"]
+    texts = checked_texts(frame, learned, params.cardinality_limit, category_texts)
     columns = []
     for name in features:  # a loop, not a comprehension: the ID warning's stacklevel reaches fit's caller
         if types[name] == "categorical":
-            columns.append(_learn_categorical(frame[name], name, params))
+            columns.append(_learn_categorical(frame[name], name, params, texts.get(name)))
         else:
             columns.append(_learn_values(frame[name], name, types[name], params, pd))
     twice = sorted(n for n, k in Counter(output_names(columns)).items() if k > 1)

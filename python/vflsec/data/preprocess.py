@@ -37,6 +37,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ._cardinality import CARDINALITY_LIMIT, HighCardinalityError
 from ._columns import (
     COLUMN_TYPES,
     DATE_FEATURES,
@@ -57,8 +58,8 @@ from ._columns import (
 )
 from .scaling import ZScoreClip, unit_rows
 
-__all__ = ["COLUMN_TYPES", "DATE_FEATURES", "IMPUTATIONS", "MISSING_CATEGORY", "OTHER_CATEGORY",
-           "PREPROCESSOR_SCALINGS", "PartyPreprocessor"]
+__all__ = ["CARDINALITY_LIMIT", "COLUMN_TYPES", "DATE_FEATURES", "IMPUTATIONS", "MISSING_CATEGORY",
+           "OTHER_CATEGORY", "PREPROCESSOR_SCALINGS", "HighCardinalityError", "PartyPreprocessor"]
 
 PREPROCESSOR_SCALINGS = SCALINGS
 FILE_FORMAT = "vflsec.PartyPreprocessor"
@@ -86,9 +87,10 @@ class PartyPreprocessor(TransformerMixin, BaseEstimator):
         declaration. Nothing is inferred from the values: a text column whose
         values all look like numbers (``"007"``, ZIP codes) stays categorical
         unless declared ``"numeric"``, and a text column of dates must be
-        declared ``"date"``. ID and label columns are never inferred: declare
-        them (a text column with a different value in every training row draws
-        a warning that it looks like an ID).
+        declared ``"date"`` (:func:`vflsec.data.read_table` reads ISO dates
+        of a CSV or Parquet file as dates). ID and label columns are never
+        inferred: declare them (a text column with a different value in every
+        training row is refused as high-cardinality, see ``cardinality_limit``).
     scaling : ``"zscore_clip"`` (default) or ``"clip_only"``
         ``"zscore_clip"`` -- as :func:`vflsec.data.vertical_split`'s: every
         output column z-scored with the mean and standard deviation of the
@@ -120,6 +122,22 @@ class PartyPreprocessor(TransformerMixin, BaseEstimator):
         For categories learned from the training rows: at most this many
         one-hot columns per column, the rarest categories pooled into one
         ``"(other)"`` column (scikit-learn's ``OneHotEncoder(max_categories=)``).
+    cardinality_limit : int >= 1 or None, default 100
+        A categorical column whose categories are learned from the training
+        rows is refused (:class:`~vflsec.data.HighCardinalityError`, a
+        ValueError naming every such column, its distinct values and the fix)
+        when it has more than this many distinct values, or at least 20 and
+        on average fewer than 2 training rows per value: a text column of
+        dates, IDs or free text one-hot encodes into a column per value.
+        Declare what it is: its type (``column_types``: ``"date"``,
+        ``"numeric"``, ``"id"``, ``"drop"``), its ``categories``, or list it
+        in ``high_cardinality``. None: no column is refused (a column with a
+        different value in every row then draws a warning). Missing cells
+        are not a value.
+    high_cardinality : list of column names, optional
+        Categorical columns one-hot encoded whatever their number of distinct
+        values (``cardinality_limit`` does not apply to them); combine with
+        ``max_categories`` to pool the rarest values.
     date_features : sequence of ``"days"``, ``"year"``, ``"month"``, ``"day"``, ``"day_of_week"``
         What each date column becomes. Default ``("days",)``: days since
         ``reference_date``, one continuous, monotone feature (an account's
@@ -163,13 +181,16 @@ class PartyPreprocessor(TransformerMixin, BaseEstimator):
 
     def __init__(self, *, column_types: Optional[Dict[str, str]] = None, scaling: str = "zscore_clip",
                  bounds: Optional[Dict[str, Any]] = None, categories: Optional[Dict[str, Any]] = None,
-                 max_categories: Optional[int] = None, date_features: Any = ("days",),
+                 max_categories: Optional[int] = None, cardinality_limit: Optional[int] = CARDINALITY_LIMIT,
+                 high_cardinality: Optional[List[str]] = None, date_features: Any = ("days",),
                  reference_date: Any = "1970-01-01", impute: Optional[str] = None) -> None:
         self.column_types = column_types
         self.scaling = scaling
         self.bounds = bounds
         self.categories = categories
         self.max_categories = max_categories
+        self.cardinality_limit = cardinality_limit
+        self.high_cardinality = high_cardinality
         self.date_features = date_features
         self.reference_date = reference_date
         self.impute = impute
@@ -184,7 +205,8 @@ class PartyPreprocessor(TransformerMixin, BaseEstimator):
     def fit(self, X: Any, y: Any = None) -> "PartyPreprocessor":
         """Learn the column types, imputation values, categories and (for
         ``"zscore_clip"``) the scaling statistics from ``X``, this party's
-        training rows. ``y`` is ignored."""
+        training rows. ``y`` is ignored. :class:`HighCardinalityError` for a
+        categorical column of too many distinct values (``cardinality_limit``)."""
         pd = pandas()
         frame, from_frame = as_frame(X, pd, None)
         if frame.shape[1] == 0:

@@ -3,7 +3,8 @@ in-process alignment of several parties' tables by ID.
 
 :func:`read_table` reads one party's file: an ID column, optionally a label
 column, and feature columns with the types pyarrow infers (numbers, text,
-dates and timestamps, booleans). Missing feature values stay missing
+dates and timestamps, booleans; a Parquet text column of ISO dates becomes a
+date column, as the same CSV column does: :func:`text_dates`). Missing feature values stay missing
 (NaN/None: the preprocessor imputes them); every other mistake in the data is
 a :class:`TableError` (a ``ValueError``) whose one-line message names the
 file, the row (and CSV line) and the column, and says what to do.
@@ -52,7 +53,8 @@ class PartyTable:
     ... when the file has no ID column); ``features``: pandas DataFrame of
     the other columns, original names and order, with the dtypes pyarrow
     inferred (int64/float64, bool, pandas' string dtype, datetime64 for dates
-    and timestamps, category for a Parquet dictionary column); an int column
+    and timestamps -- also for a Parquet text column of ISO dates, as for the
+    same CSV column --, category for a Parquet dictionary column); an int column
     with missing cells is float64 with NaN, a bool column with missing cells
     float64 1.0/0.0/NaN (as pandas does for ints); ``labels``: int64 0/1 per
     row, or None without a label column; ``label_classes``: the original
@@ -129,6 +131,14 @@ def read_table(path: Any, *, id_column: Optional[str], label_column: Optional[st
     scikit-learn take DataFrames. A CSV column whose type changes after the
     first block (``abc`` below a thousand numbers) is widened and the file
     read again.
+
+    Dates are read the same way from both formats: a CSV column of ISO dates
+    (``2024-01-31``, ``2024-01-31 10:00:00``) is inferred a date or
+    timestamp column by pyarrow, and a Parquet text column of the same cells
+    is converted to the same type (:func:`text_dates`; pandas writes a
+    column it read from CSV without ``parse_dates`` as text). A Parquet
+    date or timestamp column stays one; other Parquet text stays text (a
+    Parquet file's writer chose its numbers' types).
 
     Raises :class:`TableError` (a ``ValueError``; for a missing file also a
     ``FileNotFoundError``) naming the file, row, CSV line and column, with
@@ -220,11 +230,63 @@ def _build(source: TableSource, batches: List["pa.RecordBatch"], id_column: Opti
         column = feature_table.column(j)
         if pa.types.is_null(field.type) or (pa.types.is_boolean(field.type) and column.null_count):
             feature_table = feature_table.set_column(j, field.name, column.cast(pa.float64()))
+        elif source.kind == "parquet" and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            dates = text_dates(column)
+            if dates is not None:
+                feature_table = feature_table.set_column(j, field.name, dates)
     frame = feature_table.to_pandas(self_destruct=True, split_blocks=True, date_as_object=False,
                                     ignore_metadata=True)
     del feature_table
     return PartyTable(path=source.path, ids=ids, features=frame, id_column=id_column, label_column=label_column,
                       labels=labels, label_classes=classes)
+
+
+# --------------------------------------------------------------------- dates in text
+
+# The types pyarrow's CSV reader infers for a column of dates and times, in the order it tries
+# them; a zone offset (``Z``, ``+02:00``) in every value gives the UTC ones.
+_DATE_TYPES = ("date32", "s", "ns", "s-utc", "ns-utc")
+_DATE_SAMPLE = 64  # cells cast first: a text column of categories fails on them, not on every row
+
+
+def _date_type(name: str) -> "pa.DataType":
+    import pyarrow as pa
+
+    if name == "date32":
+        return pa.date32()
+    unit, _, zone = name.partition("-")
+    return pa.timestamp(unit, tz="UTC" if zone else None)
+
+
+def text_dates(column: Any) -> Any:
+    """A text column (pyarrow string) as the date or timestamp column that
+    pyarrow's CSV reader infers from the same cells, or None when it would
+    keep it text: the cells CSV reads as missing (empty, ``NA``, ``null``,
+    ...: ``pyarrow.csv.ConvertOptions().null_values``) are missing, every
+    other cell must parse as an ISO 8601 date (``2024-01-31``: date32) or
+    date and time (``2024-01-31 10:00:00``, ``T``, fractions of a second, a
+    zone offset: timestamp, UTC where the cells carry an offset), and at
+    least one cell must hold one. A Parquet file's text column of dates thus
+    becomes a date column, as the same column of a CSV file does."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+
+    missing = pc.is_in(column, value_set=pa.array(pcsv.ConvertOptions().null_values, type=column.type))
+    values = pc.if_else(missing, pa.scalar(None, type=column.type), column)
+    if values.null_count == len(values):
+        return None
+    # A failed cast of a long column costs about a second: the first cells decide which casts are tried.
+    head = values.drop_null().slice(0, _DATE_SAMPLE)
+    for name in _DATE_TYPES:
+        for cells in (head, values):
+            try:
+                dates = cells.cast(_date_type(name))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                break
+        else:
+            return dates
+    return None
 
 
 # --------------------------------------------------------------------- IDs
@@ -462,9 +524,15 @@ def align(frames: Mapping[str, Any], id_column: Optional[str] = None) -> Alignme
     ids = {str(name): _frame_ids(str(name), frame, id_column) for name, frame in frames.items()}
     common = reduce(lambda a, b: np.intersect1d(a, b, assume_unique=True), ids.values())
     if common.size == 0:
-        examples = "; ".join(f"{name}: {_show(sorted(v[:3].tolist()))}" for name, v in ids.items())
-        raise ValueError(f"no ID is held by every party ({examples}) -- check that the parties write the IDs the "
-                         "same way (e.g. '007' and '7' differ)")
+        from ..federation.id_format import IdFormat, format_hints  # what `vflsec party` says, too
+
+        examples = "; ".join(f"{name}: {_show(sorted(v[:3].tolist()))} ({IdFormat.of(v.tolist()).describe()})"
+                             for name, v in ids.items())
+        hints = format_hints({f"party {name!r}": IdFormat.of(v.tolist()) for name, v in ids.items()})
+        fix = ("make every party write the same text: " + "; ".join(hints) if hints else
+               "the IDs are written alike, so the parties hold different customers: check the ID column and the "
+               "rows of each party ('007' and '7' differ)")
+        raise ValueError(f"no ID is held by every party ({examples}) -- {fix}")
     aligned: Dict[str, Any] = {}
     for name, frame in frames.items():
         own = ids[str(name)]

@@ -351,12 +351,24 @@ def _read_python(header: _Header, capacity: int) -> _Rows:
 
 
 def write_csv(path: Path, ids: Sequence[str], X: np.ndarray, y: Optional[np.ndarray] = None,
-              *, id_column: str = "id", label_column: str = "y") -> None:
-    """Write one party's CSV; floats with ``repr`` precision (exact round trip)."""
+              *, id_column: str = "id", label_column: str = "y",
+              feature_names: Optional[Sequence[str]] = None) -> None:
+    """Write one party's CSV; floats with ``repr`` precision (exact round trip).
+
+    ``feature_names``: the header of the feature columns (a preprocessor's
+    ``get_feature_names_out()``, a dataset's column names); default ``x0``,
+    ``x1``, .... A name or ID holding a comma, a quote or a line break is
+    quoted (as :func:`read_party_csv` reads it back)."""
     X = np.asarray(X, dtype=np.float64)
-    header = [id_column] + ([label_column] if y is not None else []) + [f"x{j}" for j in range(X.shape[1])]
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(",".join(header) + "\n")
+    if feature_names is None:
+        names = [f"x{j}" for j in range(X.shape[1])]
+    else:
+        names = [str(n) for n in feature_names]
+        if len(names) != X.shape[1]:
+            raise ValueError(f"{len(names)} feature names for {X.shape[1]} feature columns")
+    header = [id_column] + ([label_column] if y is not None else []) + names
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(header)
         for i, ident in enumerate(ids):
-            fields = [ident] + ([repr(float(y[i]))] if y is not None else []) + [repr(float(v)) for v in X[i]]
-            fh.write(",".join(fields) + "\n")
+            writer.writerow([ident] + ([repr(float(y[i]))] if y is not None else []) + [repr(float(v)) for v in X[i]])

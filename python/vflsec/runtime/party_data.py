@@ -10,7 +10,8 @@ Splits a dataset vertically (:func:`vflsec.data.vertical_split`, per-party
 ``zscore_clip`` scaling to row norms <= 1, statistics from each party's own
 training rows) and writes one CSV
 per party: an ``id`` column, the active party's ``y`` label column (0/1),
-then the party's feature columns. To mimic un-aligned data, each party keeps
+then the party's feature columns under the dataset's column names (Adult's
+one-hot columns as ``<attribute>=<value>``). To mimic un-aligned data, each party keeps
 a random ``--keep`` fraction of the rows, in its own random order, so the
 parties must align them by private set intersection before training. IDs
 are opaque strings derived from the row number through a keyed permutation
@@ -25,6 +26,7 @@ the test files existed.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -135,7 +137,7 @@ def _write_raw(args) -> None:
         raise missing_dataset(exc) from exc
     label, positive = DEMO_LABELS[args.dataset]
     for path in written.values():
-        print(path)
+        print(os.path.normpath(path))
     print(f"ID column {DEMO_ID!r}; the bank's label column {label!r} (positive label {positive!r}); "
           "-next tables have no label")
 
@@ -189,10 +191,10 @@ def run(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, (ids, X, y, features) in both["train"].items():
         path = out / f"{name}.csv"
-        write_csv(path, ids, X, y)
-        print(f"{path}: {len(ids)} rows, {X.shape[1]} features ({', '.join(features[:4])}"
+        write_csv(path, ids, X, y, feature_names=features)
+        print(f"{os.path.normpath(path)}: {len(ids)} rows, {X.shape[1]} features ({', '.join(features[:4])}"
               f"{', ...' if len(features) > 4 else ''})")
-    for name, (ids, X, y, _) in both["test"].items():
+    for name, (ids, X, y, features) in both["test"].items():
         path = out / f"{name}-test.csv"
-        write_csv(path, ids, X, y)
-        print(f"{path}: {len(ids)} held-out rows (for evaluate = true: [party] test_data)")
+        write_csv(path, ids, X, y, feature_names=features)
+        print(f"{os.path.normpath(path)}: {len(ids)} held-out rows (for evaluate = true: [party] test_data)")
