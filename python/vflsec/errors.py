@@ -16,7 +16,7 @@ __all__ = ["EXTRAS", "CommandError", "missing_dataset", "missing_module", "requi
 # top-level module of an optional dependency -> the extra that installs it
 EXTRAS = {
     "tenseal": "he", "phe": "he", "gmpy2": "he",
-    "torch": "torch", "dp_accounting": "torch",
+    "torch": "torch",
     "grpc": "net", "google": "net", "cryptography": "net", "private_set_intersection": "net",
     "matplotlib": "bench", "tqdm": "bench",
     "skfuzzy": "baselines", "faiss": "baselines", "opendp": "baselines",
@@ -27,12 +27,17 @@ BUILT_IN = "breast and synthetic are built in"
 
 
 class CommandError(Exception):
-    """An ordinary mistake: ``what`` went wrong and ``fix`` says what to do."""
+    """An ordinary mistake: ``what`` went wrong and ``fix`` says what to do.
 
-    def __init__(self, what: str, fix: str = "") -> None:
+    ``shared``: for a mistake found between the parties of a job (``vflsec party``), what this
+    party's peers are told when it stops (None: the whole message); set where the message shows
+    something of this party's own (example IDs, its values of a job file's keys)."""
+
+    def __init__(self, what: str, fix: str = "", *, shared: Optional[str] = None) -> None:
         super().__init__(f"{what} -- {fix}" if fix else what)
         self.what = what
         self.fix = fix
+        self.shared = shared
 
 
 def _one_line(text: str) -> str:

@@ -471,7 +471,7 @@ def test_silent_leader_fails_the_follower_at_the_deadline_naming_it(certs, loopb
         follower.set_recv_timeout(deadline, deadlines.PHASE_HANDSHAKE)
         from vflsec.runtime.kinds import get_job_kind
 
-        spec = SimpleNamespace(digest="0" * 64, kind=get_job_kind("glm"))
+        spec = SimpleNamespace(digest="0" * 64, kind=get_job_kind("glm"), key_digests=dict)
         with PeakRSS() as rss, PingProbe(leader, "b") as pings:
             started = time.monotonic()
             with pytest.raises(StepTimeout) as info:

@@ -92,10 +92,10 @@ def test_split_learning_mismatched_job_file_is_refused(tmp_path, fast_network, r
     config = local.configs["passive2"]
     config.write_text(config.read_text().replace('job = "job.toml"', f'job = "{other.name}"'))
     status = run_parties(local, 60.0)
-    for _name, (rc, err) in status.items():
-        assert rc == 1, err
-    assert "job description of ['passive2'] differs" in status["active"][1]
-    assert "refused the job" in status["passive2"][1]
+    for _name, (rc, err) in status.items():  # one line with the fix at every party (issue 37)
+        assert rc == 2, err
+    assert "the job file of party 'passive2' differs from this party's" in status["active"][1]
+    assert "differs from the leader's (party 'active') in [job] lr (here 0.02)" in status["passive2"][1]
 
 
 def test_killed_passive_stops_others_and_resume_reproduces_model(killed_job, run_parties, party_outputs):

@@ -37,6 +37,17 @@ at most a window of buckets (two per worker) unanswered and the member
 answers before it waits beyond it, so the messages a party holds at once do
 not grow with the number of IDs.
 
+No common ID (:func:`exchange_id_formats`): when the intersection is empty, and only then,
+every member sends the leader the coarse format of its IDs
+(:class:`~vflsec.federation.id_format.IdFormat`: their length range, the common start of all of
+them before the first digit, digits only or not, leading zeros, letter case, the other
+characters used, spaces around them; no ID and no count), and the leader sends each member
+its own, so every party can say how the writing differs (``'4711'`` and ``'C004711'``). That
+format is what this step reveals beyond PSI's empty result.
+
+Progress: ``progress(peer, buckets_done, buckets)`` of :func:`align_ids` is called after every
+bucket (the leader: a reply back; a member: a request answered).
+
 Where a party's buckets are computed (:mod:`vflsec.federation.psi_workers`,
 ``executor=`` of :func:`align_ids`, ``[compute]`` of a party file): this
 process's threads (openmined-psi releases the GIL; the default), or the
@@ -52,11 +63,12 @@ import hashlib
 import time
 from collections import deque
 from functools import partial
-from typing import Any, Deque, Dict, List, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .channel import Channel
+from .id_format import IdFormat
 from .ids import IdColumn, check_strings, ids_sha256
 from .psi_workers import (
     BucketWorkers,
@@ -67,13 +79,18 @@ from .psi_workers import (
     thread_count,
 )
 
-__all__ = ["BUCKET_TARGET", "TAG_PSI_REQUEST", "TAG_PSI_RESPONSE", "TAG_PSI_RESULT", "TAG_PSI_SETUP", "IdColumn",
-           "align_ids", "bucket_of", "ids_sha256", "psi_client_intersection", "psi_server_reply", "row_order"]
+__all__ = ["BUCKET_TARGET", "TAG_PSI_FORMAT", "TAG_PSI_REQUEST", "TAG_PSI_RESPONSE", "TAG_PSI_RESULT",
+           "TAG_PSI_SETUP", "IdColumn", "IdFormat", "align_ids", "bucket_of", "exchange_id_formats", "ids_sha256",
+           "psi_client_intersection", "psi_server_reply", "row_order"]
 
 TAG_PSI_REQUEST = "psi_request"
 TAG_PSI_SETUP = "psi_setup"
 TAG_PSI_RESPONSE = "psi_response"
 TAG_PSI_RESULT = "psi_result"
+TAG_PSI_FORMAT = "psi_id_format"
+
+#: ``progress(peer, buckets_done, buckets)``
+Progress = Callable[[str, int, int], None]
 
 
 def check_ids(ids: Sequence[str], what: str = "ids") -> Sequence[str]:
@@ -135,7 +152,8 @@ class _Buckets:
 
 def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Sequence[str],
               timeout: Optional[float] = None, workers: Optional[int] = None,
-              bucket_target: int = BUCKET_TARGET, executor: Any = None) -> IdColumn:
+              bucket_target: int = BUCKET_TARGET, executor: Any = None,
+              progress: Optional[Progress] = None) -> IdColumn:
     """Run multi-party PSI; every caller gets the same sorted column of the IDs
     all parties hold (an :class:`~vflsec.federation.ids.IdColumn`, equal to the
     list of them). The leader calls it with ``members`` = the other data
@@ -159,7 +177,7 @@ def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Se
     client buckets on ``workers`` Ray actors (default: one per CPU of the cluster) that keep each
     bucket's key to themselves. The messages are the same either way.
     ``workers=1`` with a ``bucket_target`` above the ID count is the unbucketed, sequential
-    protocol."""
+    protocol. ``progress(peer, buckets_done, buckets)`` is called after every bucket."""
     column = IdColumn.of(ids)
     if workers is not None:
         thread_count(workers)  # checked before anything starts
@@ -170,9 +188,9 @@ def align_ids(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Se
         if endpoint.name == leader:
             current = column  # the running intersection, in the column's order (no sorted copy of all IDs)
             for member in members:
-                current = _leader_run(endpoint, member, current, bucket_work, bucket_target, timeout)
+                current = _leader_run(endpoint, member, current, bucket_work, bucket_target, timeout, progress)
         else:
-            _member_run(endpoint, leader, column, bucket_work, timeout)
+            _member_run(endpoint, leader, column, bucket_work, timeout, progress)
     finally:
         bucket_work.close()
     if endpoint.name == leader:
@@ -231,7 +249,7 @@ def bucket_count(n_ids: int, bucket_target: int, threads: int) -> int:
 
 
 def _leader_run(endpoint: Channel, member: str, current: IdColumn, bucket_work: BucketWorkers,
-                bucket_target: int, timeout: Optional[float]) -> IdColumn:
+                bucket_target: int, timeout: Optional[float], progress: Optional[Progress] = None) -> IdColumn:
     """One two-party run as PSI client: the running intersection with ``member``'s IDs.
 
     Requests go out at most ``window`` buckets ahead of the replies that came back (the
@@ -267,13 +285,15 @@ def _leader_run(endpoint: Channel, member: str, current: IdColumn, bucket_work: 
             send_request(k + window)
         while found and found[0].done():
             keep_found()
+        if progress is not None:
+            progress(member, k + 1, buckets)
     while found:
         keep_found()
     return current.take(np.sort(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64))
 
 
 def _member_run(endpoint: Channel, leader: str, ids: IdColumn, bucket_work: BucketWorkers,
-                timeout: Optional[float]) -> None:
+                timeout: Optional[float], progress: Optional[Progress] = None) -> None:
     """One two-party run as PSI server, bucket by bucket as the leader's requests arrive; a
     reply goes out before the member waits for a request beyond the leader's window."""
     header = endpoint.recv(leader, TAG_PSI_REQUEST, timeout=timeout)
@@ -300,8 +320,31 @@ def _member_run(endpoint: Channel, leader: str, ids: IdColumn, bucket_work: Buck
         if not isinstance(request, bytes):
             raise TypeError(f"party {leader!r} sent a PSI request that is not bytes")
         replies.append(bucket_work.reply(partial(parts.strings, k), request))
+        if progress is not None:
+            progress(leader, k + 1, buckets)
     while replies:
         send_reply()
+
+
+def exchange_id_formats(endpoint: Channel, ids: Sequence[str], *, leader: str, members: Sequence[str],
+                        timeout: Optional[float] = None) -> Dict[str, IdFormat]:
+    """After an alignment that found no common ID, and only then: the coarse formats of the
+    peers' IDs (module docstring; what they reveal is an
+    :class:`~vflsec.federation.id_format.IdFormat`, no ID). Called as :func:`align_ids` is
+    (the leader with ``members``, a member with ``members`` = ()); ``party -> format``: this
+    party's own first, then every member's (the leader) or the leader's (a member). The leader
+    answers only once it holds every member's, so no member stops before the leader has them."""
+    own = IdFormat.of(IdColumn.of(ids))
+    formats = {endpoint.name: own}
+    if endpoint.name == leader:
+        for member in members:
+            formats[member] = IdFormat.from_message(endpoint.recv(member, TAG_PSI_FORMAT, timeout=timeout), member)
+        for member in members:
+            endpoint.send(member, TAG_PSI_FORMAT, own.to_message())
+        return formats
+    endpoint.send(leader, TAG_PSI_FORMAT, own.to_message())
+    formats[leader] = IdFormat.from_message(endpoint.recv(leader, TAG_PSI_FORMAT, timeout=timeout), leader)
+    return formats
 
 
 def row_order(ids: Sequence[str], common: Sequence[str]) -> np.ndarray:

@@ -29,6 +29,7 @@ Format (relative paths are relative to the file)::
     [preprocess]                    # optional: the party's own raw table (CSV or Parquet, any column
     scaling = "zscore_clip"         # types) through vflsec.data.PartyPreprocessor, fitted on this
     column_types = { joined = "date" }  # file's rows; keys are its parameters (see party_table)
+    high_cardinality = ["branch"]   # categorical columns of more than cardinality_limit (100) values
 
     [network]                       # optional, see NetworkSettings
     peer_timeout = 10.0
@@ -44,6 +45,7 @@ Format (relative paths are relative to the file)::
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
@@ -147,6 +149,14 @@ def _compute(raw: Mapping[str, Any], path: Path) -> Dict[str, Any]:
     return compute
 
 
+def _joined(base: Path, value: str) -> Path:
+    """``base / value`` without ``x/..`` steps (what every message and output then shows), unless
+    dropping them changes the file meant (a symlinked folder before a ``..``)."""
+    joined = base / value
+    tidy = Path(os.path.normpath(joined))
+    return tidy if tidy == joined or os.path.realpath(tidy) == os.path.realpath(joined) else joined
+
+
 def load_party_config(path: Path) -> PartyConfig:
     """The checked configuration: ValueError naming ``path`` and the table for an
     unknown table or key, a missing key or a value that is not a string (the
@@ -174,7 +184,7 @@ def load_party_config(path: Path) -> PartyConfig:
     if not isinstance(keep_shards, bool):
         raise ValueError(f"{path}: [party] keep_shards must be true or false, got {keep_shards!r}")
     _strings(party, "party", path)
-    resolve = lambda value: None if value is None else (base / value)  # noqa: E731
+    resolve = lambda value: None if value is None else _joined(base, value)  # noqa: E731
     tls = raw.get("tls")
     if tls is not None:
         tls = _table(raw, "tls", path)
@@ -184,12 +194,12 @@ def load_party_config(path: Path) -> PartyConfig:
         if set(tls) - set(TLS_KEYS):
             raise ValueError(f"{path}: unknown [tls] keys {sorted(set(tls) - set(TLS_KEYS))} (known: ca, cert, key)")
         _strings(tls, "tls", path)
-        tls = {k: base / tls[k] for k in TLS_KEYS}
+        tls = {k: _joined(base, tls[k]) for k in TLS_KEYS}
     peers = _table(raw, "peers", path)
     if not all(isinstance(v, str) for v in peers.values()):
         raise ValueError(f"{path}: [peers] maps party names to 'host:port' strings")
     return PartyConfig(
-        name=party["name"], listen=party["listen"], job=base / party["job"], peers=peers,
+        name=party["name"], listen=party["listen"], job=_joined(base, party["job"]), peers=peers,
         data=resolve(party.get("data")), id_column=party.get("id_column", "id"),
         label_column=party.get("label_column"), output=resolve(party.get("output")),
         checkpoint_dir=resolve(party.get("checkpoint_dir")), tls=tls, test_data=resolve(party.get("test_data")),

@@ -49,7 +49,7 @@ def runtime_tags() -> FrozenSet[str]:
     from ..federation import psi
 
     return frozenset(handshake.TAGS) | {psi.TAG_PSI_REQUEST, psi.TAG_PSI_SETUP, psi.TAG_PSI_RESPONSE,
-                                        psi.TAG_PSI_RESULT}
+                                        psi.TAG_PSI_RESULT, psi.TAG_PSI_FORMAT}
 
 
 def expected_tags(kind: JobKind[Any], job: Any, evaluate: bool = False) -> Optional[FrozenSet[str]]:

@@ -1,7 +1,9 @@
 """The start-up agreements of ``vflsec party``, led by the active party.
 
 * :func:`agree_on_job`: every party sends the SHA-256 of its job description
-  to the leader, which refuses any mismatch, then opens a fresh random
+  (and of each of its keys, :meth:`.job_spec.JobSpec.key_digests`) to the
+  leader, which refuses any mismatch -- every party then stops with one line
+  naming the keys that differ and exit status 2 -- then opens a fresh random
   session id (messages of any other session are rejected). A job kind whose
   job has ``widths`` (GLM) also agrees here on every data party's block
   width, before any key is made: each data party announces the feature
@@ -21,9 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..errors import CommandError
 from .job_spec import JobSpec
 
 __all__ = ["agree_on_job", "agree_on_plan", "checkpoint_fingerprint"]
@@ -52,7 +56,7 @@ def agree_on_job(channel, spec: JobSpec, leader: str, followers: List[str], widt
     """
     with_widths = "widths" in spec.kind.job_fields()
     if channel.name != leader:
-        hello: Dict[str, Any] = {"job_sha256": spec.digest}
+        hello: Dict[str, Any] = {"job_sha256": spec.digest, "key_sha256": _key_digests_text(spec)}
         if with_widths and width is not None:
             hello["n_features"] = int(width)
         channel.send(leader, TAG_HELLO, hello)
@@ -60,6 +64,8 @@ def agree_on_job(channel, spec: JobSpec, leader: str, followers: List[str], widt
         if not isinstance(reply, dict) or not ("error" in reply or isinstance(reply.get("session"), str)):
             raise ValueError(f"the leader {leader!r} answered the job agreement with {_short(reply)}")
         if "error" in reply:
+            if "differs" in reply:
+                raise _follower_mistake(spec, leader, channel.name, reply["differs"])
             raise ValueError(f"the leader {leader!r} refused the job: {reply['error']}")
         channel.begin_session(reply["session"])
         # Checked in the new session: a refusal's abort then reaches the leader, which is in it already.
@@ -69,18 +75,18 @@ def agree_on_job(channel, spec: JobSpec, leader: str, followers: List[str], widt
         if with_widths:
             _compare_widths(channel, spec, widths, leader, followers)
         return widths
-    mismatched = []
+    differs: Dict[str, Optional[List[str]]] = {}  # follower -> the keys that differ (None: not said)
     announced: Dict[str, Any] = {leader: width}
     for follower in followers:
         hello = channel.recv(follower, TAG_HELLO)
         if not isinstance(hello, dict) or hello.get("job_sha256") != spec.digest:
-            mismatched.append(follower)
+            differs[follower] = _differing_keys(spec, hello.get("key_sha256") if isinstance(hello, dict) else None)
         else:
             announced[follower] = hello.get("n_features")
     error = None
     widths = None
-    if mismatched:
-        error = (f"job description of {mismatched} differs from the leader's (sha256 {spec.digest[:16]}...); "
+    if differs:
+        error = (f"job description of {sorted(differs)} differs from the leader's (sha256 {spec.digest[:16]}...); "
                  "every party must run the same job.toml")
     elif with_widths:
         try:
@@ -88,11 +94,16 @@ def agree_on_job(channel, spec: JobSpec, leader: str, followers: List[str], widt
         except ValueError as exc:
             error = str(exc)
     if error is not None:
+        refusal: Dict[str, Any] = {"error": error}
+        if differs:  # key names only: every party names them (the wire carries no nested dict)
+            refusal["differs"] = json.dumps(differs, sort_keys=True)
         for follower in followers:
             try:
-                channel.send(follower, TAG_SESSION, {"error": error})
+                channel.send(follower, TAG_SESSION, refusal)
             except Exception:  # noqa: BLE001 - a follower that stopped on the refusal already; report the refusal
                 pass
+        if differs:
+            raise _leader_mistake(spec, differs)
         raise ValueError(error)
     session = f"{spec.digest[:16]}-{secrets.token_hex(16)}"
     channel.accept_session(session)
@@ -107,6 +118,94 @@ def agree_on_job(channel, spec: JobSpec, leader: str, followers: List[str], widt
     for follower in followers:
         channel.send(follower, TAG_GO, b"")
     return widths
+
+
+#: hex digits kept of each key's digest (a comparison, not a commitment: 64 bits tell keys apart)
+_KEY_DIGEST_HEX = 16
+
+
+def _key_digests_text(spec: JobSpec) -> str:
+    """``{key: digest}`` of the job's keys as canonical JSON (the wire carries no nested dict)."""
+    digests = {key: digest[:_KEY_DIGEST_HEX] for key, digest in spec.key_digests().items()}
+    text = json.dumps(digests, sort_keys=True, separators=(",", ":"))
+    return text if len(text) < 60_000 else ""  # a wire string holds 64 KiB; the keys then go unnamed
+
+
+def _differing_keys(spec: JobSpec, theirs: Any) -> Optional[List[str]]:
+    """The keys whose digests differ between this job and a peer's ``{key: digest}`` text, a key
+    only one of them has included; None when the peer sent no usable map (an older vflsec)."""
+    try:
+        peer = json.loads(theirs) if isinstance(theirs, str) and theirs else None
+    except ValueError:
+        peer = None
+    if not isinstance(peer, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in peer.items()):
+        return None
+    own = {key: digest[:_KEY_DIGEST_HEX] for key, digest in spec.key_digests().items()}
+    return sorted(key for key in set(own) | set(peer) if own.get(key) != peer.get(key))[:50]
+
+
+def _shown_path(spec: JobSpec) -> str:
+    return os.path.normpath(spec.source) if spec.source is not None else "the job file"
+
+
+def _keys_text(spec: JobSpec, keys: Optional[Sequence[str]], own_values: bool) -> str:
+    """``lr (here 0.5), options.k (not set here)``: the keys that differ, with this party's values
+    (shown here only, never sent)."""
+    if keys is None:
+        return "keys its vflsec version does not name (every party on the same vflsec version names them)"
+    if not keys:  # every key alike and yet another digest
+        return "no single key (are both parties on the same vflsec version?)"
+    values = spec.keyed()
+    shown = []
+    for key in keys:
+        if not own_values:
+            shown.append(key)
+        elif key in values:
+            text = json.dumps(values[key], default=str)
+            shown.append(f"{key} (here {text if len(text) <= 40 else text[:40] + '...'})")
+        else:
+            shown.append(f"{key} (not set here)")
+    return "[job] " + ", ".join(shown)
+
+
+#: what a party tells its peers when it stops on different job files (each party names the keys)
+_SHARED = "the parties run different job files (each party names the keys) -- use the same job.toml on every party"
+_SAME_JOB_FIX = "use the same job.toml (and the same --job overrides) on every party"
+
+
+def _leader_mistake(spec: JobSpec, differs: Mapping[str, Optional[List[str]]]) -> CommandError:
+    """The leader's line: which party's job file differs from its own, in which keys."""
+    parts = [f"the job file of party {party!r} differs from this party's {_shown_path(spec)} in "
+             f"{_keys_text(spec, keys, own_values=True)}" for party, keys in sorted(differs.items())]
+    names = ", ".join(repr(p) for p in sorted(differs))
+    return CommandError("; ".join(parts),
+                        f"{_SAME_JOB_FIX} (copy {_shown_path(spec)} to {names})",
+                        shared=_SHARED)
+
+
+def _follower_mistake(spec: JobSpec, leader: str, name: str, differs_text: Any) -> CommandError:
+    """A follower's line from the leader's refusal: its own keys that differ, or which other
+    party's file differs."""
+    try:
+        differs = json.loads(differs_text) if isinstance(differs_text, str) else None
+    except ValueError:
+        differs = None
+    if not isinstance(differs, dict) or not differs:
+        raise ValueError(f"the leader {leader!r} refused the job naming no party: {_short(differs_text)}")
+    if name in differs:
+        keys = differs[name]
+        keys = [str(k) for k in keys] if isinstance(keys, list) else None
+        return CommandError(f"this party's job file {_shown_path(spec)} differs from the leader's (party "
+                            f"{leader!r}) in {_keys_text(spec, keys, own_values=True)}",
+                            f"{_SAME_JOB_FIX} (copy the leader's job file over {_shown_path(spec)})", shared=_SHARED)
+    parts = []
+    for party, keys in sorted(differs.items()):
+        keys = [str(k) for k in keys] if isinstance(keys, list) else None
+        parts.append(f"the job file of party {party!r} differs from the leader's (party {leader!r}) in "
+                     f"{_keys_text(spec, keys, own_values=False)}")
+    names = ", ".join(repr(p) for p in sorted(differs))
+    return CommandError("; ".join(parts),
+                        f"{_SAME_JOB_FIX} (copy the leader's job file to {names})", shared=_SHARED)
 
 
 def _short(value: Any, limit: int = 120) -> str:

@@ -83,6 +83,10 @@ class JobKind(Generic[JobT]):
         they start, beyond the job object's own (ValueError/TypeError); e.g. a
         GLM protocol's lookup and its parameter checks."""
 
+    def check_evaluation(self, job: JobT, fields: Mapping[str, Any], evaluate: bool) -> None:
+        """The checks of ``job``'s fields that depend on the job's ``evaluate`` (ValueError),
+        e.g. a GLM threshold chosen on the held-out rows needs them."""
+
     def party_rows(self, job: JobT, fields: Mapping[str, Any], row_norm: str, party: str,
                    X: np.ndarray, order: Optional[np.ndarray] = None) -> Any:
         """Data party ``party``'s rows (training or held-out, as read from its

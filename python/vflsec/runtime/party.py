@@ -28,12 +28,30 @@ align the held-out rows (``[party] test_data``) by PSI and score the model
 on them; write the output; tell the peers this party is done.
 
 The active party ends with one summary line: the held-out metric beside its
-reference (e.g. the majority rate) when the job evaluates, else the training
+reference (e.g. the majority rate; for a classification also the ROC AUC, the
+PR AUC where positives are below 20%, and a decision threshold other than 0.5)
+when the job evaluates, else the training
 metric labelled as such and how to get a held-out one; bytes sent and
 received; the wall time split into connecting, PSI, training (compute /
 crypto / messaging) and evaluation; the privacy spent (epsilon, delta).
 
-Failures of the run: any error stops the party with exit status 1 and one line on
+Mistakes found between the parties are one line with the fix and exit status 2
+(``vflsec party: error: <what> -- <fix>``), at every party: a peer that never
+answers within ``connect_timeout`` (naming it, its address and what to check);
+job files that differ (every party names the keys that differ,
+:func:`.handshake.agree_on_job`); no ID held by every party (each data party
+shows its own first IDs, the peers' ID formats and what to change,
+:func:`vflsec.federation.psi.exchange_id_formats`); a predict job's model
+from another training run. A party that stops on such a mistake tells its
+peers, which stop with ``peer party '<name>' stopped the job: ... -- <fix>``
+and exit status 2 too.
+
+Progress while a person waits: lines while connecting and agreeing on the job
+(every :data:`WAIT_LOG_INTERVAL` s, with the time after which the party gives
+up), and PSI's buckets done with an estimate of the time left (at most every
+:data:`PSI_LOG_INTERVAL` s).
+
+Failures of the run: any other error stops the party with exit status 1 and one line on
 stderr, ``vflsec party <name>: error: ...``; its peers are told and stop
 with ``peer party '<name>' failed: it aborted the job: ...``. A peer that
 dies or hangs is detected by the heartbeat within ``peer_timeout`` seconds:
@@ -54,13 +72,15 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, Mapping, Optional, Sequence
 
 from .._process_memory import current_rss_bytes, peak_rss_bytes
-from .._progress import EpochProgress
+from .._progress import EpochProgress, time_left
 from ..errors import CommandError
 from ..federation.ids import ids_sha256
 from . import deadlines
 from .handshake import agree_on_job, agree_on_plan, checkpoint_fingerprint
+from .job_overrides import parse_job_overrides
 from .job_spec import JobSpec
 from .party_shards import ShardFolder, shard_parent
+from .peer_mistakes import abort_reason, aligned_job, connect, no_common_ids, peer_mistake
 from .startup import PartyRows, PartyStart, prepare_party
 
 __all__ = ["main", "run_party"]
@@ -69,21 +89,24 @@ logger = logging.getLogger("vflsec.network")
 
 # Seconds between the "still waiting" lines while a party waits for its peers.
 WAIT_LOG_INTERVAL = 10.0
+# Fewest seconds between two lines of PSI's progress.
+PSI_LOG_INTERVAL = 5.0
 
 
 @contextlib.contextmanager
-def _waiting(name: str, what: str, interval: Optional[float] = None) -> Iterator[None]:
+def _waiting(name: str, what: str, interval: Optional[float] = None, gives_up: str = "") -> Iterator[None]:
     """Log ``what`` (e.g. "connecting to 'p1' at host:port") once on entry
-    and then every ``interval`` seconds with the time spent so far, until
-    the block ends."""
+    and then every ``interval`` seconds with the time spent so far (and
+    ``gives_up``: when the party stops waiting), until the block ends."""
     interval = WAIT_LOG_INTERVAL if interval is None else interval
     start = time.perf_counter()
     done = threading.Event()
     logger.info("party %r: %s", name, what)
+    limit = f"; {gives_up}" if gives_up else ""
 
     def tick() -> None:
         while not done.wait(interval):
-            logger.info("party %r: still %s (%.0f s so far)", name, what, time.perf_counter() - start)
+            logger.info("party %r: still %s (%.0f s so far%s)", name, what, time.perf_counter() - start, limit)
 
     thread = threading.Thread(target=tick, daemon=True, name=f"vflsec-{name}-waiting")
     thread.start()
@@ -92,6 +115,33 @@ def _waiting(name: str, what: str, interval: Optional[float] = None) -> Iterator
     finally:
         done.set()
         thread.join()
+
+
+class _PsiProgress:
+    """``progress(peer, buckets_done, buckets)`` of :func:`~vflsec.federation.psi.align_ids`: a line
+    ``PSI with 'p1': 12/40 buckets, 8 s, about 19 s left`` at most every :data:`PSI_LOG_INTERVAL`
+    seconds (none for a run with that peer that ends sooner). The seconds count from the run's
+    start; the time left from the pace after its first bucket (the first one also waits for the
+    pipeline to fill)."""
+
+    def __init__(self, name: str, every: Optional[float] = None):
+        self.name = name
+        self.every = PSI_LOG_INTERVAL if every is None else every
+        self.peer: Optional[str] = None
+        self.start = self.seen = time.perf_counter()
+        self.first = self.last = self.start
+
+    def __call__(self, peer: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if peer != self.peer:  # a new two-party run, which began when the last one ended
+            self.peer, self.start = peer, (self.seen if self.peer is not None else self.start)
+            self.first = self.last = now
+        self.seen = now
+        if now - self.last < self.every or done >= total or done < 2:
+            return
+        self.last = now
+        logger.info("party %r: PSI with %r: %d/%d buckets, %.0f s, %s", self.name, peer, done, total,
+                    now - self.start, time_left(now - self.first, done - 1, total - 1))
 
 
 def _mb(nbytes: float) -> str:
@@ -127,7 +177,7 @@ def _metric_text(summary: Mapping[str, Any]) -> str:
         text = f"held-out {evaluation['metric']} {shown} on {evaluation['n']} test rows"
         if evaluation.get("baseline") is not None:
             text += f" ({evaluation.get('baseline_name', 'baseline')} {evaluation['baseline']:.4f})"
-        parts.append(text)
+        parts.append(text + _ranking_text(evaluation))
     history = summary.get("history") or {}
     # A trees job's history has the log loss per tree as "train_loss".
     training = [f"training {shown} {history[key][-1]:.4f}" for key, shown in
@@ -135,6 +185,28 @@ def _metric_text(summary: Mapping[str, Any]) -> str:
     if training:
         parts.append(", ".join(training) + ("" if evaluation else f" ({HELD_OUT_HINT})"))
     return ", ".join(parts) or "no metric"
+
+
+def _ranking_text(evaluation: Mapping[str, Any]) -> str:
+    """A classification's ranking metrics beside its accuracy (ROC AUC; PR AUC where positives
+    are rare, with their share) and a decision threshold other than 0.5, with how it was chosen."""
+    text = ""
+    if "auc" in evaluation:
+        auc = evaluation["auc"]
+        text += ", AUC " + ("n/a (one class)" if auc is None else f"{auc:.4f}")
+    if "pr_auc" in evaluation:
+        pr_auc = evaluation["pr_auc"]
+        text += ", PR-AUC " + ("n/a" if pr_auc is None else f"{pr_auc:.4f}")
+        if evaluation.get("positive_rate") is not None:
+            text += f" ({evaluation['positive_rate']:.1%} positives)"
+    choice = evaluation.get("threshold_choice")
+    if choice:
+        reached = "" if choice.get("reached", True) else ", target not reached"
+        text += (f", threshold {choice['threshold']:.4g} chosen on these rows for {choice['rule']} (precision "
+                 f"{choice['precision']:.3f}, recall {choice['recall']:.3f}{reached})")
+    elif evaluation.get("threshold") not in (None, 0.5):
+        text += f", threshold {evaluation['threshold']:.4g}"
+    return text
 
 
 def _wall_time_text(summary: Mapping[str, Any]) -> str:
@@ -158,6 +230,8 @@ def _prediction_text(summary: Mapping[str, Any]) -> str:
     text = (f"scored {counts.get('joint', 0) + counts.get('active_only', 0)} of {summary.get('n_customers', 0)} "
             f"customers ({counts.get('joint', 0)} with every party, {counts.get('active_only', 0)} by the "
             f"active-only model, {counts.get('missing', 0)} not scored: missing = {summary.get('missing_policy')!r})")
+    if summary.get("threshold") not in (None, 0.5):
+        text += f", decision threshold {summary['threshold']:.4g}"
     if summary.get("scores"):
         text += f", scores in {summary['scores']}"
     return text
@@ -180,6 +254,10 @@ def _final_line(name: str, summary: Mapping[str, Any]) -> str:
         _epsilon_text(summary.get("privacy_spent")),
     ]
     return f"party {name!r} done: " + "; ".join(parts)
+
+
+def _json_label(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
 
 
 def _make_channel(start: PartyStart, insecure: bool):
@@ -238,10 +316,14 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
     try:
         t = time.perf_counter()
         peers = ", ".join(f"{p!r} at {cfg.peers[p]}" for p in probe.parties if p != cfg.name)
-        with _waiting(cfg.name, f"waiting for {peers} to answer"):
-            channel.wait_for_peers()
+        settings = channel.settings
+        with _waiting(cfg.name, f"waiting for {peers} to answer",
+                      gives_up=f"gives up after {settings.connect_timeout:g} s: [network] connect_timeout"):
+            connect(channel, start)
         waited_for = ", ".join(repr(p) for p in (followers if cfg.name == leader else [leader]))
-        with _waiting(cfg.name, f"waiting for {waited_for} to agree on the job"):
+        with _waiting(cfg.name, f"waiting for {waited_for} to agree on the job",
+                      gives_up=f"gives up after {settings.handshake_timeout:g} s without a message: [network] "
+                               "handshake_timeout"):
             widths = agree_on_job(channel, spec, leader, followers, None if X is None else int(X.shape[1]))
         timings["connect_and_agree_s"] = time.perf_counter() - t
         tags = deadlines.expected_tags(kind, probe, evaluate=spec.evaluate)
@@ -254,10 +336,13 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         common: Sequence[str] = []
         if holds_data:
             # Its PSI buckets run where its HE work runs: its threads, or its Ray cluster's workers.
-            common = align_ids(channel, ids, leader=leader, members=probe.passives if role == "active" else (),
-                               executor=get_executor())
+            members = probe.passives if role == "active" else ()
+            logger.info("party %r: aligning its %d IDs by PSI with %s", cfg.name, len(ids),
+                        ", ".join(repr(p) for p in (members or [leader])))
+            common = align_ids(channel, ids, leader=leader, members=members, executor=get_executor(),
+                               progress=_PsiProgress(cfg.name))
             if not common and not kind.scores_saved_model:
-                raise ValueError("the parties share no IDs; nothing to train on")
+                raise no_common_ids(channel, ids, leader, members)
         timings["psi_s"] = time.perf_counter() - t
         if kind.scores_saved_model:
             assert X is not None  # every party of a predict job holds data (its job has no coordinator)
@@ -281,7 +366,7 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
                                                len(common) or None, last_epoch, resume)
         if holds_data and n_samples != len(common):
             raise ValueError(f"the leader announced {n_samples} aligned rows, this party aligned {len(common)}")
-        job = spec.job(n_samples=n_samples, start_epoch=start_epoch, widths=widths)
+        job = aligned_job(spec, n_samples, start_epoch, widths)
         ids_digest = ids_sha256(common)
         if X is not None and kind.shard_rows(job):
             assert start.rows is not None  # X is its table
@@ -317,6 +402,9 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         trained_rss = current_rss_bytes()  # what training holds: the rows (or two shards), not the PSI's peak
         # The kind's entries (privacy spent, model files) describe the trained model, before any evaluation.
         kind_summary = kind.summary(job, result, cfg.output, data)
+        if role == "active" and start.rows is not None and start.rows.label_names is not None:
+            # The labels' own names (coded 0 and 1), which a predict job's scores file writes.
+            kind_summary["label_names"] = [_json_label(v) for v in start.rows.label_names]
         evaluation = None
         if spec.evaluate:
             t = time.perf_counter()
@@ -341,7 +429,7 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
             summary["shards_kept_in"] = str(shards.path)
         return _finish(channel, cfg, role, summary)
     except BaseException as exc:
-        channel.notify_abort(f"{type(exc).__name__}: {exc}")
+        channel.notify_abort(abort_reason(exc))
         raise
     finally:
         channel.close()
@@ -390,10 +478,11 @@ def _evaluate(channel, spec: JobSpec, job, role: str, result, leader: str, probe
 
     X = y = None
     if role in ("active", "passive") and test_rows is not None:
-        common = align_ids(channel, test_rows.ids, leader=leader, members=probe.passives if role == "active" else (),
-                           executor=get_executor())
+        members = probe.passives if role == "active" else ()
+        common = align_ids(channel, test_rows.ids, leader=leader, members=members, executor=get_executor(),
+                           progress=_PsiProgress(channel.name))
         if not common:
-            raise ValueError("the parties share no held-out IDs; nothing to evaluate on")
+            raise no_common_ids(channel, test_rows.ids, leader, members, "held-out IDs")
         order = row_order(test_rows.ids, common)
         X = spec.kind.party_rows(job, spec.fields, spec.row_norm, channel.name, test_rows.take_features(), order)
         y = test_rows.y[order] if test_rows.y is not None else None
@@ -427,15 +516,18 @@ def _freed_memory_goes_back() -> None:
 _M_MMAP_THRESHOLD = -3  # glibc's malloc.h
 
 
-def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool = False) -> int:
+def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool = False,
+         job: Sequence[str] = ()) -> int:
     """CLI entry (``vflsec party``): exit status 0 on success, 1 on a failure of the run. A mistake in the
     party's own files (configuration, job, certificates, CSVs) is a :class:`~vflsec.errors.CommandError`
     raised before any socket is opened (:func:`.startup.prepare_party`; ``vflsec.cli``: one line, exit
-    status 2), as is a listen address that cannot be bound."""
+    status 2), as is a listen address that cannot be bound, and a mistake found between the parties
+    (:mod:`.peer_mistakes`: by this party or by a peer). ``job``: the ``--job KEY=VALUE`` overrides of the
+    job file's keys (:mod:`.job_overrides`)."""
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     _freed_memory_goes_back()
-    start = prepare_party(Path(config), resume=resume, insecure=insecure)
+    start = prepare_party(Path(config), resume=resume, insecure=insecure, job_overrides=parse_job_overrides(job))
     if insecure:
         print("vflsec party: WARNING: --insecure: plaintext transport, peers are NOT authenticated",
               file=sys.stderr)
@@ -448,6 +540,9 @@ def main(config: str, resume: bool = False, insecure: bool = False, quiet: bool 
         print(f"vflsec party {name}: interrupted", file=sys.stderr)
         return 130
     except BaseException as exc:  # noqa: BLE001 - reported as one clear line
+        mistake = peer_mistake(exc)
+        if mistake is not None:  # a mistake a peer found: exit status 2 here too
+            raise mistake from exc
         print(f"vflsec party {name}: error: {exc}", file=sys.stderr)
         return 1
     if not quiet:

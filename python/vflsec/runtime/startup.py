@@ -38,14 +38,17 @@ things, and says which file to correct:
    the folder its Parquet shards go to, made if missing and writable
    (:func:`.party_shards.check_shard_parent`).
 
-What needs the peers (the same job file everywhere, a non-empty
-intersection at least a batch large) can only fail once they are connected;
-the run then stops with exit status 1.
+What needs the peers (a peer that answers, the same job file everywhere, a
+non-empty intersection at least a batch large) can only fail once they are
+connected: the mistakes between parties are one line with the fix and exit
+status 2 at every party too (:mod:`.peer_mistakes`).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,12 +60,18 @@ from ..errors import CommandError
 from ..federation.address import parse_address
 from ..vfl.job import VFLJob
 from .config import PartyConfig, load_party_config
+from .job_overrides import JobOverride, overrides_text
 from .job_spec import JobSpec, load_job_spec
 from .party_csv import read_party_csv
 from .party_shards import check_shard_parent
 from .party_table import read_party_table, uses_table_reader
 
 __all__ = ["PartyRows", "PartyStart", "prepare_party"]
+
+logger = logging.getLogger("vflsec.network")
+
+#: seconds of reading a party's tables after which it logs that it is still at it
+SLOW_READ_S = 5.0
 
 
 @dataclass
@@ -73,6 +82,7 @@ class PartyRows:
     X: np.ndarray
     y: Optional[np.ndarray]
     preprocessor: Any = None  # the fitted vflsec.data.PartyPreprocessor of a raw table (party_table)
+    label_names: Any = None  # the label values coded 0 and 1 as the file has them (party_table), else None
 
     def take_features(self) -> np.ndarray:
         """``X``, handed over: these rows keep an empty table of its width
@@ -225,7 +235,7 @@ def _read_rows(path: Path, key: str, cfg: PartyConfig, config: Path, label_colum
             table = read_party_table(path, id_column=cfg.id_column, label_column=label_column,
                                      positive_label=cfg.positive_label if label_column else None,
                                      preprocess=cfg.preprocess, fitted=fitted, allow_no_features=allow_no_features)
-        return PartyRows(table.ids, table.X, table.y, table.preprocessor)
+        return PartyRows(table.ids, table.X, table.y, table.preprocessor, table.label_names)
     fix = (f"correct {path} ({where}): a header row naming the ID column {cfg.id_column!r}{labels} (or the "
            f"column names in [party]), then one row per unique ID with a number in every other column; a table "
            f"with text, date or missing cells needs a [preprocess] table in {config}")
@@ -279,9 +289,11 @@ def _read_data(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config
     return rows, test_rows
 
 
-def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False) -> PartyStart:
+def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False,
+                  job_overrides: Sequence[JobOverride] = ()) -> PartyStart:
     """Read and check one party's configuration, job file, TLS files and CSVs
     (module docstring); :class:`~vflsec.errors.CommandError` for any mistake.
+    ``job_overrides``: ``--job KEY=VALUE`` (:mod:`.job_overrides`), applied to the job file's keys.
     Opens no socket to a peer (``[compute] engine = "ray"`` connects to the party's Ray cluster)."""
     started = time.perf_counter()
     config = Path(config)
@@ -298,12 +310,15 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False)
         raise CommandError(f"the job file {cfg.job} does not exist ([party] job in {config})",
                            f"correct [party] job in {config} (relative to the party file's folder)")
     job_fix = f"correct the [job] table of {cfg.job} (every party holds the same copy)"
+    if job_overrides:
+        job_fix += f" or {overrides_text(job_overrides)}"
     with _fix(job_fix, str(cfg.job)):
-        spec = load_job_spec(cfg.job)
+        spec = load_job_spec(cfg.job, job_overrides)
         probe = spec.probe_job()
     role = _check_place(cfg, spec, probe, config)
     with _fix(job_fix, str(cfg.job)):
         spec.kind.check_job(probe, spec.fields)
+        spec.kind.check_evaluation(probe, spec.fields, spec.evaluate)
     if resume:
         _check_resume(cfg, spec, probe, config)
     tls = None if insecure else _load_tls(cfg, probe, config)
@@ -315,7 +330,20 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False)
                                    f"{key}", f"remove [party] {key} from {config}")
         return PartyStart(config, cfg, spec, probe, role, settings, tls, started=started)
     model = _load_model(cfg, spec, probe, role, config)
-    rows, test_rows = _read_data(cfg, spec, probe, role, config, model)
+    t = time.perf_counter()
+    # A table that takes a while says so (a quick start stays silent: a mistake is then its only line).
+    said = threading.Timer(SLOW_READ_S, logger.info, args=("party %r: still reading %s (%s) after %.0f s", cfg.name,
+                                                           cfg.data, f"[party] data in {config}",
+                                                           SLOW_READ_S))
+    said.daemon = True
+    said.start()
+    try:
+        rows, test_rows = _read_data(cfg, spec, probe, role, config, model)
+    finally:
+        said.cancel()
+    if time.perf_counter() - t >= SLOW_READ_S:
+        logger.info("party %r: %d rows x %d feature columns read in %.1f s", cfg.name, len(rows.ids),
+                    rows.X.shape[1], time.perf_counter() - t)
     if model is not None and cfg.data is not None:
         with _fix(f"correct [party] data or [party] model in {config}", str(cfg.data)):
             spec.kind.check_model(model, rows.X.shape[1], cfg.data)

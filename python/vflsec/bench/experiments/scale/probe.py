@@ -88,7 +88,7 @@ def _psi(args: Dict[str, Any]) -> Dict[str, Any]:
     endpoints = {name: hub.endpoint(name) for name in ids}  # both exist before either sends
     found: Dict[str, int] = {}
     failed: Dict[str, str] = {}
-    options = ({"workers": 1, "bucket_target": 10 ** 12} if args["sequential"] else {})
+    options: Dict[str, Any] = ({"workers": 1, "bucket_target": 10 ** 12} if args["sequential"] else {})
 
     def party(name: str) -> None:
         try:
