@@ -1,6 +1,7 @@
 """The ``vflsec`` command line: ``vflsec bench <name> [options]``, ``vflsec
-party --config party.toml``, ``vflsec audit``, ``vflsec certs init``, ``vflsec
-party-data`` and ``vflsec link-relay``.
+party --config party.toml [--job KEY=VALUE]``, ``vflsec init OUT_DIR`` (a job folder
+per protocol), ``vflsec audit``, ``vflsec certs init``, ``vflsec party-data`` and
+``vflsec link-relay``.
 
 Errors follow one convention in every command: an argument error or an
 ordinary mistake (unknown dataset, wrong attribute counts, existing
@@ -94,6 +95,14 @@ def _add_network_commands(sub: Any) -> None:
     party.add_argument("--insecure", action="store_true",
                        help="plaintext transport without authentication (development only; warns)")
     party.add_argument("--quiet", action="store_true", help="log warnings and errors only")
+    party.add_argument("--job", action="append", default=None, metavar="KEY=VALUE",
+                       help="replace a [job] key of the job file (repeatable; VALUE is TOML, a bare word a string: "
+                            "--job epochs=5 --job protocol=hdp); every party must pass the same")
+    job_dir = sub.add_parser("init", help="write a ready-to-run job folder: job and party files (the key holder's "
+                                          "too), certificates, run scripts, one job per protocol")
+    from .runtime.init_job import add_arguments as add_init_arguments
+
+    add_init_arguments(job_dir)
     certs = sub.add_parser("certs", help="certificates for mutual TLS")
     certs_sub = certs.add_subparsers(dest="certs_command", required=True, parser_class=CommandParser)
     init = certs_sub.add_parser("init", help="create a development CA and party certificates")
@@ -124,7 +133,8 @@ def _run_network_command(args: argparse.Namespace) -> int:
         require_extra("grpc", "google.protobuf")
         if not args.insecure:
             require_extra("cryptography")
-        return party_main(args.config, resume=args.resume, insecure=args.insecure, quiet=args.quiet)
+        return party_main(args.config, resume=args.resume, insecure=args.insecure, quiet=args.quiet,
+                          job=args.job)
     if args.command == "certs":
         from .federation.tls import init_certificates
 
@@ -166,6 +176,10 @@ def _dispatch(parser: CommandParser, args: argparse.Namespace) -> int:
 
         print(__version__)
         return 0
+    if args.command == "init":
+        from .runtime.init_job import run as init_run
+
+        return init_run(args)
     if args.command == "link-relay":
         from .federation.link_relay import run as link_relay_run
 

@@ -87,6 +87,8 @@ def test_the_guide_runs_as_written_from_raw_tables_to_scores_by_id(tmp_path, chi
     sources = {r["id"]: r["source"] for r in rows}
     assert {i for i, s in sources.items() if s == "joint"} == shared
     assert {s for i, s in sources.items() if i not in shared} == {"active_only"}
-    assert all(0.0 <= float(r["probability"]) <= 1.0 and r["prediction"] in ("0", "1") for r in rows)
+    # The label's own names (the bank's churned column: "yes"/"no"), the class above probability 0.5.
+    assert all(0.0 <= float(r["probability"]) <= 1.0 and r["prediction"] == ("yes" if float(r["probability"]) > 0.5
+                                                                            else "no") for r in rows)
     summary = json.loads((tmp_path / "out" / "bank-next.json").read_text())
     assert summary["counts"] == {"joint": len(shared), "active_only": len(bank) - len(shared), "missing": 0}

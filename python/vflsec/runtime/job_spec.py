@@ -32,17 +32,24 @@ active party's intercept column) need not be written: each party announces
 its own in the handshake and every party agrees on the map there
 (:func:`.handshake.agree_on_job`); a ``[job.widths]`` table pins them, and a
 party whose data differs stops the job before training.
+
+When the digests differ, the parties also compare a digest per key
+(:meth:`JobSpec.key_digests`: the SHA-256 of each key's name and value, a
+sub-table's keys one by one), so each can name the keys that differ; no value
+crosses the network in the clear (a job file is shared configuration, not a
+secret, but the hashes are all the comparison needs).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, Mapping, Optional, Sequence, Tuple
 
 from ..vfl.job import VFLJob
 from .config import read_toml
+from .job_overrides import JobOverride, apply_job_overrides
 from .kinds import DEFAULT_KIND, JobKind, get_job_kind
 
 __all__ = ["JobSpec", "load_job_spec"]
@@ -62,6 +69,21 @@ class JobSpec:
     row_norm: str
     digest: str
     evaluate: bool = False
+    source: Optional[Path] = field(default=None, compare=False)  # the job file it was read from
+
+    def keyed(self) -> Dict[str, Any]:
+        """Every key of the job as the parties agree on it, ``key -> value``: ``kind``,
+        ``row_norm`` and ``evaluate`` as they apply (written or not), the kind's fields, a
+        sub-table's keys as ``table.key``."""
+        return {"kind": self.kind.name, "row_norm": self.row_norm, "evaluate": self.evaluate,
+                **dict(_flat(self.fields))}
+
+    def key_digests(self) -> Dict[str, str]:
+        """``key -> SHA-256`` of the key's name and value (:meth:`keyed`): what the job
+        agreement compares to name the keys that differ, no value in the clear."""
+        return {key: hashlib.sha256(json.dumps([key, value], sort_keys=True, separators=(",", ":"),
+                                               default=str).encode("utf-8")).hexdigest()
+                for key, value in self.keyed().items()}
 
     def job(self, n_samples: int, start_epoch: int = 0, widths: Optional[Mapping[str, int]] = None) -> VFLJob:
         """The job for the aligned rows; ``widths``: the block widths agreed in
@@ -83,11 +105,21 @@ class JobSpec:
         return self.probe_job().parties
 
 
-def load_job_spec(path: Path) -> JobSpec:
+def _flat(table: Mapping[str, Any], prefix: str = "") -> Iterator[Tuple[str, Any]]:
+    for key, value in table.items():
+        if isinstance(value, Mapping):
+            yield from _flat(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def load_job_spec(path: Path, overrides: Sequence[JobOverride] = ()) -> JobSpec:
+    """The job file's description; ``overrides`` (``--job KEY=VALUE``, :mod:`.job_overrides`) are applied
+    to its ``[job]`` table first, so the checks and the digest are of the job with them."""
     raw = read_toml(Path(path))
     if set(raw) - {"job"} or not isinstance(raw.get("job"), dict):
         raise ValueError(f"{path}: a job file holds exactly one [job] table")
-    table = dict(raw["job"])
+    table = apply_job_overrides(raw["job"], overrides)
     for name in _FORBIDDEN_JOB_FIELDS:
         if name in table:
             raise ValueError(f"{path}: [job] must not set {name!r} (it comes from the entity alignment / --resume)")
@@ -111,6 +143,7 @@ def load_job_spec(path: Path) -> JobSpec:
     if kind.name != DEFAULT_KIND:
         described["kind"] = kind.name
     canonical = json.dumps(described, sort_keys=True, separators=(",", ":"))
-    spec = JobSpec(kind, table, row_norm, hashlib.sha256(canonical.encode("utf-8")).hexdigest(), evaluate)
+    spec = JobSpec(kind, table, row_norm, hashlib.sha256(canonical.encode("utf-8")).hexdigest(), evaluate,
+                   Path(path))
     spec.probe_job()  # validate the fields now
     return spec
