@@ -33,10 +33,21 @@ _FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
 _ELEMENTS = st.one_of(_FLOATS, st.sampled_from([0.0, -0.0, 1e308, -1e308, 1e-308, 5e-324, 1e170, 1.0]))
 
 
+def _elements(dt):
+    """Elements of dtype ``dt``: the float64 extremes for 64-bit floats (and complex), every value and
+    the extremes of its own width for a narrower float (a float64 value it cannot hold is refused by
+    hypothesis under numpy 1.x), and hypothesis's own for integers and booleans."""
+    dtype = np.dtype(dt)
+    if dtype.kind == "f" and dtype.itemsize < 8:
+        top = float(np.finfo(dtype).max)
+        return st.one_of(hnp.from_dtype(dtype, allow_nan=True, allow_infinity=True),
+                         st.sampled_from([0.0, -0.0, 1.0, top, -top, float(np.finfo(dtype).tiny)]))
+    return _ELEMENTS if dtype.kind in "fc" else None
+
+
 def _arrays(max_dims: int = 3, max_side: int = 6):
     return _DTYPES.flatmap(lambda dt: hnp.arrays(
-        dt, hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=0, max_side=max_side),
-        elements=_ELEMENTS.map(lambda v: v) if np.dtype(dt).kind in "fc" else None))
+        dt, hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=0, max_side=max_side), elements=_elements(dt)))
 
 
 _REALS = st.one_of(_FLOATS, st.integers(min_value=-(2**1100), max_value=2**1100),

@@ -128,7 +128,7 @@ def _torch_modules() -> Tuple[Any, Any]:
             # Initialised from the party's own generator, not torch's global one: the
             # trainer wraps models inside party threads, where the global generator's
             # state depends on thread timing (runs would not be reproducible).
-            init = torch.Generator(device="cpu").manual_seed(int(generator.random_raw(1)[0] >> 1))
+            init = torch.Generator(device="cpu").manual_seed(int(generator.random_raw(1)[0]) >> 1)
             with torch.no_grad():
                 for w in (self.weight, self.encoder.weight, self.decoder.weight):
                     w.copy_(nn.init.kaiming_uniform_(torch.empty(w.shape, dtype=w.dtype), a=5 ** 0.5,
