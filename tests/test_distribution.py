@@ -23,10 +23,18 @@ NAMES = ("active", "passive1", "passive2")
 
 def test_all_extra_is_every_optional_dependency():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    union = {r for name in ("torch", "he", "net", "bench", "baselines", "data", "ray") for r in extras[name]}
+    union = {r for name in ("torch", "he", "net", "bench", "baselines", "data", "ray", "mpc") for r in extras[name]}
     assert set(extras["all"]) == union
     assert "torch==2.13.0" in extras["all"]
     assert set(extras["paillier"]) <= set(extras["he"])
+
+
+def test_the_test_extras_install_the_mpc_engine_so_ci_runs_its_tests():
+    """SPU pins numpy < 2: CI's suite runs with it installed (one environment, every extra's bounds
+    resolved together), or the MPC tests would be skipped and the coexistence untested."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(extras["mpc"]) <= set(extras["test"])
+    assert any(r.startswith("spu>=") for r in extras["mpc"]) and any(r.startswith("pyarrow<26") for r in extras["mpc"])
 
 
 def test_the_core_install_needs_no_plotting_or_progress_bars():

@@ -17,6 +17,7 @@ __all__ = ["EXTRAS", "CommandError", "missing_dataset", "missing_module", "requi
 EXTRAS = {
     "tenseal": "he", "phe": "he", "gmpy2": "he",
     "torch": "torch",
+    "spu": "mpc", "jax": "mpc",
     "grpc": "net", "google": "net", "cryptography": "net", "private_set_intersection": "net",
     "matplotlib": "bench", "tqdm": "bench",
     "skfuzzy": "baselines", "faiss": "baselines", "opendp": "baselines",

@@ -152,6 +152,11 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         for "ckks", where it costs a whole ciphertext per batch; refused by the
         HE-DP protocols, where it would leave the DP guarantee; without it
         ``history_`` has no ``loss``).
+    mpc_protocol : None (default), "cheetah", "aby3" or "semi2k": the secret-sharing
+        engine protocol of ``protection="mpc"`` (:mod:`vflsec.glm.mpc`,
+        :data:`vflsec.mpc.MPC_PROTOCOLS`, each with its threat model); None picks
+        "cheetah" for two parties and "aby3" for three; "semi2k" (a trusted dealer:
+        the active party) must be chosen. Other protections refuse it.
     class_weight : None (default), "balanced" or a dict label -> weight, as
         scikit-learn's (each row's loss times its class's weight, "balanced" =
         ``n / (2 * count(label))``, from the active party's labels; times
@@ -288,6 +293,7 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         y_max: Optional[float] = None,
         key_bits: int = 3072,
         he_options: Optional[Dict[str, Any]] = None,
+        mpc_protocol: Optional[str] = None,
         class_weight: Any = None,
         threshold: float = 0.5,
         row_norm: Optional[str] = "clip",
@@ -317,6 +323,7 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         self.y_max = y_max
         self.key_bits = key_bits
         self.he_options = he_options
+        self.mpc_protocol = mpc_protocol
         self.class_weight = class_weight
         self.threshold = threshold
         self.row_norm = row_norm
@@ -438,10 +445,20 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
             noise_seed=self.noise_seed,
             y_max=self.y_max,
             key_bits=self.key_bits,
-            options=dict(self.he_options or {}),
+            options=self._options(protocol_name),
             widths=widths,
             weighted=weighted,
         )
+
+    def _options(self, protocol_name: str) -> Dict[str, Any]:
+        """``GLMJob.options``: ``he_options``, and for "mpc" the engine protocol."""
+        options = dict(self.he_options or {})
+        if self.mpc_protocol is not None:
+            if protocol_name != "mpc":
+                raise ValueError(f"mpc_protocol is an option of protection 'mpc', not {self.protection!r} -- "
+                                 "remove mpc_protocol, or use protection='mpc'")
+            options["mpc_protocol"] = self.mpc_protocol
+        return options
 
     # -- fitting -------------------------------------------------------------
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "VerticalLogisticRegression":
@@ -552,6 +569,10 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         history["total_bytes"] = run.total_bytes()
         history["n_messages"] = len(run.records)
         history.update(active.info)
+        engine = {name: res.info["engine_bytes"] for name, res in results.items() if "engine_bytes" in res.info}
+        if engine:  # an MPC engine's own link, measured by its link provider (vflsec.mpc.links.MeteredLinks)
+            history["engine_bytes"] = engine
+            history["engine_total_bytes"] = sum(v["bytes_in"] + v["bytes_out"] for v in engine.values())
         self.history_ = history
 
     def _fit_reference(self, parts: List[np.ndarray], y_signed: np.ndarray,

@@ -1,0 +1,77 @@
+"""The MPC engine's network link between parties: mutual TLS from the federation's CA."""
+import threading
+
+import pytest
+
+from vflsec.federation.tls import init_certificates
+from vflsec.mpc.links import NetworkLinks
+
+pytest.importorskip("spu")
+pytestmark = pytest.mark.network
+
+
+def _files(paths, party):
+    return {"ca": paths["ca"], "cert": paths[party], "key": paths[f"{party}_key"]}
+
+
+def _exchange(first, second):
+    """Open the two ranks' links at once; rank 0 sends rank 1 a message. Returns what each side got."""
+    links = [first, second]
+    parties = [(f"p{r}", link.address(f"p{r}")) for r, link in enumerate(links)]
+    got = [None, None]
+
+    def run(rank):
+        try:
+            context = links[rank].open("session-1", parties, rank)
+            if rank == 0:
+                context.send(1, "hello")
+                got[0] = "sent"
+            else:
+                got[1] = context.recv(0)
+        except RuntimeError as exc:
+            got[rank] = exc
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return got
+
+
+def test_parties_with_certificates_of_one_ca_connect(tmp_path):
+    paths = init_certificates(tmp_path, ["p0", "p1"])
+    got = _exchange(NetworkLinks("127.0.0.1", _files(paths, "p0"), recv_timeout=10, connect_tries=3),
+                    NetworkLinks("127.0.0.1", _files(paths, "p1"), recv_timeout=10, connect_tries=3))
+    assert got == ["sent", b"hello"]
+
+
+@pytest.mark.slow  # the engine retries the refused connection for ~20 s
+def test_a_party_whose_certificate_another_ca_issued_is_refused(tmp_path):
+    ours = init_certificates(tmp_path / "ours", ["p0", "p1"])
+    theirs = init_certificates(tmp_path / "theirs", ["p0", "p1"], ca_name="another-ca")
+    got = _exchange(NetworkLinks("127.0.0.1", _files(ours, "p0"), recv_timeout=5, connect_tries=2),
+                    NetworkLinks("127.0.0.1", _files(theirs, "p1"), recv_timeout=5, connect_tries=2))
+    assert all(isinstance(side, RuntimeError) and "connect to mesh failed" in str(side) for side in got), got
+
+
+def test_metered_links_count_the_engines_bytes_of_an_in_process_fit():
+    import numpy as np
+
+    from vflsec.glm import VerticalLogisticRegression
+    from vflsec.mpc import use_links
+    from vflsec.mpc.links import MeteredLinks
+
+    rng = np.random.default_rng(0)
+    blocks = [rng.normal(size=(120, 3)), rng.normal(size=(120, 2))]
+    y = (blocks[0][:, 0] - blocks[1][:, 1] > 0).astype(int)
+    params = dict(mpc_protocol="semi2k", epochs=2, batch_size=40)
+    in_memory = VerticalLogisticRegression("mpc", **params).fit(blocks, y)
+    assert "engine_bytes" not in in_memory.history_  # the in-memory link is not measured
+    with use_links(MeteredLinks("127.0.0.1")):
+        metered = VerticalLogisticRegression("mpc", **params).fit(blocks, y)
+    engine = metered.history_["engine_bytes"]
+    assert set(engine) == {"active", "passive_0"} and all(v["bytes_in"] > 10_000 for v in engine.values())
+    assert metered.history_["engine_total_bytes"] == sum(v["bytes_in"] + v["bytes_out"] for v in engine.values())
+    for a, b in zip(metered.coef_, in_memory.coef_):
+        np.testing.assert_allclose(a, b, atol=1e-3)
