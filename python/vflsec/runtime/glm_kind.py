@@ -95,6 +95,8 @@ DESIGN_FIELDS = {"fit_intercept": True, "intercept_scaling": DEFAULT_INTERCEPT_S
 LOCAL_MODEL_FIELDS = {"active_only_model": False}
 #: [job] fields of the classes' weights and the decision threshold (module docstring)
 DECISION_FIELDS = {"class_weight": None, "threshold": 0.5}
+#: [job] field of protocol "mpc": the engine protocol (vflsec.glm.mpc), written into the job's options
+MPC_FIELDS = {"mpc_protocol": None}
 
 
 def glm_design(loss: str, fields: Mapping[str, Any], row_norm: str = "clip") -> GLMDesign:
@@ -179,12 +181,18 @@ class GLMJobKind(JobKind[GLMJob]):
 
     def job_fields(self) -> Set[str]:
         return (({f.name for f in dataclasses.fields(GLMJob)} - {"n_samples", "start_epoch", "weighted"})
-                | set(DESIGN_FIELDS) | set(LOCAL_MODEL_FIELDS) | set(DECISION_FIELDS))
+                | set(DESIGN_FIELDS) | set(LOCAL_MODEL_FIELDS) | set(DECISION_FIELDS) | set(MPC_FIELDS))
 
     def make_job(self, fields: Mapping[str, Any], n_samples: int, start_epoch: int = 0) -> GLMJob:
         kwargs = {k: v for k, v in fields.items()
-                  if k not in DESIGN_FIELDS and k not in LOCAL_MODEL_FIELDS and k not in DECISION_FIELDS}
+                  if k not in DESIGN_FIELDS and k not in LOCAL_MODEL_FIELDS and k not in DECISION_FIELDS
+                  and k not in MPC_FIELDS}
         kwargs["weighted"] = job_class_weight(fields) is not None
+        if fields.get("mpc_protocol") is not None:
+            if fields.get("protocol") != "mpc":
+                raise ValueError(f"mpc_protocol is a key of protocol 'mpc' jobs, the job has protocol "
+                                 f"{fields.get('protocol')!r} -- remove mpc_protocol, or set protocol = \"mpc\"")
+            kwargs["options"] = {**dict(kwargs.get("options") or {}), "mpc_protocol": fields["mpc_protocol"]}
         fallback = fields.get("active_only_model", False)
         if not isinstance(fallback, bool):
             raise TypeError(f"active_only_model must be true or false, got {fallback!r}")

@@ -64,6 +64,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import sys
 import threading
@@ -287,9 +288,11 @@ def run_party(config: Path, *, resume: bool = False, insecure: bool = False) -> 
 
 
 def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
+    from ..federation.address import parse_address
     from ..federation.checkpoint import EpochCheckpoint
     from ..federation.psi import align_ids, row_order
     from ..he.executor import get_executor
+    from ..mpc.links import NetworkLinks, use_links
 
     started = start.started or time.perf_counter()
     cfg, spec, probe, role = start.cfg, start.spec, start.probe, start.role
@@ -397,7 +400,12 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
             data.progress = EpochProgress(job.epochs, logger.info, prefix=f"party {cfg.name!r}: ")
         t = time.perf_counter()
         channel.set_recv_timeout(step_timeout, deadlines.phase_training(kind))
-        result = kind.program(job, role)(channel, job, data)
+        # An MPC protocol's engine opens its own link between the parties (vflsec.mpc.links), on this party's
+        # listen host, with the same CA and certificate as the channel; other programs never open one. (Not
+        # metered here: MeteredLinks' Python relay slowed a 3-process job's epochs ~4x and hung its end.)
+        with use_links(NetworkLinks(parse_address(cfg.listen, "[party] listen")[0],
+                                    None if insecure else cfg.tls)), _ends_if_stuck_after_a_failure(channel, cfg.name):
+            result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
         trained_rss = current_rss_bytes()  # what training holds: the rows (or two shards), not the PSI's peak
         # The kind's entries (privacy spent, model files) describe the trained model, before any evaluation.
@@ -435,6 +443,35 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         channel.close()
         if shards is not None:
             shards.close()
+
+
+#: seconds a program may take to notice its channel's failure before the process ends without it
+STUCK_GRACE_S = 1.0
+
+
+@contextlib.contextmanager
+def _ends_if_stuck_after_a_failure(channel, name: str) -> Iterator[None]:
+    """A program blocked in native code (an MPC engine waiting on its own link) cannot see its channel's
+    :class:`~vflsec.federation.PeerFailed`, and the engine may crash the process when it gives up on the
+    dead peer seconds later. So once the channel has failed and the program has not returned within
+    :data:`STUCK_GRACE_S`, the process ends as a failed run ends: the one line naming the peer, exit status
+    1 (``os._exit``: the native threads are not unwound). A program in Python returns long before."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.2):
+            failure = getattr(channel, "failure", None)
+            if failure is not None:
+                if done.wait(STUCK_GRACE_S):
+                    return
+                print(f"vflsec party {name}: error: {failure}", file=sys.stderr, flush=True)
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="vflsec-stuck-watch").start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def _compute_summary() -> Dict[str, Any]:
