@@ -219,3 +219,11 @@ def test_split_learning_job_prints_its_held_out_accuracy(run_job_with_held_out_r
                      r"held-out evaluation [0-9.]+ s\); epsilon [0-9.]+ \(delta", line), line
     # the defense's privacy spent describes training (the evaluation's releases are the held-out rows')
     assert outputs["active"]["privacy_spent"].startswith("epsilon ")
+
+
+def test_a_protocol_that_reveals_no_training_metric_says_so_and_how_to_get_one():
+    from vflsec.runtime.party import _metric_text
+
+    text = _metric_text({"history": {}, "evaluation": None})
+    assert text.startswith("no metric (the protocol reveals none during training: for a held-out score set "
+                           "evaluate = true")

@@ -185,7 +185,9 @@ def _metric_text(summary: Mapping[str, Any]) -> str:
                 (("accuracy", "accuracy"), ("loss", "loss"), ("train_loss", "log loss")) if history.get(key)]
     if training:
         parts.append(", ".join(training) + ("" if evaluation else f" ({HELD_OUT_HINT})"))
-    return ", ".join(parts) or "no metric"
+    # No metric at all: a protocol that reveals nothing during training (e.g. "mpc": no loss per step).
+    how = HELD_OUT_HINT.split(": ", 1)[1]
+    return ", ".join(parts) or f"no metric (the protocol reveals none during training: {how})"
 
 
 def _ranking_text(evaluation: Mapping[str, Any]) -> str:
