@@ -347,6 +347,8 @@ CASES = [
     Case("paillier-without-coordinator", job(protocol="paillier", key_bits=2048), "needs a coordinator party"),
     Case("plain-with-coordinator", job(coordinator="coordinator"), "has no coordinator role"),
     Case("mpc-protocol-of-a-plain-job", job(mpc_protocol="aby3"), "mpc_protocol is a key of protocol 'mpc' jobs"),
+    Case("mpc-on-a-wildcard-listen-host", both(job(protocol="mpc"), party(listen="0.0.0.0:1")),
+         "protocol 'mpc' opens its engine's link on the host of [party] listen"),
     Case("mpc-aby3-between-two", job(protocol="mpc", mpc_protocol="aby3"),
          "mpc_protocol 'aby3' runs between exactly 3 parties, the job has 2"),
     Case("paillier-key-bits-512", he(key_bits=512), "key_bits=512 is insecure"),

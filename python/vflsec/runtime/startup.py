@@ -176,6 +176,27 @@ def _check_addresses(cfg: PartyConfig, config: Path) -> None:
                 raise ValueError(f"[peers] {peer} = {address!r} is this party's own listen address")
 
 
+#: protocols whose engine opens its own link on the host of [party] listen (vflsec.mpc.links.NetworkLinks)
+ENGINE_LINK_PROTOCOLS = ("mpc",)
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+
+
+def _check_engine_host(cfg: PartyConfig, probe: VFLJob, config: Path) -> None:
+    """An MPC engine announces its link on the host of ``[party] listen``: a wildcard there is an address
+    the peers cannot reach (the channel itself may listen on every interface)."""
+    from ..federation.address import parse_address
+
+    protocol = getattr(probe, "protocol", None)  # a GLM job's; other kinds have none
+    if protocol not in ENGINE_LINK_PROTOCOLS:
+        return
+    host = parse_address(cfg.listen, "[party] listen")[0]
+    if host in _WILDCARD_HOSTS:
+        raise CommandError(f"protocol {protocol!r} opens its engine's link on the host of [party] "
+                           f"listen and announces it to the peers, but {host!r} listens everywhere and names no "
+                           "address they can reach",
+                           f"set [party] listen in {config} to this machine's address as the peers' [peers] write it")
+
+
 def _check_place(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, config: Path) -> str:
     parties = list(probe.parties)
     if cfg.name not in parties:
@@ -319,6 +340,7 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False,
     with _fix(job_fix, str(cfg.job)):
         spec.kind.check_job(probe, spec.fields)
         spec.kind.check_evaluation(probe, spec.fields, spec.evaluate)
+    _check_engine_host(cfg, probe, config)
     if resume:
         _check_resume(cfg, spec, probe, config)
     tls = None if insecure else _load_tls(cfg, probe, config)
