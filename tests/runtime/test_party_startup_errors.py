@@ -346,6 +346,8 @@ CASES = [
     Case("hdp-poisson-without-y_max", hdp(loss="poisson", lr=0.1), "needs the public label bound y_max"),
     Case("paillier-without-coordinator", job(protocol="paillier", key_bits=2048), "needs a coordinator party"),
     Case("plain-with-coordinator", job(coordinator="coordinator"), "has no coordinator role"),
+    Case("pinned-widths-differ-from-the-csv", job(widths={"active": 7, "passive1": 1}),
+         "pins widths.active = 7"),
     Case("mpc-protocol-of-a-plain-job", job(mpc_protocol="aby3"), "mpc_protocol is a key of protocol 'mpc' jobs"),
     Case("mpc-on-a-wildcard-listen-host", both(job(protocol="mpc"), party(listen="0.0.0.0:1")),
          "protocol 'mpc' opens its engine's link on the host of [party] listen"),

@@ -369,6 +369,13 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False,
     if model is not None and cfg.data is not None:
         with _fix(f"correct [party] data or [party] model in {config}", str(cfg.data)):
             spec.kind.check_model(model, rows.X.shape[1], cfg.data)
+    pinned = spec.fields.get("widths")
+    if isinstance(pinned, dict) and isinstance(pinned.get(cfg.name), int) and pinned[cfg.name] != rows.X.shape[1]:
+        # Found here, before any connection, rather than by the leader in the job agreement (exit status 1).
+        raise CommandError(f"party {cfg.name!r} holds {rows.X.shape[1]} feature columns ({cfg.data}), the job file "
+                           f"{cfg.job} pins widths.{cfg.name} = {pinned[cfg.name]}",
+                           f"correct [job.widths] {cfg.name} in {cfg.job} (every party's copy) or the columns of "
+                           f"{cfg.data}")
     # The aligned rows are at most this party's rows: a job that does not fit them will not fit fewer.
     with _fix(job_fix, f"{cfg.job} with the {len(rows.ids)} rows of {cfg.data}"):
         job = spec.job(n_samples=len(rows.ids))
