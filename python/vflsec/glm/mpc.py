@@ -255,17 +255,18 @@ def _program(endpoint: Channel, job: GLMJob, data: PartyData, role: str,
                     data.progress(epoch, history)
             final = [runtime.get_var(f"w{r}") for r in range(len(names))]
         link.stop_link()
+        # 4. reveal each block to its owner only. A peer sends its shares after leaving the engine, so once
+        # every share is here no peer still talks to this party's link (a metering relay may stop then).
+        for other, name in enumerate(names):
+            if other != rank:
+                endpoint.send(name, TAG_REVEAL, share_to_wire(final[other]))
+        mine: List[Any] = [None] * len(names)
+        mine[rank] = final[rank]
+        for other, name in enumerate(names):
+            if other != rank:
+                mine[other] = _share(endpoint, name, TAG_REVEAL, endpoint.recv(name, TAG_REVEAL))
     finally:
         traffic = links.release(addresses[rank])  # also after a failure: a metering relay is stopped
-    # 4. reveal each block to its owner only
-    for other, name in enumerate(names):
-        if other != rank:
-            endpoint.send(name, TAG_REVEAL, share_to_wire(final[other]))
-    mine: List[Any] = [None] * len(names)
-    mine[rank] = final[rank]
-    for other, name in enumerate(names):
-        if other != rank:
-            mine[other] = _share(endpoint, name, TAG_REVEAL, endpoint.recv(name, TAG_REVEAL))
     with clock.crypto():
         coef = reconstruct(io, mine)
     if coef.shape != (X.shape[1],) or not np.all(np.isfinite(coef)):
