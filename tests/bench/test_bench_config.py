@@ -161,6 +161,12 @@ def test_glm_defaults_equal_the_removed_literals():
                  runtime_methods=("plain", "hdp", "ckks", "paillier"), runtime_features=(35, 73))
     # Issue 26 added the HE+DP runtime cells and the DP spectrum's grids (new keys, no former literals).
     dp_runtime = dict(runtime_methods=("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp"))
+    # The secret-sharing MPC rows (new keys): semi2k and cheetah in full, semi2k alone in quick.
+    mpc_full = dict(runtime_methods=dp_runtime["runtime_methods"] + ("mpc_semi2k", "mpc_cheetah"),
+                    mpc_accuracy={"mpc_semi2k": ("breast", "adult"), "mpc_cheetah": ("breast",)},
+                    runtime_mpc_batches={"mpc_cheetah": 8})
+    mpc_quick = dict(runtime_methods=dp_runtime["runtime_methods"] + ("mpc_semi2k",),
+                     mpc_accuracy={"mpc_semi2k": ("breast",)}, runtime_mpc_batches={})
     spectrum = dict(spectrum_epsilons=(0.1, 1.0, 10.0), spectrum_deltas=(1e-5, 0.01), central_sgd_momentum=0.9,
                     central_sgd_epochs=(5, 15), central_sgd_lr=(0.5, 2.0), central_output_lam_scales=(0.3, 1.0, 3.0),
                     opacus_epsilons=(1.0,))
@@ -174,8 +180,8 @@ def test_glm_defaults_equal_the_removed_literals():
                           he_dp_accuracy={"paillier_dp": ("breast",), "ckks_dp": ("breast",)},
                           he_dp_accuracy_epsilons={"paillier_dp": (1.0,), "ckks_dp": (1.0,)})
     old_full["runtime_he_batches"] = {"paillier": 14, "paillier_dp": 14}
-    full = E.GLMBenchConfig(**old_full, **dict(grids, **dp_runtime), **spectrum_full)
-    quick = E.GLMBenchConfig(**old_quick, **dict(grids, **dp_runtime), **spectrum_quick)
+    full = E.GLMBenchConfig(**old_full, **{**grids, **dp_runtime, **mpc_full}, **spectrum_full)
+    quick = E.GLMBenchConfig(**old_quick, **{**grids, **dp_runtime, **mpc_quick}, **spectrum_quick)
     assert E.load_config(False) == full == E.GLMBenchConfig()
     assert E.load_config(True) == quick == E.GLMBenchConfig.quick_run()
     # The hyperparameter grids, built as they were.

@@ -18,7 +18,7 @@ from vflsec.bench.experiments.glm.grid import PAPER_GRID, WIDE_GRID, GLMBenchCon
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = GLMBenchConfig.quick_run(split_seeds=1, noise_draws=1, epsilons=(0.1, 1.0, 10.0), he_accuracy={},
-                                runtime_sizes=(400,), runtime_epochs=(1, 2), runtime_epochs_n=400,
+                                mpc_accuracy={}, runtime_sizes=(400,), runtime_epochs=(1, 2), runtime_epochs_n=400,
                                 runtime_batch_size=100, runtime_he_batches={}, spectrum_epsilons=(1.0,),
                                 spectrum_deltas=(1e-5,), he_dp_accuracy={}, opacus_epsilons=())
 
@@ -57,7 +57,7 @@ def tiny_run():
 def test_every_reference_and_family_is_present(tiny_run):
     rows = tiny_run["rows"]
     methods = {r["method"] for r in rows if r["family"] == "reference"}
-    assert set(REFERENCE_METHODS) - {"paillier", "ckks"} <= methods
+    assert set(REFERENCE_METHODS) - {"paillier", "ckks", "mpc_semi2k", "mpc_cheetah"} <= methods
     assert any("majority" in m for m in methods) and any("centralized" in m for m in methods)
     assert any("single_party" in m for m in methods)
     families = {r["family"] for r in rows}

@@ -7,7 +7,7 @@ training rows; (2) the headline configuration of each dataset, selected on
 the other datasets' CV scores; (3) test accuracy of the references, the
 headline, the tuned configurations, private selection and Figure 2; (4) the DP
 spectrum (:mod:`.spectrum`). The HE accuracy cells (Paillier, CKKS) are those
-the grid's ``he_accuracy`` names.
+the grid's ``he_accuracy`` names, the MPC ones (:mod:`.mpc_cells`) those of ``mpc_accuracy``.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 import numpy as np
 
 from ...._progress import progress
+from .cpu import CPUClock
 from .fits import (
     PreparedSplit,
     cv_accuracy,
@@ -31,15 +32,15 @@ from .fits import (
     prepare_split,
     reference_accuracy,
 )
-from .grid import DELTA, PAPER, GLMBenchConfig, HyperParams, cell_seed
+from .grid import DELTA, MPC_METHODS, PAPER, GLMBenchConfig, HyperParams, cell_seed
 
 __all__ = ["REFERENCE_METHODS", "run_accuracy", "search_epsilon", "select_headline"]
 
 # Reference rows on every table: majority class, the active party alone, centralized scikit-learn and
-# centralized mini-batch GD (same schedule, no clip), plain VFL, and the HE-VFL flow (taylor in the clear,
-# Paillier and CKKS encrypted).
+# centralized mini-batch GD (same schedule, no clip), plain VFL, the HE-VFL flow (taylor in the clear,
+# Paillier and CKKS encrypted) and plain VFL's recursion on secret shares (MPC).
 REFERENCE_METHODS = ("majority", "single_party", "centralized_sklearn", "centralized_gd", "plain",
-                     "plain_headline", "taylor", "paillier", "ckks")
+                     "plain_headline", "taylor", "paillier", "ckks") + MPC_METHODS
 
 
 def _load(name: str, data_dir: Optional[Path], max_rows: Optional[int]) -> Any:
@@ -234,6 +235,8 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
                                          [plain_job(prep.n_train, prep.n_parties, headline,
                                                     split_seed=prep.split_seed)])
     rows.add(prep, "reference", "plain_headline", same[0], hp=headline, auc=float(same_auc[0]), pr_auc=same_pr[0])
+    if prep.split_seed < config.he_split_seeds:
+        _mpc_rows(rows, prep, hp, config, log)
     # HE-VFL refuses a batch no larger than a passive block (the passive party's
     # gradient would reveal the residuals): its rows then use the best plain
     # configuration (same CV scores) whose batch is larger.
@@ -256,6 +259,26 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
         acc, area, pr, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
         rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, key_bits=config.he_key_bits, auc=area,
                  pr_auc=pr)
+
+
+def _mpc_rows(rows: _Rows, prep: PreparedSplit, hp: HyperParams, config: GLMBenchConfig,
+              log: Callable[[str], None]) -> None:
+    """The MPC accuracy cells ``mpc_accuracy`` names for this dataset, at plain VFL's configuration
+    ``hp`` (they compute its recursion on secret shares, so plain is their like-for-like reference);
+    without the ``mpc`` extra each is a row labelled not run."""
+    from .mpc_cells import NOT_INSTALLED, spu_installed
+
+    for method in config.mpc_accuracy_methods(prep.dataset):
+        if not spu_installed():
+            log(f"[glm] {method} on {prep.dataset}: {NOT_INSTALLED}")
+            rows.add(prep, "reference", method, None, hp=hp, not_run=NOT_INSTALLED)
+            continue
+        log(f"[glm] {method} on {prep.dataset} split {prep.split_seed} ({hp.label()})")
+        start = time.perf_counter()
+        with CPUClock() as cpu:
+            acc, area, pr, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+        rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, auc=area, pr_auc=pr,
+                 seconds=time.perf_counter() - start, cpu_seconds=cpu.seconds)
 
 
 def _private_selection_rows(rows: _Rows, prep: PreparedSplit, config: GLMBenchConfig) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .grid import DELTA, LAM, HyperParams, cell_seed
+from .grid import DELTA, LAM, MPC_METHODS, HyperParams, cell_seed
 
 __all__ = ["RARE_POSITIVES", "PreparedSplit", "auc", "cv_accuracy", "cv_plain_accuracy", "fit_accuracies",
            "fit_scores", "hdp_jobs", "pr_auc", "prepare_split", "reference_accuracy"]
@@ -215,7 +215,9 @@ def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
     ``centralized_sklearn``: scikit-learn logistic regression (lbfgs, to
     convergence, same lam, unpenalized intercept) on the active party's / all
     parties' scaled features; ``taylor``, ``paillier``, ``ckks``: the HE-VFL
-    protocols (and their message flow in the clear) with ``hp``."""
+    protocols (and their message flow in the clear) with ``hp``; ``mpc_<protocol>``
+    (:data:`.grid.MPC_METHODS`): plain VFL's recursion on secret shares with ``hp``, on the
+    engine's in-memory link (SPU, the ``mpc`` extra)."""
     from ....glm import VerticalLogisticRegression
 
     if method == "majority":
@@ -225,12 +227,17 @@ def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
         return (float(np.mean(prep.y_test == values[np.argmax(counts)])), 0.5,
                 rate if rate < RARE_POSITIVES else None, [])
     protection = {"centralized_sklearn": "centralized"}.get(method, method)
+    options: Dict[str, Any] = {}
+    if method in MPC_METHODS:
+        from .mpc_cells import engine_protocol
+
+        protection, options = "mpc", {"mpc_protocol": engine_protocol(method)}
     h = hp.for_rows(prep.n_train)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = VerticalLogisticRegression(
             protection=protection, lam=LAM, lr=h.lr, epochs=h.epochs, batch_size=h.batch_size, k=h.k,
-            seed=prep.split_seed, key_bits=key_bits,
+            seed=prep.split_seed, key_bits=key_bits, **options,
         ).fit(prep.raw_train, prep.y_train_raw)
         acc = model.score(prep.raw_test, prep.y_test_raw)
         scores = model.decision_function(prep.raw_test)

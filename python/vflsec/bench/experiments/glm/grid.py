@@ -27,9 +27,12 @@ Hyperparameter families (all for every method that has the parameter):
   is the row's epsilon.
 
 What a run contains is its configuration alone: the HE accuracy cells are the
-methods and datasets of ``he_accuracy``, and an HE runtime cell measures at most
-``runtime_he_batches[method]`` batches (the rest extrapolated, labelled as such)
-on every machine, however fast.
+methods and datasets of ``he_accuracy``, the MPC ones those of ``mpc_accuracy``,
+and an HE (MPC) runtime cell measures at most ``runtime_he_batches[method]``
+(``runtime_mpc_batches[method]``) batches (the rest extrapolated, labelled as
+such) on every machine, however fast. The MPC cells (secret sharing on SPU,
+:mod:`.mpc_cells`) need the ``mpc`` extra; without it they are labelled "not run"
+and the rest of the run goes on.
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ __all__ = [
     "HE_DP_METHODS",
     "HE_METHODS",
     "HyperParams",
+    "MPC_METHODS",
     "LAM",
     "LEARNING_RATE",
     "PAPER",
@@ -68,7 +72,10 @@ __all__ = [
 
 HE_METHODS = ("paillier", "ckks")
 HE_DP_METHODS = ("paillier_dp", "ckks_dp")
-RUNTIME_METHODS = ("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp")
+# Secret-sharing MPC (protection "mpc" of vflsec.glm): "mpc_<engine protocol>" for the two-party
+# protocols of vflsec.mpc.MPC_PROTOCOLS (aby3 needs three parties; these rows have two).
+MPC_METHODS = ("mpc_semi2k", "mpc_cheetah")
+RUNTIME_METHODS = ("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp") + MPC_METHODS
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,12 @@ class GLMBenchConfig:
         default_factory=lambda: {"paillier": ("breast", "adult"), "ckks": ("breast", "adult")},
         metadata=spec(keys=HE_METHODS))
     he_split_seeds: int = field(default=1, metadata=spec(low=0))
+    # MPC accuracy cells: method -> the datasets it is trained on (the first he_split_seeds splits, at
+    # plain VFL's configuration: the same recursion on secret shares). Left out of a table (a copy of
+    # glm.toml from before these rows): none.
+    mpc_accuracy: Optional[Dict[str, Tuple[str, ...]]] = field(
+        default_factory=lambda: {"mpc_semi2k": ("breast", "adult"), "mpc_cheetah": ("breast",)},
+        metadata=optional_field(keys=MPC_METHODS))
     he_key_bits: int = field(default=2048, metadata=spec(low=2048))
     figure2: bool = True
     # Hyperparameter grids: the wide grid is batch_sizes x epochs x k; the
@@ -193,8 +206,7 @@ class GLMBenchConfig:
     plain_extra_batch_sizes: Tuple[int, ...] = field(default=(32, 64), metadata=spec(low=1))
     # Runtime grid (synthetic data of Adult's shape: its one-hot widths of the
     # active / passive blocks under PAPER_SPLITS).
-    runtime_methods: Tuple[str, ...] = field(default=("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp"),
-                                             metadata=spec(choices=RUNTIME_METHODS))
+    runtime_methods: Tuple[str, ...] = field(default=RUNTIME_METHODS, metadata=spec(choices=RUNTIME_METHODS))
     runtime_features: Tuple[int, ...] = field(default=(35, 73), metadata=spec(low=1, non_empty=True))
     runtime_sizes: Tuple[int, ...] = field(default=(10000, 20000, 50000, 100000), metadata=spec(low=2))
     runtime_epochs: Tuple[int, ...] = field(default=(1, 2, 5, 10), metadata=spec(low=1))
@@ -204,6 +216,10 @@ class GLMBenchConfig:
     # its run extrapolated linearly in rows); a method not listed is measured in full.
     runtime_he_batches: Dict[str, int] = field(default_factory=lambda: {"paillier": 14, "paillier_dp": 14},
                                                metadata=spec(keys=HE_METHODS + HE_DP_METHODS, low=1))
+    # MPC runtime cells: the same rule in engine steps (an MPC epoch's last batch is padded to a full one).
+    # Left out of a table: every MPC cell measured in full.
+    runtime_mpc_batches: Optional[Dict[str, int]] = field(default_factory=lambda: {"mpc_cheetah": 8},
+                                                          metadata=optional_field(keys=MPC_METHODS, low=1))
     runtime_paillier_3072: bool = True
     # The DP spectrum (spectrum.py): every DP method at these budgets, each method's configuration
     # selected per (epsilon, delta) by CV on the other datasets of the run.
@@ -280,6 +296,16 @@ class GLMBenchConfig:
         used |= {m.replace("_dp", "") for m in self.runtime_methods} & set(HE_METHODS)
         return tuple(m for m in HE_METHODS if m in used)
 
+    def mpc_accuracy_methods(self, dataset: str) -> Tuple[str, ...]:
+        """The MPC methods with accuracy cells on ``dataset`` (in ``mpc_accuracy``'s order)."""
+        return tuple(m for m, names in (self.mpc_accuracy or {}).items() if dataset in names)
+
+    def mpc_methods(self) -> Tuple[str, ...]:
+        """Every MPC method the run trains (accuracy or runtime cells): they need the ``mpc`` extra."""
+        used = {m for m, names in (self.mpc_accuracy or {}).items() if set(names) & set(self.datasets)}
+        used |= set(self.runtime_methods) & set(MPC_METHODS)
+        return tuple(m for m in MPC_METHODS if m in used)
+
     def he_dp_accuracy_methods(self, dataset: str) -> Tuple[str, ...]:
         """The HE+DP methods with accuracy cells on ``dataset`` (in ``he_dp_accuracy``'s order)."""
         return tuple(m for m, names in self.he_dp_accuracy.items() if dataset in names)
@@ -337,9 +363,10 @@ class GLMExperiment(Experiment):
     against epsilon beside every reference, the paper's Figure 2, runtime and bytes."""
 
     name = "glm"
-    quick_help = ("the [quick] grid: built-in Breast data, 2 splits x 2 noise draws, Paillier and CKKS on one "
-                  "split, a small runtime grid, the DP spectrum at one delta (about two minutes on 2 cores)")
-    versions = ("numpy", "scikit-learn", "phe", "gmpy2", "tenseal", "dp-accounting")
+    quick_help = ("the [quick] grid: built-in Breast data, 2 splits x 2 noise draws, Paillier, CKKS and MPC (semi2k, "
+                  "with the mpc extra) on one split, a small runtime grid, the DP spectrum at one delta (about two "
+                  "minutes on 2 cores)")
+    versions = ("numpy", "scikit-learn", "phe", "gmpy2", "tenseal", "dp-accounting", "spu")
     seed_key = "seed"
     overrides = (
         Override("--datasets", "datasets", comma_list(str),
@@ -368,16 +395,22 @@ class GLMExperiment(Experiment):
         return grid
 
     def check(self, grid: GLMBenchConfig, options: Dict[str, Any]) -> None:
-        """Every dataset (of the run and of ``he_accuracy``) is known, the run's load, and the
-        libraries of every HE method it trains import: before any cell runs."""
+        """Every dataset (of the run and of ``he_accuracy``, ``he_dp_accuracy``, ``mpc_accuracy``) is
+        known, the run's load, the libraries of every HE method it trains import and every MPC runtime
+        method runs between the runtime grid's parties: before any cell runs."""
         from ....data import dataset_names, is_dataset_name, load_dataset
         from ....errors import missing_dataset, require_extra
 
-        listed = [d for table in (grid.he_accuracy, grid.he_dp_accuracy) for names in table.values() for d in names]
-        for name in list(grid.datasets) + listed:
-            if not is_dataset_name(name):
-                raise BenchConfigError(f"unknown dataset {name!r} -- choose from {', '.join(dataset_names())}, "
-                                       "csv:PATH or parquet:PATH (a table with a label column)")
+        tables = (("he_accuracy", grid.he_accuracy), ("he_dp_accuracy", grid.he_dp_accuracy),
+                  ("mpc_accuracy", grid.mpc_accuracy or {}))
+        for key, table in (("datasets", {"": grid.datasets}),) + tables:
+            for method, names in table.items():
+                for name in names:
+                    if not is_dataset_name(name):
+                        where = f" (named in {key}.{method})" if method else ""
+                        raise BenchConfigError(f"unknown dataset {name!r} -- choose from {', '.join(dataset_names())}, "
+                                               f"csv:PATH or parquet:PATH (a table with a label column){where}")
+        self._check_mpc_parties(grid)
         for name in grid.datasets:
             try:
                 load_dataset(name, data_dir=options.get("data_dir"))
@@ -392,6 +425,23 @@ class GLMExperiment(Experiment):
             require_extra("phe", "gmpy2")
         if "ckks" in methods:
             require_extra("tenseal")
+
+    @staticmethod
+    def _check_mpc_parties(grid: GLMBenchConfig) -> None:
+        """An MPC runtime method's engine protocol runs between as many parties as the runtime grid has
+        blocks (cheetah: exactly two). SPU itself is not needed here: without it the MPC cells are
+        labelled "not run" (:mod:`.mpc_cells`)."""
+        from ....mpc.engine import MPC_PROTOCOLS
+        from .mpc_cells import engine_protocol
+
+        parties = len(grid.runtime_features)
+        for method in sorted(set(grid.runtime_methods) & set(MPC_METHODS)):
+            protocol = MPC_PROTOCOLS[engine_protocol(method)]
+            if not protocol.fits(parties):
+                count = (f"exactly {protocol.min_parties}" if protocol.max_parties == protocol.min_parties
+                         else f"at least {protocol.min_parties}")
+                raise BenchConfigError(f"runtime_methods: {method} runs between {count} parties, runtime_features "
+                                       f"has {parties} blocks -- give {count} blocks or leave {method} out")
 
     def annotate(self, result: Dict[str, Any], options: Dict[str, Any]) -> None:
         """``--network-results``: the link stage the runtime verdicts cite. With ``--rerender`` the

@@ -8,6 +8,7 @@ from typing import Any, Dict, Sequence
 import numpy as np
 
 from ...common import n_label, pyplot, save_figure
+from .grid import HE_DP_METHODS, HE_METHODS, MPC_METHODS
 from .summary import runtime_series, stats
 
 __all__ = ["plot_accuracy", "plot_figure2", "plot_runtime", "plot_tradeoff"]
@@ -22,7 +23,20 @@ _REFERENCE_STYLE = {
     "taylor": ("tab:cyan", (0, (1, 1))),
     "paillier": ("tab:green", (0, (3, 1, 1, 1))),
     "ckks": ("tab:purple", (0, (3, 2, 1, 2, 1, 2))),
+    "mpc_semi2k": ("darkgoldenrod", (0, (6, 2))),
+    "mpc_cheetah": ("teal", (0, (1, 2, 4, 2))),
 }
+# The runtime plot's families: marker and line style per family, so secret sharing (MPC) stands apart from
+# HE and from plain / DP VFL whatever the method's colour.
+_FAMILY_STYLE = {"plain / DP": ("o", "-"), "HE": ("s", "--"), "MPC": ("D", ":")}
+
+
+def _family(method: str) -> str:
+    if method in MPC_METHODS:
+        return "MPC"
+    if method.split("-")[0] in HE_METHODS + HE_DP_METHODS:
+        return "HE"
+    return "plain / DP"
 _DP_STYLE = {
     ("headline", "analytic"): ("tab:orange", "o", "HDP-VFL headline (analytic)"),
     ("headline", "classic"): ("tab:olive", "v", "HDP-VFL headline (classic, ε < 1 only)"),
@@ -138,34 +152,47 @@ def plot_figure2(summary: Dict[str, Dict[str, Any]], path: Path) -> bool:
 
 
 def plot_runtime(rows: Sequence[Dict[str, Any]], epochs_n: int, path: Path) -> bool:
-    """Wall time and bytes sent against epochs (at ``epochs_n``) and against n
-    (one epoch): one column of two panels per axis with at least one series of
-    2 or more points (:func:`.report.runtime_series`); False, and no file, when
-    neither has one."""
+    """Wall time, bytes sent and (where the rows carry it) CPU time against epochs (at
+    ``epochs_n``) and against n (one epoch): one column of panels per axis with at least one
+    series of 2 or more points (:func:`.report.runtime_series`); plain / DP VFL, HE and MPC
+    each with its own marker and line style. False, and no file, when neither axis has a series."""
     series = runtime_series(rows, epochs_n)
     if not series:
         return False
     plt = pyplot()
     axes_x = list(series)
-    fig, axes = plt.subplots(2, len(axes_x), figsize=(5.5 * len(axes_x) + 1, 8), squeeze=False)
-    colors = {m: f"C{i}" for i, m in enumerate(dict.fromkeys(r["method"] for r in rows))}
+    panels = [(1, "wall time (s)"), (2, "bytes sent (MPC: channel + engine)")]
+    if any(p[4] is not None for by_method in series.values() for pts in by_method.values() for p in pts):
+        panels.append((4, "CPU time (s, every party and worker)"))
+    fig, axes = plt.subplots(len(panels), len(axes_x), figsize=(5.5 * len(axes_x) + 1, 4 * len(panels)),
+                             squeeze=False)
+    non_mpc = [m for m in dict.fromkeys(r["method"] for r in rows) if m not in MPC_METHODS]
+    colors = {m: f"C{i}" for i, m in enumerate(non_mpc)}
+    colors.update({m: _REFERENCE_STYLE[m][0] for m in MPC_METHODS})
     xlabels = {"epochs": f"epochs (n = {epochs_n})", "n": "n samples (1 epoch)"}
     for col, axis in enumerate(axes_x):
         for method, pts in series[axis].items():
-            for row, (index, ylabel) in enumerate(((1, "wall time (s)"), (2, "bytes sent"))):
+            marker, line = _FAMILY_STYLE[_family(method)]
+            for row, (index, ylabel) in enumerate(panels):
                 ax = axes[row][col]
-                ax.plot([p[0] for p in pts], [p[index] for p in pts], marker="o", color=colors[method],
-                        label=f"{method} ({n_label(1, 'run/point')})")
-                ext = [p for p in pts if p[3]]
+                shown = [p for p in pts if p[index] is not None]
+                if not shown:
+                    continue
+                # plain / DP cells take milliseconds: each is the median of 3 timed runs (.runtime)
+                runs = n_label(3, "runs/point, median") if _family(method) == "plain / DP" else n_label(1, "run/point")
+                ax.plot([p[0] for p in shown], [p[index] for p in shown], marker=marker, ls=line,
+                        color=colors[method], label=f"{method} [{_family(method)}] ({runs})")
+                ext = [p for p in shown if p[3]]
                 if ext:
                     ax.plot([p[0] for p in ext], [p[index] for p in ext], "x", color=colors[method], ms=10)
                 ax.set_xlabel(xlabels[axis])
                 ax.set_ylabel(f"{ylabel}, log scale")
-        for row in range(2):
+        for row in range(len(panels)):
             axes[row][col].set_yscale("log")
             axes[row][col].grid(alpha=0.3)
-            axes[row][col].legend(fontsize=8)
-    fig.suptitle("Runtime and bytes (cf. HDP-VFL Fig. 3); x = extrapolated from measured batches")
+            axes[row][col].legend(fontsize=7)
+    fig.suptitle("Runtime and bytes (cf. HDP-VFL Fig. 3): plain / DP VFL (o), HE (squares), secret-sharing MPC "
+                 "(diamonds); x = extrapolated from measured batches")
     fig.tight_layout()
     save_figure(fig, path)
     return True
@@ -186,6 +213,7 @@ def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str
     def points(ds: Dict[str, Any]) -> int:
         n = sum(1 for m in ("plain", "paillier", "ckks") if m in cost and
                 (m in ds["reference"] or (m != "plain" and "taylor" in ds["reference"])))
+        n += sum(1 for m in MPC_METHODS if m in cost and (m in ds["reference"] or "plain" in ds["reference"]))
         return n + (len(ds["dp"].get(("headline", "analytic"), {})) if "hdp" in cost else 0)
 
     names = [name for name in summary if points(summary[name]) >= 2]  # a one-point panel shows no trade-off
@@ -208,6 +236,7 @@ def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str
                 suffix = "" if acc_key == method else " (Taylor reference accuracy)"
                 ax.plot([cost[method][index]], [acc], marker="s", ms=9, color=color, ls="none",
                         label=f"{label}{suffix} (n={n})")
+            _mpc_points(ax, ds, cost, index)
             dp = ds["dp"].get(("headline", "analytic"), {})
             if "hdp" in cost and dp:
                 eps = sorted(dp)
@@ -232,10 +261,23 @@ def plot_tradeoff(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str
             ax.set_title(f"{name}: accuracy against {'time' if index == 0 else 'bytes'}", fontsize=10)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, loc="best")
-    fig.suptitle("DP vs HE trade-off: accuracy (each dataset) against the cost of one epoch (runtime grid)")
+    fig.suptitle("DP vs HE vs MPC trade-off: accuracy (each dataset) against the cost of one epoch (runtime grid)")
     fig.tight_layout()
     save_figure(fig, path)
     return True
+
+
+def _mpc_points(ax: Any, ds: Dict[str, Any], cost: Dict[str, Any], index: int) -> None:
+    """Secret-sharing MPC on the trade-off: each MPC method's cost (bytes: channel + engine) at its own
+    accuracy where it ran, else at plain VFL's (the recursion it computes on shares)."""
+    for method in MPC_METHODS:
+        acc_key = method if method in ds["reference"] else "plain"
+        if method not in cost or acc_key not in ds["reference"]:
+            continue
+        acc, _, n = stats(ds["reference"][acc_key])
+        suffix = "" if acc_key == method else " (plain VFL's accuracy: the same recursion)"
+        ax.plot([cost[method][index]], [acc], marker="D", ms=8, color=_REFERENCE_STYLE[method][0], ls="none",
+                label=f"{method} [MPC]{suffix} (n={n})")
 
 
 def _he_dp_points(ax: Any, ds: Dict[str, Any], cost: Dict[str, Any], index: int) -> None:

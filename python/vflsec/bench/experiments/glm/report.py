@@ -11,17 +11,18 @@ import numpy as np
 
 from ...common import audit_cell, audit_legend, epsilon_cell, markdown_table
 from ...envelope import load_text
-from .grid import DELTA, PAPER_FIGURE2_TEXT
+from .grid import DELTA, HE_METHODS, MPC_METHODS, PAPER_FIGURE2_TEXT
+from .mpc_cells import engine_protocol, threat_model
 from .spectrum_report import spectrum_conclusion, spectrum_section
 from .summary import dp_mean, ref_mean, runtime_series, stats, summarize
 from .verdicts import claims_section
 
 HDP_MECHANISMS = ("hdp_passive_ir", "hdp_active_ir")  # the audit verdict beside each epsilon
 
-__all__ = ["conclusion", "render", "render_report"]
+__all__ = ["conclusion", "he_against_mpc", "render", "render_report"]
 
 REFERENCE_ORDER = ("majority", "single_party", "centralized_sklearn", "centralized_gd", "plain",
-                   "plain_headline", "taylor", "paillier", "ckks")
+                   "plain_headline", "taylor", "paillier", "ckks") + MPC_METHODS
 REFERENCE_NOTES = {
     "majority": "majority class of the training labels",
     "single_party": "scikit-learn LR on the active party's features only",
@@ -34,6 +35,9 @@ REFERENCE_NOTES = {
                "HE-VFL refuses, the best-scoring one whose batch is)"),
     "paillier": "HE-VFL, Paillier",
     "ckks": "HE-VFL, CKKS",
+    **{method: (f"secret-sharing MPC (SPU {engine_protocol(method)}): plain VFL's recursion on secret shares, "
+                f"plain's configuration, fixed point 2^-18; threat model: {threat_model(method)}")
+       for method in MPC_METHODS},
 }
 DP_FAMILIES = ("headline", "tuned_paper_grid", "tuned_wide_grid", "private_selection")
 
@@ -47,14 +51,35 @@ def _reference_table(name: str, ds: Dict[str, Any], cfg: Dict[str, Any]) -> str:
     stand_in = "taylor gives its accuracy" if "taylor" in ds["reference"] else ""
     for method in REFERENCE_ORDER:
         if method in ds["reference"]:
-            rows.append([method, _fmt(*stats(ds["reference"][method])), REFERENCE_NOTES[method]])
+            rows.append([method, _fmt(*stats(ds["reference"][method])) + _plain_on_same_splits(ds, method),
+                         REFERENCE_NOTES[method]])
         elif method in ds["skipped"]:  # a run before issue 25: skipped when estimated over its time budget
             secs = ds["skipped"][method]
             when = f"{secs / 3600:.1f} h" if secs >= 3600 else f"{secs / 60:.1f} min"
             rows.append([method, f"not run (estimated {when}, over the budget)", stand_in])
         elif "he_accuracy" in cfg and method in ("paillier", "ckks") and name not in cfg["he_accuracy"].get(method, ()):
             rows.append([method, f"not run (not configured: he_accuracy has no {method} cell on {name})", stand_in])
+        elif method in ds.get("not_run", {}):
+            rows.append([method, ds["not_run"][method], REFERENCE_NOTES[method]])
+        elif method in MPC_METHODS and cfg.get("mpc_accuracy") is not None \
+                and name not in cfg["mpc_accuracy"].get(method, ()):
+            ran = [m for m in MPC_METHODS if m in ds["reference"]]
+            rows.append([method, f"not run (not configured: mpc_accuracy has no {method} cell on {name})",
+                         f"{' and '.join(ran + ['plain'])} give its accuracy (the same recursion)"])
     return markdown_table(["reference", "test accuracy", "what it is"], rows)
+
+
+def _plain_on_same_splits(ds: Dict[str, Any], method: str) -> str:
+    """For an MPC row (run on the first splits only): plain VFL's accuracy on the same splits, its
+    like-for-like reference."""
+    by_split = ds.get("reference_by_split", {})
+    if method not in MPC_METHODS or method not in by_split:
+        return ""
+    plain = by_split.get("plain", {})
+    same = [plain[s] for s in by_split[method] if s in plain]
+    if not same:
+        return ""
+    return f"; plain VFL on the same split{'s' if len(same) > 1 else ''}: {np.mean(same):.3f}"
 
 
 def _extrapolation_rule(cfg: Dict[str, Any]) -> str:
@@ -73,6 +98,40 @@ def _extrapolation_rule(cfg: Dict[str, Any]) -> str:
                 f"whole run over the {cfg['runtime_he_budget']:g} s budget then in force (runtime_he_budget); "
                 "measured batches = the batches timed.")
     return ""
+
+
+def _mpc_runtime_note(rt: Sequence[Dict[str, Any]], cfg: Dict[str, Any]) -> str:
+    """What an MPC runtime row measures, and which of them this run extrapolated (its configuration's rule)."""
+    methods = [m for m in MPC_METHODS if m in cfg.get("runtime_methods", ())]
+    if not methods:
+        return ""
+    limits = cfg.get("runtime_mpc_batches") or {}
+    rule = ", ".join(f"{m} at most {limits[m]} engine steps per cell" if m in limits else f"{m} in full"
+                     for m in methods)
+    threats = " ".join(f"`{m}`: {threat_model(m)}." for m in methods)
+    return (" MPC rows (secret sharing on SPU, protection \"mpc\"): both parties are threads of this process as in "
+            "every row, but the engine's own link is TCP on loopback through a relay that counts its bytes "
+            "(`vflsec.mpc.links.MeteredLinks`), whose copying is part of their wall and CPU time, where the other "
+            "rows' messages stay in memory. MB sent = the vflsec Channel's bytes (the input shares, sent once per "
+            "run, and the reveal) + the engine's bytes on the wire. They measure what `runtime_mpc_batches` says ("
+            + rule + "), counted in engine steps (an epoch's last batch is padded to a full one); an extrapolated "
+            "MPC cell scales time, CPU and engine bytes linearly in steps and the Channel's bytes in rows. "
+            f"Threat models: {threats}")
+
+
+def _runtime_table(rt: Sequence[Dict[str, Any]], not_run: Dict[str, str]) -> str:
+    """One row per runtime cell: wall and CPU seconds (every party's thread and Paillier's worker processes;
+    n/a in runs before CPU was recorded) and the MB sent (MPC: the Channel's + the engine's)."""
+    rows: List[List[Any]] = []
+    for r in rt:
+        sent: Any = r["bytes"] / 1e6
+        if "engine_bytes" in r:
+            sent = f"{sent:.4g} ({r['channel_bytes'] / 1e6:.3g} + {r['engine_bytes'] / 1e6:.4g})"
+        rows.append([r["method"], r["n"], r["epochs"], r["seconds"], r.get("cpu_seconds"), r["extrapolated"],
+                     r["measured_batches"], sent])
+    rows += [[method, "-", "-", why, "-", "-", "-", "-"] for method, why in not_run.items()]
+    return markdown_table(["method", "n", "epochs", "wall s", "CPU s", "extrapolated", "measured batches",
+                           "MB sent (MPC: channel + engine)"], rows)
 
 
 def _dp_table(ds: Dict[str, Any], epsilons: Sequence[float]) -> str:
@@ -180,7 +239,7 @@ def conclusion(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, A
                      + (f" Where it predicts the majority class ({', '.join(sorted(set(at_majority)))}), its AUC "
                         "(above) shows how much ranking survives the noise." if at_majority else ""))
     by = {(r["method"], r["n"], r["epochs"]): r for r in runtime}
-    for method in ("paillier", "ckks", "hdp"):
+    for method in ("paillier", "ckks", "hdp") + MPC_METHODS:
         candidates = [(r, by.get(("plain", r["n"], r["epochs"]))) for key, r in by.items() if key[0] == method]
         pairs = [(r, p) for r, p in candidates if p and p["seconds"] > 0 and p["bytes"] > 0]
         if pairs:
@@ -188,6 +247,34 @@ def conclusion(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, A
             b = np.median([r["bytes"] / p["bytes"] for r, p in pairs])
             lines.append(f"{method} costs {t:.3g}x the time and {b:.3g}x the bytes of plain VFL (median over "
                          f"{len(pairs)} runtime cells).")
+    return lines + he_against_mpc(runtime)
+
+
+def he_against_mpc(runtime: Sequence[Dict[str, Any]]) -> List[str]:
+    """HE against secret sharing in CPU-seconds and bytes, one sentence per MPC method, from the
+    runtime cells both measured in full (none extrapolated) at the same n and epochs; empty where
+    either family has none."""
+    measured = {(r["method"], r["n"], r["epochs"]): r for r in runtime
+                if not r["extrapolated"] and r.get("cpu_seconds") and r["bytes"] > 0}
+    lines = []
+    for mpc in MPC_METHODS:
+        parts = []
+        for he in HE_METHODS:
+            pairs = [(r, measured[(he, n, epochs)]) for (method, n, epochs), r in measured.items()
+                     if method == mpc and (he, n, epochs) in measured]
+            if not pairs:
+                continue
+            cpu = float(np.median([m["cpu_seconds"] / h["cpu_seconds"] for m, h in pairs]))
+            sent = float(np.median([m["bytes"] / h["bytes"] for m, h in pairs]))
+            m, h = min(pairs, key=lambda pair: (pair[0]["epochs"], pair[0]["n"]))
+            parts.append(f"{cpu:.3g}x the CPU-seconds and {sent:.3g}x the bytes of {he} (median of {len(pairs)} "
+                         f"cells; at n = {m['n']}, {m['epochs']} epoch(s): {m['cpu_seconds']:.3g} against "
+                         f"{h['cpu_seconds']:.3g} CPU-seconds, {m['bytes'] / 1e6:.3g} against {h['bytes'] / 1e6:.3g} "
+                         "MB)")
+        if parts:
+            lines.append(f"Secret sharing against HE, on the runtime cells both measured in full: {mpc} "
+                         f"(SPU {engine_protocol(mpc)}) uses " + "; ".join(parts) + ". Its bytes include the "
+                         "engine's own traffic and its CPU the loopback link's, where HE's messages stay in memory.")
     return lines
 
 
@@ -254,23 +341,23 @@ def render_report(result: Dict[str, Any]) -> str:
             lines.append(_figure2_table(ds))
             lines.append("")
     rt = result.get("runtime") or []
+    not_run = result.get("runtime_not_run") or {}
     lines += spectrum_section(summary, acc.get("spectrum", {}).get("selected", {}), rt)
-    if rt:
+    if rt or not_run:
         lines.append("## Runtime\n")
         lines.append("Paillier with 2048-bit keys (the paper's and FATE's setting; ~112-bit security) unless the "
                      "row says 3072. x = extrapolated from the measured prefix of whole batches. "
-                     + _extrapolation_rule(cfg) + "\n")
-        lines.append(markdown_table(
-            ["method", "n", "epochs", "seconds", "extrapolated", "measured batches", "MB sent"],
-            [[r["method"], r["n"], r["epochs"], r["seconds"], r["extrapolated"], r["measured_batches"],
-              r["bytes"] / 1e6] for r in rt]))
+                     + _extrapolation_rule(cfg) + _mpc_runtime_note(rt, cfg) + "\n")
+        lines.append(_runtime_table(rt, not_run))
         lines.append("")
         if runtime_series(rt, cfg.get("runtime_epochs_n")):
             lines.append("![runtime and bytes](runtime.png)\n")
-        lines.append("The DP-vs-HE trade-off (`tradeoff.png`): each dataset's test accuracy against the time and "
-                     "the bytes of one epoch at n = " + str(result["config"].get("runtime_epochs_n")) + " (the "
+    if rt:
+        lines.append("The DP-vs-HE-vs-MPC trade-off (`tradeoff.png`): each dataset's test accuracy against the time "
+                     "and the bytes of one epoch at n = " + str(result["config"].get("runtime_epochs_n")) + " (the "
                      "runtime grid above, synthetic data of Adult's shape), one point per method and, for "
-                     "HDP-VFL, per ε; HE points use the Taylor reference accuracy where the HE fit was not run.\n")
+                     "HDP-VFL, per ε; HE points use the Taylor reference accuracy where the HE fit was not run, MPC "
+                     "points plain VFL's where the MPC fit was not run (the same recursion).\n")
         lines.append("![DP vs HE trade-off](tradeoff.png)\n")
     lines.append("## The paper's claims against these measurements\n")
     lines += claims_section(summary, epsilons, rt, result.get("network_links"))

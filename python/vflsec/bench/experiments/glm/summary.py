@@ -12,15 +12,16 @@ __all__ = ["dp_mean", "ref_mean", "runtime_series", "spectrum_mean", "stats", "s
 
 def runtime_series(rows: Sequence[Dict[str, Any]], epochs_n: int) -> Dict[str, Dict[str, List[Tuple[Any, ...]]]]:
     """The runtime plot's series: ``{"epochs": {method: points}, "n": {method: points}}``,
-    each point ``(x, seconds, bytes, extrapolated)``: against epochs at n = ``epochs_n``
+    each point ``(x, seconds, bytes, extrapolated, cpu_seconds)`` (CPU None in runs before it
+    was recorded): against epochs at n = ``epochs_n``
     and against n for one epoch. A series of fewer than 2 points is left out, and so
     is an axis with no series left (a one-point panel shows no trend)."""
     out: Dict[str, Dict[str, List[Tuple[Any, ...]]]] = {}
     for axis, key, fixed, value in (("epochs", "epochs", "n", epochs_n), ("n", "n", "epochs", 1)):
         series = {}
         for method in dict.fromkeys(r["method"] for r in rows):
-            pts = sorted((r[key], r["seconds"], r["bytes"], r["extrapolated"]) for r in rows
-                         if r["method"] == method and r[fixed] == value)
+            pts = sorted(((r[key], r["seconds"], r["bytes"], r["extrapolated"], r.get("cpu_seconds")) for r in rows
+                          if r["method"] == method and r[fixed] == value), key=lambda p: p[0])
             if len(pts) >= 2:
                 series[method] = pts
         if series:
@@ -40,12 +41,18 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """dataset -> {"reference": method -> [acc], "dp": (family, calibration) -> eps -> [acc],
     "search": family -> eps -> search epsilon, "figure2": (e, k) -> {"hdp": [...], "plain": [...]},
     "skipped": method -> estimated seconds (rows of runs before issue 25, whose HE accuracy
-    cells were skipped when estimated over a time budget), "spectrum": (method, delta) -> eps ->
+    cells were skipped when estimated over a time budget), "not_run": method -> why (the MPC
+    cells of a run without the ``mpc`` extra), "reference_by_split": method -> split seed -> acc,
+    "spectrum": (method, delta) -> eps ->
     [acc] (the DP spectrum's rows, :mod:`.spectrum`), "spectrum_rows": those rows}."""
     out: Dict[str, Dict[str, Any]] = {}
     for r in rows:
         ds = out.setdefault(r["dataset"], {"reference": {}, "dp": {}, "search": {}, "figure2": {}, "skipped": {},
-                                           "auc": {}, "pr_auc": {}, "spectrum": {}, "spectrum_rows": []})
+                                           "not_run": {}, "reference_by_split": {}, "auc": {}, "pr_auc": {},
+                                           "spectrum": {}, "spectrum_rows": []})
+        if r.get("not_run"):
+            ds["not_run"][r["method"]] = r["not_run"]
+            continue
         if r["family"] == "spectrum":
             ds["spectrum"].setdefault((r["method"], r["delta"]), {}).setdefault(r["epsilon"], []).append(
                 r["accuracy"])
@@ -61,6 +68,7 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
                 ds["skipped"][r["method"]] = r.get("estimated_seconds")
                 continue
             ds["reference"].setdefault(r["method"], []).append(r["accuracy"])
+            ds["reference_by_split"].setdefault(r["method"], {})[r.get("split_seed")] = r["accuracy"]
         elif r["family"] == "figure2":
             key = (r["config"]["epochs"], r["config"]["k"])
             ds["figure2"].setdefault(key, {"hdp": [], "plain": []})[r["method"]].append(r["accuracy"])
