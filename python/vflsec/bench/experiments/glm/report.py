@@ -63,9 +63,10 @@ def _reference_table(name: str, ds: Dict[str, Any], cfg: Dict[str, Any]) -> str:
             rows.append([method, ds["not_run"][method], REFERENCE_NOTES[method]])
         elif method in MPC_METHODS and cfg.get("mpc_accuracy") is not None \
                 and name not in cfg["mpc_accuracy"].get(method, ()):
-            ran = [m for m in MPC_METHODS if m in ds["reference"]]
+            ran = [m for m in MPC_METHODS if m in ds["reference"]] + ["plain"]
+            verb = "gives" if len(ran) == 1 else "give"
             rows.append([method, f"not run (not configured: mpc_accuracy has no {method} cell on {name})",
-                         f"{' and '.join(ran + ['plain'])} give its accuracy (the same recursion)"])
+                         f"{' and '.join(ran)} {verb} its accuracy (the same recursion)"])
     return markdown_table(["reference", "test accuracy", "what it is"], rows)
 
 
