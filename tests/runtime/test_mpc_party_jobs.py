@@ -71,6 +71,8 @@ def test_three_processes_give_the_in_process_weights(tmp_path, fast_network, run
         # over the channel: the start-up (job, PSI), the shares of the inputs and the reveal, nothing per step
         tags = set(outputs[name]["bytes_sent_by_tag"])
         assert {"mpc_input", "mpc_reveal"} <= tags and not {t for t in tags if t.startswith("ir_")}
+        # the engine's own link: its bytes on the wire, counted by the relay in front of each party's link
+        assert outputs[name]["info"]["engine_bytes_in"] > 10_000 and outputs[name]["info"]["engine_bytes_out"] > 0
     assert np.abs(np.array(outputs["active"]["coef"])).max() > 0.05  # a model was learnt, not zeros
 
 

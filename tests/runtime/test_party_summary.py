@@ -227,3 +227,12 @@ def test_a_protocol_that_reveals_no_training_metric_says_so_and_how_to_get_one()
     text = _metric_text({"history": {}, "evaluation": None})
     assert text.startswith("no metric (the protocol reveals none during training: for a held-out score set "
                            "evaluate = true")
+
+
+def test_an_mpc_jobs_line_shows_the_engines_bytes_beside_the_channels():
+    from vflsec.runtime.party import _final_line
+
+    line = _final_line("active", {"wire_bytes_sent": 2_000_000, "wire_bytes_received": 1_000_000,
+                                  "info": {"engine_bytes_in": 3_500_000, "engine_bytes_out": 1_500_000}})
+    assert "sent 2.00 MB, received 1.00 MB (the MPC engine's link besides: 3.50 MB in, 1.50 MB out)" in line
+    assert "MPC engine" not in _final_line("active", {"wire_bytes_sent": 1, "info": {}})

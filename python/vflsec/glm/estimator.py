@@ -569,7 +569,8 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         history["total_bytes"] = run.total_bytes()
         history["n_messages"] = len(run.records)
         history.update(active.info)
-        engine = {name: res.info["engine_bytes"] for name, res in results.items() if "engine_bytes" in res.info}
+        engine = {name: {"bytes_in": res.info["engine_bytes_in"], "bytes_out": res.info["engine_bytes_out"]}
+                  for name, res in results.items() if "engine_bytes_in" in res.info}
         if engine:  # an MPC engine's own link, measured by its link provider (vflsec.mpc.links.MeteredLinks)
             history["engine_bytes"] = engine
             history["engine_total_bytes"] = sum(v["bytes_in"] + v["bytes_out"] for v in engine.values())

@@ -273,8 +273,8 @@ def _program(endpoint: Channel, job: GLMJob, data: PartyData, role: str,
         raise ValueError(f"party {endpoint.name!r}: the reconstructed weights are not {X.shape[1]} finite values")
     info: Dict[str, Any] = {"mpc_protocol": protocol.name, "threat_model": protocol.threat_model,
                             "fraction_bits": int(config.fxp_fraction_bits)}
-    if traffic is not None:  # the engine's own bytes, where the link provider measured them
-        info["engine_bytes"] = traffic
+    if traffic is not None:  # the engine's own bytes on the wire, where the link provider measured them
+        info["engine_bytes_in"], info["engine_bytes_out"] = int(traffic["bytes_in"]), int(traffic["bytes_out"])
     return GLMPartyResult(endpoint.name, role, coef, history=history, timings=clock.timings(endpoint), info=info)
 
 

@@ -250,6 +250,10 @@ def _final_line(name: str, summary: Mapping[str, Any]) -> str:
                 f"{timings.get('connect_and_agree_s', 0.0):.1f} s, PSI {timings.get('psi_s', 0.0):.1f} s, scoring "
                 f"{timings.get('predict_s', 0.0):.1f} s)")
         return f"party {name!r} done: " + "; ".join([_prediction_text(summary), traffic, wall])
+    info = summary.get("info") or {}
+    if "engine_bytes_in" in info:  # an MPC engine's own link (vflsec.mpc.links.MeteredLinks), beside the channel's
+        traffic += (f" (the MPC engine's link besides: {_mb(info['engine_bytes_in'])} in, "
+                    f"{_mb(info.get('engine_bytes_out', 0))} out)")
     parts = [
         _metric_text(summary),
         traffic,
@@ -294,7 +298,7 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
     from ..federation.checkpoint import EpochCheckpoint
     from ..federation.psi import align_ids, row_order
     from ..he.executor import get_executor
-    from ..mpc.links import NetworkLinks, use_links
+    from ..mpc.links import MeteredLinks, use_links
 
     started = start.started or time.perf_counter()
     cfg, spec, probe, role = start.cfg, start.spec, start.probe, start.role
@@ -403,9 +407,9 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         t = time.perf_counter()
         channel.set_recv_timeout(step_timeout, deadlines.phase_training(kind))
         # An MPC protocol's engine opens its own link between the parties (vflsec.mpc.links), on this party's
-        # listen host, with the same CA and certificate as the channel; other programs never open one. (Not
-        # metered here: MeteredLinks' Python relay slowed a 3-process job's epochs ~4x and hung its end.)
-        with use_links(NetworkLinks(parse_address(cfg.listen, "[party] listen")[0],
+        # listen host, with the same CA and certificate as the channel, behind a relay that counts its bytes
+        # (the output's info.engine_bytes_in / _out); other programs never open one.
+        with use_links(MeteredLinks(parse_address(cfg.listen, "[party] listen")[0],
                                     None if insecure else cfg.tls)), _ends_if_stuck_after_a_failure(channel, cfg.name):
             result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
