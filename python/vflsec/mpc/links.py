@@ -43,7 +43,8 @@ class LinkProvider(abc.ABC):
         """The ``libspu.link.Context`` of ``parties[rank]`` for the run ``session``."""
 
     def release(self, address: str) -> Optional[Dict[str, int]]:
-        """Called once the link this party announced at ``address`` is stopped: what the provider
+        """Called once this party and every peer are done with the link announced at ``address`` (the
+        program calls it after the reveal, which each peer starts only after leaving the engine): what the provider
         measured of it (``bytes_in``: bytes the peers sent this party; ``bytes_out``: the answers
         this party's link sent back on those connections), or None when it does not measure."""
         return None
