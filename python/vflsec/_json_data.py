@@ -1,8 +1,9 @@
 """Model state as JSON data, for the saved-model files (no pickle): one encoding for every estimator.
 
 :func:`to_json` turns numpy arrays and scalars into lists and Python numbers, tuples into lists and
-non-finite floats into ``{"__float__": "inf"}``; :func:`from_json` restores the floats. Used by
-:mod:`vflsec.glm.persistence` and :mod:`vflsec.splitnn.persistence`.
+non-finite floats into ``{"__float__": "inf"}``; :func:`from_json` restores the floats;
+:func:`read_saved_model` reads an estimator's saved file with its checks. Used by
+:mod:`vflsec.glm.persistence`, :mod:`vflsec.trees.persistence` and :mod:`vflsec.splitnn.persistence`.
 """
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import json
 import math
 import numbers
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Dict, Mapping, Tuple
 
 import numpy as np
 
-__all__ = ["from_json", "read_json_document", "to_json"]
+__all__ = ["from_json", "read_json_document", "read_saved_model", "to_json"]
 
 
 def read_json_document(file: Path, what: str) -> Any:
@@ -26,6 +27,26 @@ def read_json_document(file: Path, what: str) -> Any:
         raise ValueError(f"{file}: not {what} (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{file}: not {what} (invalid JSON at line {exc.lineno}: {exc.msg})") from None
+
+
+def read_saved_model(file: Path, what: str, fmt: str, version: int,
+                     estimator: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """``(params, fitted)`` of the saved ``estimator`` in ``file`` (floats decoded), a document of
+    format ``fmt`` at ``version``; ValueError naming the file when it is not ``what`` (e.g. "a saved
+    vflsec GLM model"), another version, another estimator's model or lacks its sections."""
+    document = read_json_document(file, what)
+    if not isinstance(document, dict) or document.get("format") != fmt:
+        raise ValueError(f"{file}: not {what} (no \"format\": \"{fmt}\")")
+    if document.get("version") != version:
+        raise ValueError(f"{file}: saved model format version {document.get('version')!r}; this vflsec reads "
+                         f"version {version} -- save it again with this version")
+    if document.get("estimator") != estimator:
+        raise ValueError(f"{file} holds a {document.get('estimator')!r} model -- load it with "
+                         f"{document.get('estimator')}.load")
+    params, fitted = document.get("params"), document.get("fitted")
+    if not isinstance(params, dict) or not isinstance(fitted, dict):
+        raise ValueError(f"{file}: the saved model has no params/fitted sections")
+    return from_json(params), from_json(fitted)
 
 
 def to_json(value: Any, where: str = "value") -> Any:

@@ -38,7 +38,7 @@ from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from .._json_data import from_json, read_json_document, to_json
+from .._json_data import from_json, read_saved_model, to_json
 from .model import GLMDesign, LabelEncoding
 
 __all__ = [
@@ -128,20 +128,7 @@ def write_model(path: PathLike, estimator: str, params: Dict[str, Any], fitted: 
 def read_model(path: PathLike, estimator: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """``(params, fitted)`` of the saved ``estimator`` at ``path`` (floats decoded). ValueError
     naming the file when it is not such a model (FileNotFoundError when it does not exist)."""
-    file = Path(path)
-    document = read_json_document(file, "a saved vflsec GLM model")
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValueError(f"{file}: not a saved vflsec GLM model (no \"format\": \"{FORMAT}\")")
-    if document.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{file}: saved model format version {document.get('version')!r}; this vflsec reads "
-                         f"version {FORMAT_VERSION} -- save it again with this version")
-    if document.get("estimator") != estimator:
-        raise ValueError(f"{file} holds a {document.get('estimator')!r} model -- load it with "
-                         f"{document.get('estimator')}.load")
-    params, fitted = document.get("params"), document.get("fitted")
-    if not isinstance(params, dict) or not isinstance(fitted, dict):
-        raise ValueError(f"{file}: the saved model has no params/fitted sections")
-    return from_json(params), from_json(fitted)
+    return read_saved_model(Path(path), "a saved vflsec GLM model", FORMAT, FORMAT_VERSION, estimator)
 
 
 # -- the estimators ------------------------------------------------------------------------------

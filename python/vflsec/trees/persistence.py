@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from .._json_data import from_json, read_json_document, to_json
+from .._json_data import read_saved_model, to_json
 from ..glm.persistence import decode_privacy_spent, encode_privacy_spent
 from .binning import MAX_BINS, FeatureBins
 from .tree import LEAF, LookupTable, Tree
@@ -182,20 +182,7 @@ def save_model(model: Any, path: PathLike) -> None:
 
 
 def _read(path: PathLike, estimator: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    file = Path(path)
-    document = read_json_document(file, "a saved vflsec trees model")
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValueError(f"{file}: not a saved vflsec trees model (no \"format\": \"{FORMAT}\")")
-    if document.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{file}: saved model format version {document.get('version')!r}; this vflsec reads "
-                         f"version {FORMAT_VERSION} -- save it again with this version")
-    if document.get("estimator") != estimator:
-        raise ValueError(f"{file} holds a {document.get('estimator')!r} model -- load it with "
-                         f"{document.get('estimator')}.load")
-    params, fitted = document.get("params"), document.get("fitted")
-    if not isinstance(params, dict) or not isinstance(fitted, dict):
-        raise ValueError(f"{file}: the saved model has no params/fitted sections")
-    return from_json(params), from_json(fitted)
+    return read_saved_model(Path(path), "a saved vflsec trees model", FORMAT, FORMAT_VERSION, estimator)
 
 
 def _parties(model: Any, fitted: Dict[str, Any], file: Path) -> None:
