@@ -82,6 +82,7 @@ from ..glm.registry import get_protocol
 from ..glm.shards import ShardedTable
 from ..glm.weights import RowWeights, check_class_weight, row_weights
 from ..vfl.received import PeerMessageRefused, check_received_array
+from .class_weight_field import class_weight_field
 from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
 
@@ -125,20 +126,8 @@ class GLMPartyInput(PartyData):
 def job_class_weight(fields: Mapping[str, Any]) -> Any:
     """``[job] class_weight`` as :mod:`vflsec.glm.weights` takes it: None, "balanced", or the
     table's labels (text, as the training file codes them) as numbers."""
-    given = fields.get("class_weight")
-    if given is None or given == "balanced":
-        return given
-    if not isinstance(given, Mapping):
-        raise ValueError(f"class_weight must be \"balanced\" or a table label -> weight such as "
-                         f"{{ \"0\" = 1.0, \"1\" = 10.0 }}, got {given!r}")
-    weights = {}
-    for label, weight in given.items():
-        try:
-            weights[float(label)] = weight
-        except ValueError:
-            raise ValueError(f"class_weight names the label {label!r}: key it by the labels as the active party's "
-                             "training file codes them (\"0\" and \"1\")") from None
-    return check_class_weight(weights)
+    weights = class_weight_field(fields, codes='"0" and "1"')
+    return check_class_weight(weights) if isinstance(weights, dict) else weights
 
 
 def job_threshold(fields: Mapping[str, Any], loss: str) -> Union[float, Tuple[str, float]]:

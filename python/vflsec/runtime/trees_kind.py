@@ -85,6 +85,7 @@ from ..trees.protocol import (
 from ..trees.weights import check_weights_for, resolve_class_weight
 from ..vfl.job import VFLJob
 from ..vfl.received import PeerMessageRefused, check_received_array, describe_payload
+from .class_weight_field import class_weight_field
 from .deadlines import PHASE_EVALUATION
 from .kinds import JobKind, register_job_kind
 
@@ -109,21 +110,8 @@ def job_class_weight(fields: Mapping[str, Any]) -> Any:
     """``[job] class_weight``: None, "balanced", or ``{label: weight}`` with the table's keys read as the
     labels' numbers (what the active party's 0/1 or numeric labels are); checked again against the
     active party's classes by :func:`vflsec.trees.weights.resolve_class_weight`."""
-    given = fields.get("class_weight")
-    if given is None or given == "balanced":
-        return given
-    if not isinstance(given, Mapping) or not given:
-        raise ValueError(f"class_weight must be \"balanced\" or a table label -> weight such as "
-                         f"{{ \"0\" = 1.0, \"1\" = 10.0 }}, got {given!r}")
-    weights = {}
-    for label, weight in given.items():
-        try:
-            weights[float(label)] = weight
-        except ValueError:
-            raise ValueError(f"class_weight names the label {label!r}: key it by the labels as the active party's "
-                             "training file codes them (\"0\" and \"1\"; 0 and 1 for a text label with "
-                             "positive_label)") from None
-    return weights
+    return class_weight_field(fields, codes='"0" and "1"; 0 and 1 for a text label with positive_label',
+                              allow_empty=False)
 
 
 class UnbinnedTreeJob(VFLJob):
