@@ -73,8 +73,8 @@ def test_release_is_the_lattice_release_with_the_parts_sigma():
 
 def test_the_catalogue_names_every_product_path():
     assert {"lattice_gaussian", "hdp_passive_ir", "hdp_active_ir", "vfl_afe_embedding", "vfl_afe_rescale", "dp_sgd",
-            "selection_score", "central_dp_sgd", "central_output_perturbation", "central_objective_perturbation",
-            "he_dp_gradient", "trees_gradient", "trees_label_rr", "noise_embedding",
+            "selection_score", "central_dp_sgd", "mpc_dp_sgd", "central_output_perturbation",
+            "central_objective_perturbation", "he_dp_gradient", "trees_gradient", "trees_label_rr", "noise_embedding",
             "noise_gradient"} == set(MECHANISMS)
 
 

@@ -87,7 +87,7 @@ def test_weights_resume_and_other_protections_options_are_refused():
     blocks, y = _parties(widths=(2, 2))
     with pytest.raises(ValueError, match="protocol 'mpc' cannot take class_weight"):
         VerticalLogisticRegression("mpc", class_weight="balanced", mpc_protocol="semi2k").fit(blocks, y)
-    with pytest.raises(ValueError, match="mpc_protocol is an option of protection 'mpc', not 'plain'"):
+    with pytest.raises(ValueError, match="mpc_protocol is an option of protections 'mpc' and 'mpc_dp', not 'plain'"):
         VerticalLogisticRegression("plain", mpc_protocol="aby3").fit(blocks, y)
     assert not get_protocol("mpc").resumable
 

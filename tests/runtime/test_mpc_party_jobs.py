@@ -76,6 +76,26 @@ def test_three_processes_give_the_in_process_weights(tmp_path, fast_network, run
     assert np.abs(np.array(outputs["active"]["coef"])).max() > 0.05  # a model was learnt, not zeros
 
 
+def test_an_mpc_dp_job_as_three_processes_gives_the_in_process_weights(tmp_path, fast_network, run_parties,
+                                                                      party_outputs):
+    """DP-SGD inside the engine (protocol "mpc_dp"): with a test noise seed every party draws its sample
+    and noise shares as in-process, so the weights agree within the engine's fixed-point error."""
+    frames = _frames()
+    job = dict(protocol="mpc_dp", mpc_protocol="aby3", loss="logistic", lr=0.5, epochs=2, batch_size=36, seed=3,
+               epsilon=2.0, noise_seed=11, k=None, lam=0.0, active="active", passives=["passive1", "passive2"])
+    local = write_local_job(tmp_path, job, frames, network=fast_network)
+    outputs = party_outputs(local, run_parties(local, 180.0))
+    reference, design = _in_process(job, frames)
+    for name in NAMES:
+        role = "active" if name == "active" else "passive"
+        coef, _ = design.split_coef(reference.results[name].coef, role)
+        np.testing.assert_allclose(np.array(outputs[name]["coef"]), coef, rtol=0, atol=FIXED_POINT_TOLERANCE)
+        info = outputs[name]["info"]
+        assert info["dp_mechanism"] == "mpc_dp_sgd" and info["epsilon_spent"] <= 2.0
+        assert "mpc_run_input" in outputs[name]["bytes_sent_by_tag"]  # the sample draws and noise shares
+    assert np.abs(np.array(outputs["active"]["coef"])).max() > 0.05
+
+
 def test_a_party_killed_inside_the_engine_stops_the_others_naming_it(tmp_path, fast_network, child_env):
     from vflsec.runtime.launch import kill_parties, start_parties, wait_parties
 

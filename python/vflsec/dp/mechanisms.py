@@ -87,6 +87,11 @@ MECHANISMS: Dict[str, MechanismInfo] = _catalogue(
                   "gradients on the joined rows (||x|| <= 1), each clipped to norm C",
                   "C per record (a replaced record moves a sampled sum by up to 2C; C under add/remove)",
                   "vflsec.glm.central_dp"),
+    MechanismInfo("mpc_dp_sgd", "the secret-shared Poisson-subsampled sum of per-row logistic-loss gradients on "
+                  "the joined rows inside MPC (each block's rows ||x_p|| <= 1, |phi'| <= 1), plus every party's "
+                  "noise share",
+                  "C = sqrt(P) + fixed-point slack per record (a replaced record moves a sampled sum by up to 2C)",
+                  "vflsec.glm.mpc_dp"),
     MechanismInfo("central_output_perturbation", "the central-DP reference's minimiser of the mean logistic loss "
                   "+ (lam/2)||theta||^2 on the joined rows (||x|| <= 1), plus Gaussian noise",
                   "2 / (n lam) under replace-one (Chaudhuri, Monteleoni & Sarwate 2011, Cor. 8), times 1 + 1e-6 for "

@@ -106,7 +106,8 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
     protection : "hdp" (default), "plain", "centralized", "single_party" or a
         registered protocol name ("paillier", "ckks", "taylor" = the HE flow in the
         clear, "paillier_dp" / "ckks_dp" = HE-VFL with a DP model, "taylor_dp"
-        = its flow in the clear, ...).
+        = its flow in the clear, "mpc" / "mpc_dp" = secret-sharing MPC without /
+        with DP-SGD inside, ...).
     epsilon, delta, calibration : the DP budget of the whole training run and
         the Gaussian calibration ("analytic", the default, or the paper's
         "classic"; the HE-DP protocols calibrate by PLD accounting and refuse
@@ -156,7 +157,10 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         engine protocol of ``protection="mpc"`` (:mod:`vflsec.glm.mpc`,
         :data:`vflsec.mpc.MPC_PROTOCOLS`, each with its threat model); None picks
         "cheetah" for two parties and "aby3" for three; "semi2k" (a trusted dealer:
-        the active party) must be chosen. Other protections refuse it.
+        the active party) must be chosen. Also the engine of ``protection="mpc_dp"``
+        (:mod:`vflsec.glm.mpc_dp`: DP-SGD on the joined features inside the engine,
+        ``batch_size / n`` its Poisson rate, ``he_options={"momentum": m}``; the
+        guarantee in ``privacy_spent_``). Other protections refuse it.
     class_weight : None (default), "balanced" or a dict label -> weight, as
         scikit-learn's (each row's loss times its class's weight, "balanced" =
         ``n / (2 * count(label))``, from the active party's labels; times
@@ -451,12 +455,12 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         )
 
     def _options(self, protocol_name: str) -> Dict[str, Any]:
-        """``GLMJob.options``: ``he_options``, and for "mpc" the engine protocol."""
+        """``GLMJob.options``: ``he_options``, and for "mpc" / "mpc_dp" the engine protocol."""
         options = dict(self.he_options or {})
         if self.mpc_protocol is not None:
-            if protocol_name != "mpc":
-                raise ValueError(f"mpc_protocol is an option of protection 'mpc', not {self.protection!r} -- "
-                                 "remove mpc_protocol, or use protection='mpc'")
+            if protocol_name not in ("mpc", "mpc_dp"):
+                raise ValueError(f"mpc_protocol is an option of protections 'mpc' and 'mpc_dp', not "
+                                 f"{self.protection!r} -- remove mpc_protocol, or use protection='mpc'")
             options["mpc_protocol"] = self.mpc_protocol
         return options
 

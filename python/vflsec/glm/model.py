@@ -365,6 +365,10 @@ def privacy_spent(job: GLMJob, role: str, releases: int = 1) -> Any:
         from .hdp import hdp_privacy_spent
 
         spent = hdp_privacy_spent(job, role, releases=releases)
+    elif job.protocol == "mpc_dp":
+        from .mpc_dp import mpc_dp_privacy_spent
+
+        spent = mpc_dp_privacy_spent(job)
     else:
         from .he_dp import he_dp_privacy_spent
 

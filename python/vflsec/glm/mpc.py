@@ -45,12 +45,13 @@ from ..vfl.received import PeerMessageRefused
 from .job import GLMJob, GLMPartyResult, PartyData
 from .registry import register_protocol
 
-__all__ = ["MPC_LOSSES", "PROTOCOL", "TAGS", "epoch_schedule", "job_mpc_protocol"]
+__all__ = ["MPC_LOSSES", "PROTOCOL", "TAGS", "EngineTraining", "engine_program", "epoch_schedule", "job_mpc_protocol"]
 
 TAG_HELLO = "mpc_hello"
 TAG_SESSION = "mpc_session"
 TAG_INPUT = "mpc_input"
 TAG_REVEAL = "mpc_reveal"
+TAG_RUN_INPUT = "mpc_run_input"  # a training's per-run private inputs (mpc_dp: sampling draws, noise shares)
 TAGS = (TAG_HELLO, TAG_SESSION, TAG_INPUT, TAG_REVEAL)
 
 #: the losses the secret-shared recursion computes (Poisson's exp(theta) leaves the fixed-point range)
@@ -144,16 +145,63 @@ def _epoch_function(job: GLMJob, parties: int) -> Callable[..., Tuple[Any, ...]]
     return epoch
 
 
-def _compile(job: GLMJob, widths: Sequence[int]) -> Any:
-    from ..mpc.engine import compile_program
+class EngineTraining:
+    """What one protocol trains inside the engine (:func:`engine_program` runs it): "mpc" here,
+    "mpc_dp" in :mod:`vflsec.glm.mpc_dp`. The skeleton (agree, share, train, reveal) is the same;
+    a training names its program, the per-party values shared once, the runs and each run's
+    public and private inputs."""
 
-    parties = len(widths)
-    n, steps, b = job.n_samples, job.steps_per_epoch, job.batch_size
-    shapes = ([(f"X{r}", (n, width), "float64", True) for r, width in enumerate(widths)]
-              + [("y", (n,), "float64", True)]
-              + [(f"w{r}", (width,), "float64", True) for r, width in enumerate(widths)]
-              + [("rows", (steps, b), "int32", False), ("mask", (steps, b), "float64", False)])
-    return compile_program(_epoch_function(job, parties), shapes, [f"w{r}" for r in range(parties)])
+    name = "mpc"
+    #: per-party state shared once beside X and w (names; each a vector of the party's block width)
+    extra_state: Tuple[str, ...] = ()
+    #: the per-run private inputs every party contributes (names; shared with every rank each run)
+    private_inputs: Tuple[str, ...] = ()
+
+    def check(self, job: GLMJob) -> None:
+        _check_job(job)
+
+    def config(self, job: GLMJob, protocol: Any) -> Any:
+        from ..mpc.engine import runtime_config
+
+        return runtime_config(protocol, **({"fraction_bits": job.options["fraction_bits"]}
+                                           if "fraction_bits" in job.options else {}))
+
+    def compile(self, job: GLMJob, widths: Sequence[int]) -> Any:
+        from ..mpc.engine import compile_program
+
+        parties = len(widths)
+        n, steps, b = job.n_samples, job.steps_per_epoch, job.batch_size
+        shapes = ([(f"X{r}", (n, width), "float64", True) for r, width in enumerate(widths)]
+                  + [("y", (n,), "float64", True)]
+                  + [(f"w{r}", (width,), "float64", True) for r, width in enumerate(widths)]
+                  + [("rows", (steps, b), "int32", False), ("mask", (steps, b), "float64", False)])
+        return compile_program(_epoch_function(job, parties), shapes, [f"w{r}" for r in range(parties)])
+
+    def outputs(self, parties: int) -> List[str]:
+        """The program's outputs, which replace its inputs of the same names for the next run."""
+        return [f"w{r}" for r in range(parties)]
+
+    def runs(self, job: GLMJob) -> range:
+        return range(job.start_epoch, job.epochs)
+
+    def public_inputs(self, job: GLMJob, run: int) -> Dict[str, np.ndarray]:
+        rows, mask = epoch_schedule(job, run)
+        return {"rows": rows, "mask": mask}
+
+    def run_private(self, job: GLMJob, run: int, rank: int, generator: Any) -> Dict[str, np.ndarray]:
+        """This party's private inputs of ``run`` (``private_inputs``; none for "mpc")."""
+        return {}
+
+    def generator(self, job: GLMJob, party: str) -> Any:
+        """The source of this party's private run inputs (None when it has none)."""
+        return None
+
+    def info(self, job: GLMJob) -> Dict[str, Any]:
+        """Public facts the party's result carries beside the engine's."""
+        return {}
+
+
+TRAINING = EngineTraining()
 
 
 def _refused(endpoint: Channel, sender: str, tag: str, reason: str) -> PeerMessageRefused:
@@ -169,25 +217,26 @@ def _share(endpoint: Channel, sender: str, tag: str, parts: Any) -> Any:
         raise _refused(endpoint, sender, tag, f"not a share: {exc}") from exc
 
 
-def _program(endpoint: Channel, job: GLMJob, data: PartyData, role: str,
-             clock: Optional[PhaseClock] = None) -> GLMPartyResult:
+def engine_program(endpoint: Channel, job: GLMJob, data: PartyData, role: str, training: EngineTraining,
+                   clock: Optional[PhaseClock] = None) -> GLMPartyResult:
+    """One party's run of ``training`` inside the engine (module docstring: agree, share, train, reveal)."""
     import spu
 
-    from ..mpc.engine import make_shares, reconstruct, runtime_config, share_to_wire
+    from ..mpc.engine import make_shares, reconstruct, share_to_wire
     from ..mpc.links import current_links
 
     clock = PhaseClock() if clock is None else clock
     names = [job.active, *job.passives]
     rank = names.index(endpoint.name)
     protocol = job_mpc_protocol(job)
-    config = runtime_config(protocol, **({"fraction_bits": job.options["fraction_bits"]}
-                                         if "fraction_bits" in job.options else {}))
+    config = training.config(job, protocol)
     X, y = data.checked(job, endpoint.name, needs_labels=role == "active")
     widths = [job.widths[name] for name in names] if job.widths else None
     if widths is None or widths[rank] != X.shape[1]:
-        raise ValueError(f"protocol 'mpc' needs every party's block width in the job (job.widths), got {job.widths!r}")
+        raise ValueError(f"protocol {training.name!r} needs every party's block width in the job (job.widths), got "
+                         f"{job.widths!r}")
     with clock.crypto():
-        program = _compile(job, widths)
+        program = training.compile(job, widths)
     links = current_links()
     # 1. agree on the program and the link
     if role == "active":
@@ -217,6 +266,7 @@ def _program(endpoint: Channel, job: GLMJob, data: PartyData, role: str,
     io = spu.Io(len(names), config)
     # 2. share this party's block, initial weights (and labels) with every rank
     own = {"X": X, "w": data.initial_coef(job, X.shape[1], {})}
+    own.update({key: np.zeros(X.shape[1]) for key in training.extra_state})
     if role == "active":
         own["y"] = np.asarray(y, dtype=np.float64)
     with clock.crypto():
@@ -224,20 +274,18 @@ def _program(endpoint: Channel, job: GLMJob, data: PartyData, role: str,
     for other, name in enumerate(names):
         if other != rank:
             endpoint.send(name, TAG_INPUT, {key: share_to_wire(s[other]) for key, s in shares.items()})
-    inputs: Dict[str, Any] = {f"X{rank}": shares["X"][rank], f"w{rank}": shares["w"][rank]}
+    inputs: Dict[str, Any] = {f"{key}{rank}": s[rank] for key, s in shares.items() if key != "y"}
     if role == "active":
         inputs["y"] = shares["y"][rank]
     for other, name in enumerate(names):
         if other == rank:
             continue
         got = endpoint.recv(name, TAG_INPUT)
-        expected = {"X", "w", "y"} if other == 0 else {"X", "w"}
+        expected = {"X", "w", *training.extra_state} | ({"y"} if other == 0 else set())
         if not isinstance(got, dict) or set(got) != expected:
             raise _refused(endpoint, name, TAG_INPUT, f"expected the shares {sorted(expected)}")
-        inputs[f"X{other}"] = _share(endpoint, name, TAG_INPUT, got["X"])
-        inputs[f"w{other}"] = _share(endpoint, name, TAG_INPUT, got["w"])
-        if other == 0:
-            inputs["y"] = _share(endpoint, name, TAG_INPUT, got["y"])
+        for key in expected:
+            inputs[key if key == "y" else f"{key}{other}"] = _share(endpoint, name, TAG_INPUT, got[key])
     # 3. train: one run per epoch, the weights secret-shared in between (the engine's time is "crypto")
     history: Dict[str, List[float]] = {}
     try:
@@ -245,14 +293,33 @@ def _program(endpoint: Channel, job: GLMJob, data: PartyData, role: str,
         runtime = spu.Runtime(link, config)
         for name_, share in inputs.items():
             runtime.set_var(name_, share)
-        with clock.crypto():
-            for epoch in range(job.start_epoch, job.epochs):
-                rows, mask = epoch_schedule(job, epoch)
-                runtime.set_var("rows", make_shares(io, rows, secret=False)[rank])
-                runtime.set_var("mask", make_shares(io, mask, secret=False)[rank])
+        generator = training.generator(job, endpoint.name)
+        for run in training.runs(job):
+            if training.private_inputs:  # this party's secret inputs of the run, one share per rank
+                with clock.crypto():
+                    mine_now = training.run_private(job, run, rank, generator)
+                    private = {key: make_shares(io, value) for key, value in mine_now.items()}
+                for other, name in enumerate(names):
+                    if other != rank:
+                        endpoint.send(name, TAG_RUN_INPUT, {key: share_to_wire(s[other]) for key, s in private.items()})
+                for key, s in private.items():
+                    runtime.set_var(f"{key}{rank}", s[rank])
+                for other, name in enumerate(names):
+                    if other == rank:
+                        continue
+                    got = endpoint.recv(name, TAG_RUN_INPUT)
+                    if not isinstance(got, dict) or set(got) != set(training.private_inputs):
+                        raise _refused(endpoint, name, TAG_RUN_INPUT,
+                                       f"expected the shares {sorted(training.private_inputs)}")
+                    for key in training.private_inputs:
+                        runtime.set_var(f"{key}{other}", _share(endpoint, name, TAG_RUN_INPUT, got[key]))
+            with clock.crypto():
+                for key, value in training.public_inputs(job, run).items():
+                    runtime.set_var(key, make_shares(io, value, secret=False)[rank])
                 runtime.run(program.executable)
-                if data.progress is not None:
-                    data.progress(epoch, history)
+            if data.progress is not None:
+                data.progress(run, history)
+        with clock.crypto():
             final = [runtime.get_var(f"w{r}") for r in range(len(names))]
         link.stop_link()
         # 4. reveal each block to its owner only. A peer sends its shares after leaving the engine, so once
@@ -272,18 +339,18 @@ def _program(endpoint: Channel, job: GLMJob, data: PartyData, role: str,
     if coef.shape != (X.shape[1],) or not np.all(np.isfinite(coef)):
         raise ValueError(f"party {endpoint.name!r}: the reconstructed weights are not {X.shape[1]} finite values")
     info: Dict[str, Any] = {"mpc_protocol": protocol.name, "threat_model": protocol.threat_model,
-                            "fraction_bits": int(config.fxp_fraction_bits)}
+                            "fraction_bits": int(config.fxp_fraction_bits), **training.info(job)}
     if traffic is not None:  # the engine's own bytes on the wire, where the link provider measured them
         info["engine_bytes_in"], info["engine_bytes_out"] = int(traffic["bytes_in"]), int(traffic["bytes_out"])
     return GLMPartyResult(endpoint.name, role, coef, history=history, timings=clock.timings(endpoint), info=info)
 
 
 def mpc_active(endpoint: Channel, job: GLMJob, data: PartyData) -> GLMPartyResult:
-    return _program(endpoint, job, data, "active")
+    return engine_program(endpoint, job, data, "active", TRAINING)
 
 
 def mpc_passive(endpoint: Channel, job: GLMJob, data: PartyData) -> GLMPartyResult:
-    return _program(endpoint, job, data, "passive")
+    return engine_program(endpoint, job, data, "passive", TRAINING)
 
 
 PROTOCOL = {"active": mpc_active, "passive": mpc_passive}

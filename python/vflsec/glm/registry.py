@@ -57,7 +57,7 @@ from ..vfl.result import PartyResult
 __all__ = ["ROLES", "Protocol", "available_protocols", "get_protocol", "register_protocol"]
 
 # Modules of this package that define protocols (imported lazily by name).
-_BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks", "paillier_dp", "ckks_dp", "mpc")
+_BUILTIN_MODULES = ("plain", "hdp", "paillier", "ckks", "paillier_dp", "ckks_dp", "mpc", "mpc_dp")
 
 #: why a protocol that does not say otherwise cannot take row weights
 DEFAULT_WEIGHT_REFUSAL = "its programs do not apply row weights"

@@ -178,7 +178,7 @@ class GLMJobKind(JobKind[GLMJob]):
                   and k not in MPC_FIELDS}
         kwargs["weighted"] = job_class_weight(fields) is not None
         if fields.get("mpc_protocol") is not None:
-            if fields.get("protocol") != "mpc":
+            if fields.get("protocol") not in ("mpc", "mpc_dp"):
                 raise ValueError(f"mpc_protocol is a key of protocol 'mpc' jobs, the job has protocol "
                                  f"{fields.get('protocol')!r} -- remove mpc_protocol, or set protocol = \"mpc\"")
             kwargs["options"] = {**dict(kwargs.get("options") or {}), "mpc_protocol": fields["mpc_protocol"]}

@@ -177,7 +177,7 @@ def _check_addresses(cfg: PartyConfig, config: Path) -> None:
 
 
 #: protocols whose engine opens its own link on the host of [party] listen (vflsec.mpc.links.NetworkLinks)
-ENGINE_LINK_PROTOCOLS = ("mpc",)
+ENGINE_LINK_PROTOCOLS = ("mpc", "mpc_dp")
 _WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
