@@ -17,7 +17,8 @@ An :class:`AuditCase` knows
 
 ``CASES`` is the registry; :func:`register_case` adds to it. The case modules
 (:mod:`.cases_lattice`, :mod:`.cases_glm`, :mod:`.cases_splitnn`,
-:mod:`.cases_central_dp`, :mod:`.cases_trees`) register theirs on import (:func:`load_cases`).
+:mod:`.cases_central_dp`, :mod:`.cases_mpc_dp`, :mod:`.cases_trees`) register theirs on import
+(:func:`load_cases`).
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ class AuditCase:
 
 
 CASES: Dict[str, AuditCase] = {}
-CASE_MODULES = ("cases_lattice", "cases_glm", "cases_splitnn", "cases_central_dp", "cases_trees")
+CASE_MODULES = ("cases_lattice", "cases_glm", "cases_splitnn", "cases_central_dp", "cases_mpc_dp", "cases_trees")
 
 
 def register_case(case: AuditCase) -> AuditCase:
