@@ -167,6 +167,11 @@ def test_glm_defaults_equal_the_removed_literals():
                     runtime_mpc_batches={"mpc_cheetah": 8})
     mpc_quick = dict(runtime_methods=dp_runtime["runtime_methods"] + ("mpc_semi2k",),
                      mpc_accuracy={"mpc_semi2k": ("breast",)}, runtime_mpc_batches={})
+    # The spectrum's MPC+DP cells (new keys): semi2k on Breast and Adult at three epsilons, cheetah on Breast at
+    # one; in quick semi2k on Breast at epsilon 1.
+    mpc_full["mpc_dp_accuracy"] = {"mpc_dp_semi2k": ("breast", "credit", "adult")}
+    mpc_full["mpc_dp_accuracy_epsilons"] = {"mpc_dp_semi2k": (1.0,)}
+    mpc_quick.update(mpc_dp_accuracy={"mpc_dp_semi2k": ("breast",)}, mpc_dp_accuracy_epsilons={"mpc_dp_semi2k": (1.0,)})
     spectrum = dict(spectrum_epsilons=(0.1, 1.0, 10.0), spectrum_deltas=(1e-5, 0.01), central_sgd_momentum=0.9,
                     central_sgd_epochs=(5, 15), central_sgd_lr=(0.5, 2.0), central_output_lam_scales=(0.3, 1.0, 3.0),
                     opacus_epsilons=(1.0,))

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = GLMBenchConfig.quick_run(split_seeds=1, noise_draws=1, epsilons=(0.1, 1.0, 10.0), he_accuracy={},
                                 mpc_accuracy={}, runtime_sizes=(400,), runtime_epochs=(1, 2), runtime_epochs_n=400,
                                 runtime_batch_size=100, runtime_he_batches={}, spectrum_epsilons=(1.0,),
-                                spectrum_deltas=(1e-5,), he_dp_accuracy={}, opacus_epsilons=())
+                                spectrum_deltas=(1e-5,), he_dp_accuracy={}, mpc_dp_accuracy={}, opacus_epsilons=())
 
 
 def test_grids_and_seeds():

@@ -27,8 +27,8 @@ from vflsec.bench.experiments.glm.summary import summarize
 SMALL = GLMBenchConfig.quick_run(split_seeds=1, noise_draws=2, spectrum_epsilons=(1.0, 10.0),
                                  spectrum_deltas=(1e-5,), central_sgd_epochs=(5,), central_sgd_lr=(0.5,),
                                  central_output_lam_scales=(1.0,), central_objective_lams=(1e-3,),
-                                 he_dp_epochs=(2,), he_dp_k=(3.0,), he_dp_accuracy={}, opacus_epsilons=(),
-                                 cv_folds=2)
+                                 he_dp_epochs=(2,), he_dp_k=(3.0,), he_dp_accuracy={}, mpc_dp_accuracy={},
+                                 opacus_epsilons=(), cv_folds=2)
 
 
 def _run(config):

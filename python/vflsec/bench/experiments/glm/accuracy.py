@@ -203,7 +203,7 @@ def run_accuracy(config: GLMBenchConfig, *, data_dir: Optional[Path] = None, sta
             _private_selection_rows(rows, prep, config)
         if config.figure2 and name == "breast":
             _figure2_rows(rows, preps[name], config)
-    # Phase 4: the DP spectrum (central-DP ceiling, HDP-VFL and HE+DP at the same budgets).
+    # Phase 4: the DP spectrum (central-DP ceiling, HDP-VFL, HE+DP and MPC+DP at the same budgets).
     from .spectrum import run_spectrum
 
     run_spectrum(config, preps, rows.rows, result, log)

@@ -27,10 +27,11 @@ Hyperparameter families (all for every method that has the parameter):
   is the row's epsilon.
 
 What a run contains is its configuration alone: the HE accuracy cells are the
-methods and datasets of ``he_accuracy``, the MPC ones those of ``mpc_accuracy``,
+methods and datasets of ``he_accuracy``, the MPC ones those of ``mpc_accuracy``, the
+DP spectrum's MPC+DP ones those of ``mpc_dp_accuracy`` at ``mpc_dp_accuracy_epsilons``,
 and an HE (MPC) runtime cell measures at most ``runtime_he_batches[method]``
 (``runtime_mpc_batches[method]``) batches (the rest extrapolated, labelled as
-such) on every machine, however fast. The MPC cells (secret sharing on SPU,
+such) on every machine, however fast. The MPC and MPC+DP cells (secret sharing on SPU,
 :mod:`.mpc_cells`) need the ``mpc`` extra; without it they are labelled "not run"
 and the rest of the run goes on.
 """
@@ -57,6 +58,7 @@ __all__ = [
     "HE_DP_METHODS",
     "HE_METHODS",
     "HyperParams",
+    "MPC_DP_METHODS",
     "MPC_METHODS",
     "LAM",
     "LEARNING_RATE",
@@ -75,6 +77,8 @@ HE_DP_METHODS = ("paillier_dp", "ckks_dp")
 # Secret-sharing MPC (protection "mpc" of vflsec.glm): "mpc_<engine protocol>" for the two-party
 # protocols of vflsec.mpc.MPC_PROTOCOLS (aby3 needs three parties; these rows have two).
 MPC_METHODS = ("mpc_semi2k", "mpc_cheetah")
+# DP-SGD on the joined features inside MPC (protection "mpc_dp"): "mpc_dp_<engine protocol>", the same two.
+MPC_DP_METHODS = ("mpc_dp_semi2k", "mpc_dp_cheetah")
 RUNTIME_METHODS = ("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp") + MPC_METHODS
 
 
@@ -251,6 +255,15 @@ class GLMBenchConfig:
     he_dp_accuracy_epsilons: Dict[str, Tuple[float, ...]] = field(
         default_factory=lambda: {"paillier_dp": (1.0,), "ckks_dp": (0.1, 1.0, 10.0)},
         metadata=spec(keys=HE_DP_METHODS, low=0, low_inclusive=False))
+    # MPC+DP (protection "mpc_dp": the ceiling's DP-SGD on secret shares) at the ceiling's best-ranked DP-SGD
+    # candidate: method -> datasets, method -> epsilons (every spectrum delta, first he_split_seeds splits, one
+    # noise draw). Left out of a table (a copy of glm.toml from before these rows): none.
+    mpc_dp_accuracy: Optional[Dict[str, Tuple[str, ...]]] = field(
+        default_factory=lambda: {"mpc_dp_semi2k": tuple[str, ...](("breast", "credit", "adult"))},
+        metadata=optional_field(keys=MPC_DP_METHODS))
+    mpc_dp_accuracy_epsilons: Optional[Dict[str, Tuple[float, ...]]] = field(
+        default_factory=lambda: {"mpc_dp_semi2k": tuple[float, ...]((1.0,))},
+        metadata=optional_field(keys=MPC_DP_METHODS, low=0, low_inclusive=False))
     # The independent library (Opacus DP-SGD) beside the ceiling at these budgets (first spectrum delta).
     opacus_epsilons: Tuple[float, ...] = field(default=(1.0,), metadata=spec(low=0, low_inclusive=False))
     quick: bool = False
@@ -310,6 +323,12 @@ class GLMBenchConfig:
         """The HE+DP methods with accuracy cells on ``dataset`` (in ``he_dp_accuracy``'s order)."""
         return tuple(m for m, names in self.he_dp_accuracy.items() if dataset in names)
 
+    def mpc_dp_accuracy_methods(self, dataset: str, epsilon: float) -> Tuple[str, ...]:
+        """The MPC+DP methods with a spectrum cell on ``dataset`` at ``epsilon`` (in ``mpc_dp_accuracy``'s
+        order)."""
+        return tuple(m for m, names in (self.mpc_dp_accuracy or {}).items()
+                     if dataset in names and epsilon in (self.mpc_dp_accuracy_epsilons or {}).get(m, ()))
+
     @property
     def spectrum_budgets(self) -> Tuple[Tuple[float, float], ...]:
         """Every (epsilon, delta) of the DP spectrum, delta-major."""
@@ -364,8 +383,8 @@ class GLMExperiment(Experiment):
 
     name = "glm"
     quick_help = ("the [quick] grid: built-in Breast data, 2 splits x 2 noise draws, Paillier, CKKS and MPC (semi2k, "
-                  "with the mpc extra) on one split, a small runtime grid, the DP spectrum at one delta (about two "
-                  "minutes on 2 cores)")
+                  "with the mpc extra) on one split, a small runtime grid, the DP spectrum at one delta with MPC+DP "
+                  "(semi2k) at epsilon 1 (about two minutes on 2 cores)")
     versions = ("numpy", "scikit-learn", "phe", "gmpy2", "tenseal", "dp-accounting", "spu")
     seed_key = "seed"
     overrides = (
@@ -395,14 +414,15 @@ class GLMExperiment(Experiment):
         return grid
 
     def check(self, grid: GLMBenchConfig, options: Dict[str, Any]) -> None:
-        """Every dataset (of the run and of ``he_accuracy``, ``he_dp_accuracy``, ``mpc_accuracy``) is
+        """Every dataset (of the run and of ``he_accuracy``, ``he_dp_accuracy``, ``mpc_accuracy``,
+        ``mpc_dp_accuracy``) is
         known, the run's load, the libraries of every HE method it trains import and every MPC runtime
         method runs between the runtime grid's parties: before any cell runs."""
         from ....data import dataset_names, is_dataset_name, load_dataset
         from ....errors import missing_dataset, require_extra
 
         tables = (("he_accuracy", grid.he_accuracy), ("he_dp_accuracy", grid.he_dp_accuracy),
-                  ("mpc_accuracy", grid.mpc_accuracy or {}))
+                  ("mpc_accuracy", grid.mpc_accuracy or {}), ("mpc_dp_accuracy", grid.mpc_dp_accuracy or {}))
         for key, table in (("datasets", {"": grid.datasets}),) + tables:
             for method, names in table.items():
                 for name in names:

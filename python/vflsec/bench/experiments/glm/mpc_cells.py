@@ -7,9 +7,11 @@ experiment setting; ``cheetah``: two parties, no dealer). Accuracy cells train w
 configuration on the engine's in-memory link (:mod:`.accuracy`); runtime cells train with the
 engine's link on loopback TCP through a byte-counting relay (:func:`counted_engine_links`), so
 their bytes are the vflsec Channel's (the input shares and the reveal) plus the engine's own.
+An MPC+DP method is ``mpc_dp_<engine protocol>`` (:data:`.grid.MPC_DP_METHODS`): protection "mpc_dp"
+(:mod:`vflsec.glm.mpc_dp`), the DP spectrum's cells (:mod:`.spectrum`).
 
 SPU is the ``mpc`` extra. It is looked up here (:func:`spu_installed`), never imported before an
-MPC cell runs, so a run without it labels its MPC rows :data:`NOT_INSTALLED` and goes on.
+MPC cell runs, so a run without it labels its MPC (and MPC+DP) rows :data:`NOT_INSTALLED` and goes on.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import importlib.util
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from .grid import MPC_METHODS
+from .grid import MPC_DP_METHODS, MPC_METHODS
 
 __all__ = ["NOT_INSTALLED", "counted_engine_links", "engine_protocol", "spu_installed", "threat_model"]
 
@@ -33,10 +35,12 @@ def spu_installed() -> bool:
 
 
 def engine_protocol(method: str) -> str:
-    """``"mpc_semi2k"`` -> ``"semi2k"``: the engine protocol of an MPC method."""
-    if method not in MPC_METHODS:
-        raise ValueError(f"{method!r} is not an MPC method -- choose from {', '.join(MPC_METHODS)}")
-    return method[len("mpc_"):]
+    """``"mpc_semi2k"`` -> ``"semi2k"``, ``"mpc_dp_cheetah"`` -> ``"cheetah"``: the engine protocol of an MPC
+    or MPC+DP method."""
+    for prefix, methods in (("mpc_dp_", MPC_DP_METHODS), ("mpc_", MPC_METHODS)):
+        if method in methods:
+            return method[len(prefix):]
+    raise ValueError(f"{method!r} is not an MPC method -- choose from {', '.join(MPC_METHODS + MPC_DP_METHODS)}")
 
 
 def threat_model(method: str) -> str:

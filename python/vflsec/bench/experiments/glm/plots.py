@@ -51,6 +51,8 @@ _SPECTRUM_STYLE = {
     "taylor_dp": ("tab:green", "^", "HE+DP (taylor_dp, in the clear)"),
     "paillier_dp": ("darkgreen", "P", "HE+DP Paillier"),
     "ckks_dp": ("tab:purple", "X", "HE+DP CKKS"),
+    "mpc_dp_semi2k": ("darkgoldenrod", "D", "MPC+DP semi2k"),
+    "mpc_dp_cheetah": ("teal", "d", "MPC+DP Cheetah"),
 }
 
 

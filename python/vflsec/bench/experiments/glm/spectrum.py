@@ -13,7 +13,15 @@ or of HDP-VFL's design? Per dataset, split and budget ``(epsilon, delta)`` of
   reach, on every split; the encrypted protocols themselves run on the datasets
   and budgets ``he_dp_accuracy`` / ``he_dp_accuracy_epsilons`` name (first
   ``he_split_seeds`` splits, one noise draw, the same noise seed as taylor_dp's
-  draw 0, so the two rows differ only by the encryption).
+  draw 0, so the two rows differ only by the encryption);
+* ``mpc_dp_semi2k`` / ``mpc_dp_cheetah`` -- MPC+DP: the ceiling's DP-SGD run vertically
+  inside secret-sharing MPC (protection ``"mpc_dp"``, :mod:`vflsec.glm.mpc_dp`: a secret
+  Poisson sample, every party adding a full-sigma noise share) on the datasets and budgets
+  ``mpc_dp_accuracy`` / ``mpc_dp_accuracy_epsilons`` name (first ``he_split_seeds`` splits,
+  one noise draw, every spectrum delta), at the ceiling's own DP-SGD selection: the DP-SGD
+  candidate ranked best by the ceiling's CV (the one the Opacus rows use). Both engine
+  protocols draw the same noise seed. Without SPU (the ``mpc`` extra) the cells are rows
+  labelled not run.
 
 Every method's configuration is chosen the same way, as HDP-VFL's headline is:
 per budget, the candidate with the best mean ``cv_folds``-fold CV accuracy on
@@ -40,13 +48,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...._progress import progress
+from .cpu import CPUClock
 from .fits import PreparedSplit, auc, cv_accuracy, fit_scores, hdp_jobs
-from .grid import LAM, GLMBenchConfig, HyperParams, cell_seed
+from .grid import LAM, MPC_DP_METHODS, GLMBenchConfig, HyperParams, cell_seed
 
-__all__ = ["Candidate", "central_candidates", "he_dp_candidates", "run_spectrum", "select"]
+__all__ = ["Candidate", "central_candidates", "he_dp_candidates", "mpc_dp_model", "run_spectrum", "select",
+           "selected_dp_sgd"]
 
 Budget = Tuple[float, float]
-SPECTRUM_METHODS = ("central_dp", "hdp", "taylor_dp", "paillier_dp", "ckks_dp")
+SPECTRUM_METHODS = ("central_dp", "hdp", "taylor_dp", "paillier_dp", "ckks_dp") + MPC_DP_METHODS
 OPACUS_METHODS = ("central_dp_sgd", "central_dp_sgd_add_remove", "opacus_dp_sgd")
 
 
@@ -119,6 +129,22 @@ def he_dp_model(cand: Candidate, budget: Budget, noise_seed: Optional[int], spli
     return VerticalLogisticRegression(protection=protection, epsilon=budget[0], delta=budget[1], lam=LAM, lr=p["lr"],
                                       epochs=p["epochs"], batch_size=p["batch_size"], k=p["k"], seed=split_seed,
                                       noise_seed=noise_seed, key_bits=key_bits)
+
+
+def mpc_dp_model(cand: Candidate, n: int, budget: Budget, noise_seed: Optional[int], split_seed: int, *,
+                 protocol: str) -> Any:
+    """An unfitted MPC+DP :class:`VerticalLogisticRegression` for the ceiling's DP-SGD candidate ``cand`` on
+    ``n`` training rows: its expected batch ``ceil(q n)`` (the protocol rounds ``q`` up to a multiple of
+    ``2^-12``), epochs, learning rate and momentum; no weight decay and no weight clip, as the ceiling's DP-SGD."""
+    from ....glm import VerticalLogisticRegression
+
+    if cand.method != "dp_sgd":
+        raise ValueError(f"MPC+DP runs a DP-SGD candidate, not {cand.method!r}")
+    p = dict(cand.params)
+    return VerticalLogisticRegression(protection="mpc_dp", epsilon=budget[0], delta=budget[1], mpc_protocol=protocol,
+                                      batch_size=max(1, math.ceil(p["sampling_rate"] * n - 1e-9)),
+                                      epochs=p["epochs"], lr=p["lr"], lam=0.0, k=None, seed=split_seed,
+                                      noise_seed=noise_seed, he_options={"momentum": p["momentum"]})
 
 
 def _fit_score(family: str, cand: Candidate, train: List[np.ndarray], y_train: np.ndarray, test: List[np.ndarray],
@@ -232,6 +258,7 @@ def run_spectrum(config: GLMBenchConfig, preps: Dict[str, List[PreparedSplit]], 
                 _central_rows(writer, prep, central, ranks["central_dp"][0][:, j], budget, config, chosen[name])
                 _hdp_rows(writer, prep, hdp_grid, ranks["hdp"][0][:, j], budget, config, chosen[name])
                 _he_dp_rows(writer, prep, he_dp, ranks["taylor_dp"][0][:, j], budget, config, chosen[name], log)
+                _mpc_dp_rows(writer, prep, central, ranks["central_dp"][0][:, j], budget, config, chosen[name], log)
             for eps in config.opacus_epsilons:
                 _opacus_rows(writer, prep, central, ranks["central_dp"][0], budgets, (float(eps), budgets[0][1]),
                              config, chosen[name])
@@ -305,6 +332,71 @@ def _he_dp_rows(writer: _Writer, prep: PreparedSplit, candidates: Sequence[Candi
                    key_bits=config.he_key_bits if method.startswith("paillier") else None, warnings=warned)
 
 
+def selected_dp_sgd(candidates: Sequence[Candidate], order: np.ndarray) -> List[Candidate]:
+    """The ceiling's DP-SGD candidates in the ceiling's ranking ``order`` (one budget's column), best first:
+    the first is the DP-SGD configuration selected for the ceiling's DP-SGD candidates."""
+    ranked = [candidates[int(i)] for i in order if candidates[int(i)].method == "dp_sgd"]
+    if not ranked:
+        raise ValueError("the ceiling's candidates have no DP-SGD configuration -- give central_sgd_* values")
+    return ranked
+
+
+def _mpc_dp_rows(writer: _Writer, prep: PreparedSplit, candidates: Sequence[Candidate], order: np.ndarray,
+                 budget: Budget, config: GLMBenchConfig, chosen: Dict[str, Any], log: Callable[[str], None]) -> None:
+    """The MPC+DP cells ``mpc_dp_accuracy`` names for this split and budget, at the ceiling's selected DP-SGD
+    configuration (the next DP-SGD candidate in its ranking where the protocol refuses one); a row labelled
+    not run without the ``mpc`` extra, or where the protocol refuses every DP-SGD candidate."""
+    from .mpc_cells import NOT_INSTALLED, spu_installed
+
+    methods = config.mpc_dp_accuracy_methods(prep.dataset, budget[0])
+    if prep.split_seed >= config.he_split_seeds or not methods:
+        return
+    ranked = selected_dp_sgd(candidates, order)
+    # One seed for both engine protocols: their rows draw the same sample and noise.
+    seed = cell_seed(config.seed, "spectrum", "mpc_dp", prep.dataset, prep.split_seed, 0, *budget)
+    for method in methods:
+        cell = _mpc_dp_cell(method, prep, ranked, budget, seed, log) if spu_installed() else NOT_INSTALLED
+        if isinstance(cell, str):
+            log(f"[glm] {method} on {prep.dataset} at epsilon={budget[0]:g}, delta={budget[1]:g}: {cell}")
+            writer.add(prep, method, budget, 0, None, config=ranked[0].as_dict(), not_run=cell)
+            continue
+        cand, fitted, batch_size, extra = cell
+        chosen.setdefault("mpc_dp", {})[_key(budget)] = f"{cand.label()} (b={batch_size})"
+        history = fitted.history_
+        signed = np.where(np.asarray(prep.y_test_raw) == fitted.classes_[1], 1.0, -1.0)
+        writer.add(prep, method, budget, 0, fitted.score(prep.raw_test, prep.y_test_raw),
+                   auc=auc(np.asarray(fitted.decision_function(prep.raw_test)), signed),
+                   config={**cand.as_dict(), "batch_size": batch_size}, epsilon_spent=_spent(fitted),
+                   mpc_protocol=history.get("mpc_protocol"), steps=history.get("dp_steps"),
+                   sampling_rate=history.get("dp_sampling_rate"), noise_multiplier=history.get("dp_noise_multiplier"),
+                   noise_shares=history.get("dp_noise_shares"), **extra)
+
+
+def _mpc_dp_cell(method: str, prep: PreparedSplit, ranked: Sequence[Candidate], budget: Budget,
+                 noise_seed: Optional[int], log: Callable[[str], None]) -> Any:
+    """(candidate, fitted model, batch size, timing fields) of the first of ``ranked`` the protocol runs on
+    ``prep``, or why none ran (its refusal of the last: the plan is checked before the engine trains)."""
+    from .mpc_cells import engine_protocol
+
+    refusal = ""
+    for cand in ranked:
+        model = mpc_dp_model(cand, prep.n_train, budget, noise_seed, prep.split_seed,
+                             protocol=engine_protocol(method))
+        log(f"[glm] {method} on {prep.dataset} split {prep.split_seed} at epsilon={budget[0]:g}, "
+            f"delta={budget[1]:g} ({cand.label()}, b={model.batch_size})")
+        start = time.perf_counter()
+        try:
+            with CPUClock() as cpu:
+                fitted, warned = _quiet(model.fit, prep.raw_train, prep.y_train_raw)
+        except ValueError as exc:
+            refusal = str(exc).splitlines()[0]
+            log(f"[glm] {method} refuses {cand.label()}: {refusal}")
+            continue
+        return cand, fitted, model.batch_size, {"seconds": time.perf_counter() - start, "cpu_seconds": cpu.seconds,
+                                                "cpu_scope": cpu.scope, "warnings": warned}
+    return f"not run (the protocol refuses every DP-SGD candidate; the last: {refusal})"
+
+
 def _spent(model: Any) -> Optional[float]:
     spent = [s.epsilon for s in (model.privacy_spent_ or {}).values() if s is not None]
     return max(spent) if spent else None
@@ -315,7 +407,7 @@ def _opacus_rows(writer: _Writer, prep: PreparedSplit, candidates: Sequence[Cand
     """vflsec's DP-SGD (replace-one and add/remove) and Opacus' with the DP-SGD candidate
     ranked best at ``budget``'s epsilon (or the nearest spectrum budget's)."""
     j = min(range(len(budgets)), key=lambda i: (abs(math.log(budgets[i][0] / budget[0])), budgets[i][1] != budget[1]))
-    sgd = next(candidates[int(i)] for i in order[:, j] if candidates[int(i)].method == "dp_sgd")
+    sgd = selected_dp_sgd(candidates, order[:, j])[0]
     chosen.setdefault("dp_sgd", {})[_key(budget)] = sgd.label()
     for draw in range(config.noise_draws):
         seed = cell_seed(config.seed, "spectrum", "opacus", prep.dataset, prep.split_seed, draw, *budget)

@@ -2,9 +2,10 @@
 
 Per dataset: every DP method beside the central-DP ceiling at each (epsilon,
 delta), the references on the same splits, the configurations selection chose,
-the independent library (Opacus) beside the ceiling, and what HE+DP costs; then
-issue 26's targets judged (``papers/vflsec_targets.toml``, ``glm.*``) and the
-plain-words answers the Conclusion gives.
+the independent library (Opacus) beside the ceiling, and what HE+DP and MPC+DP
+cost; then issue 26's targets judged (``papers/vflsec_targets.toml``, ``glm.*``)
+and the plain-words answers the Conclusion gives (which vertical protocol is most
+accurate at each epsilon, and how far each is from the ceiling).
 """
 from __future__ import annotations
 
@@ -15,19 +16,23 @@ import numpy as np
 
 from ...claims import judge, load_claims, verdict_table
 from ...common import markdown_table
+from .grid import MPC_DP_METHODS
+from .mpc_cells import engine_protocol, threat_model
 from .summary import ref_mean, spectrum_mean, stats
 
 __all__ = ["he_dp_time_ratios", "spectrum_conclusion", "spectrum_measurements", "spectrum_section"]
 
 TARGETS = "vflsec_targets"
 CEILING_BUDGET = (1.0, 1e-5)  # where issue 26 compares HE+DP and Opacus with the ceiling
-VERTICAL = ("hdp", "taylor_dp", "paillier_dp", "ckks_dp")
+VERTICAL = ("hdp", "taylor_dp", "paillier_dp", "ckks_dp") + MPC_DP_METHODS
 LABELS = {
     "central_dp": "central-DP ceiling",
     "hdp": "HDP-VFL",
     "taylor_dp": "HE+DP (taylor_dp: its flow in the clear)",
     "paillier_dp": "HE+DP, Paillier (paillier_dp)",
     "ckks_dp": "HE+DP, CKKS (ckks_dp)",
+    "mpc_dp_semi2k": "MPC+DP, semi2k (mpc_dp)",
+    "mpc_dp_cheetah": "MPC+DP, Cheetah (mpc_dp)",
     "central_dp_sgd": "vflsec DP-SGD, replace-one",
     "central_dp_sgd_add_remove": "vflsec DP-SGD, add/remove",
     "opacus_dp_sgd": "Opacus DP-SGD, add/remove",
@@ -113,14 +118,15 @@ def _targets(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Dict[str, Any
 
 
 def _table(name: str, ds: Dict[str, Any]) -> str:
-    methods = [m for m in ("central_dp", "hdp", "taylor_dp", "paillier_dp", "ckks_dp")
-               if any(key[0] == m for key in ds["spectrum"])]
+    not_run = ds.get("spectrum_not_run", {})
+    methods = [m for m in ("central_dp", "hdp", "taylor_dp", "paillier_dp", "ckks_dp") + MPC_DP_METHODS
+               if any(key[0] == m for key in ds["spectrum"]) or any(key[0] == m for key in not_run)]
     rows = []
     for eps, delta in _budgets(ds):
         row: List[Any] = [f"{delta:g}", f"{eps:g}"]
         for m in methods:
             values = ds["spectrum"].get((m, delta), {}).get(eps, [])
-            row.append(_fmt(values) if values else "not run")
+            row.append(_fmt(values) if values else not_run.get((m, delta), {}).get(eps, "not run"))
         rows.append(row)
     refs = [f"{label} {ref_mean(ds, m):.3f}" for m, label in
             (("majority", "majority"), ("single_party", "active party alone"), ("plain", "plain VFL"),
@@ -133,11 +139,14 @@ def _table(name: str, ds: Dict[str, Any]) -> str:
 def _selected(ds: Dict[str, Any], selection: Dict[str, Any]) -> str:
     if not selection:
         return ""
-    rows = [[key, selection.get("central_dp", {}).get(key, ""), selection.get("hdp", {}).get(key, ""),
-             selection.get("taylor_dp", {}).get(key, "")] for key in selection.get("central_dp", {})]
+    families = ["central_dp", "hdp", "taylor_dp"] + (["mpc_dp"] if selection.get("mpc_dp") else [])
+    rows = [[key] + [selection.get(f, {}).get(key, "") for f in families] for key in selection.get("central_dp", {})]
+    mpc_dp = (" MPC+DP runs the ceiling's best-ranked DP-SGD candidate (the DP-SGD configuration selected for the "
+              "ceiling's DP-SGD candidates) with expected batch b = ceil(q n), no weight decay and no weight clip."
+              if "mpc_dp" in families else "")
     return (f"Configurations (selected per budget on {', '.join(selection.get('selected_on', []))}, never on "
-            "this dataset; the ceiling's candidates are DP-SGD, output and objective perturbation):\n\n"
-            + markdown_table(["ε/δ", "central-DP ceiling", "HDP-VFL", "HE+DP"], rows))
+            f"this dataset; the ceiling's candidates are DP-SGD, output and objective perturbation).{mpc_dp}\n\n"
+            + markdown_table(["ε/δ", "central-DP ceiling", "HDP-VFL", "HE+DP", "MPC+DP"][:len(families) + 1], rows))
 
 
 def _opacus(ds: Dict[str, Any]) -> str:
@@ -178,6 +187,24 @@ def _cost(ds: Dict[str, Any], runtime: Sequence[Dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _mpc_dp_cost(ds: Dict[str, Any]) -> str:
+    """The MPC+DP runs: accuracy beside the ceiling at the same budget, the engine's steps, wall and CPU time."""
+    cells = [r for r in ds["spectrum_rows"] if r["method"] in MPC_DP_METHODS]
+    if not cells:
+        return ""
+    return markdown_table(
+        ["method", "ε", "δ", "test accuracy", "AUC", "central-DP ceiling", "ε spent", "steps", "noise shares",
+         "wall s", "CPU s", "configuration"],
+        [[r["method"], f"{r['epsilon']:g}", f"{r['delta']:g}", f"{r['accuracy']:.3f}", _num(r.get("auc"), ".3f"),
+          _num(spectrum_mean(ds, "central_dp", r["epsilon"], r["delta"]), ".3f"), _num(r.get("epsilon_spent"), ".3f"),
+          _num(r.get("steps"), "d"), _num(r.get("noise_shares"), "d"), f"{r['seconds']:.1f}",
+          _num(r.get("cpu_seconds"), ".1f"), _config(r["config"])] for r in cells])
+
+
+def _num(value: Any, spec: str) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
 def _same_seed(ds: Dict[str, Any], row: Dict[str, Any]) -> str:
     twin = [r for r in ds["spectrum_rows"] if r["method"] == "taylor_dp" and r["noise_draw"] == 0 and
             (r["epsilon"], r["delta"], r["split_seed"]) == (row["epsilon"], row["delta"], row["split_seed"])]
@@ -188,13 +215,34 @@ def _config(cfg: Dict[str, Any]) -> str:
     return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in cfg.items() if k != "method")
 
 
+def _mpc_dp_intro(summary: Dict[str, Dict[str, Any]]) -> List[str]:
+    """What MPC+DP is and what its guarantee covers (when the run has MPC+DP rows, run or not)."""
+    methods = [m for m in MPC_DP_METHODS if any(
+        any(key[0] == m for key in ds["spectrum"]) or any(key[0] == m for key in ds.get("spectrum_not_run", {}))
+        for ds in summary.values())]
+    if not methods:
+        return []
+    threats = " ".join(f"`{m}`: {threat_model(m)}." for m in methods)
+    return ["**MPC+DP** (`mpc_dp_<engine protocol>`, protection `\"mpc_dp\"` on SPU) is the ceiling's DP-SGD run "
+            "vertically inside secret-sharing MPC: the rows stay secret-shared, a secret Poisson sample (rate "
+            "b / n rounded up to a multiple of 2^-12) takes the place of the curator's, and every party adds a "
+            "noise share of the full σ: the total noise variance is P σ² (P parties; twice σ² with two), the price "
+            "of no party, nor any coalition missing one, knowing the noise. It runs the DP-SGD candidate "
+            "the ceiling's ranking puts first, on the first splits with one noise draw (both engine protocols draw "
+            "the same noise seed). Its guarantee is the ceiling's (the released model, replace-one, against every "
+            "party and outsider, semi-honest parties); the data in between are as safe as the engine protocol "
+            "keeps them: " + threats + "\n"]
+
+
 def spectrum_section(summary: Dict[str, Dict[str, Any]], selections: Dict[str, Any],
                      runtime: Sequence[Dict[str, Any]]) -> List[str]:
     """The report's "DP spectrum" section (empty when the run has no spectrum rows)."""
     names = [name for name, ds in summary.items() if ds["spectrum"]]
     if not names:
         return []
-    lines = ["## The DP spectrum: the central-DP ceiling, HDP-VFL and HE+DP at the same (ε, δ)\n",
+    mpc_dp = _mpc_dp_intro(summary)
+    methods = "HDP-VFL, HE+DP and MPC+DP" if mpc_dp else "HDP-VFL and HE+DP"
+    lines = [f"## The DP spectrum: the central-DP ceiling, {methods} at the same (ε, δ)\n",
              "Every DP method under the same neighbour relation (replace one row) and budget; each method's "
              "configuration chosen per budget by CV on the *other* datasets of the run (built-in synthetic data "
              "for a one-dataset run), so ε is the whole privacy cost of the evaluated rows. The **central-DP "
@@ -212,6 +260,7 @@ def spectrum_section(summary: Dict[str, Dict[str, Any]], selections: Dict[str, A
              "party's own gradient uses its un-noised IRs, so the final model is not differentially private with "
              "respect to the active party's rows and labels. HDP-VFL can therefore sit above the ceiling where the "
              "active party's features carry the signal (its rows pay no noise for the model itself).\n"]
+    lines += mpc_dp
     for name in names:
         ds = summary[name]
         lines.append(f"### {name}\n")
@@ -226,6 +275,10 @@ def spectrum_section(summary: Dict[str, Dict[str, Any]], selections: Dict[str, A
         cost = _cost(ds, runtime)
         if cost:
             lines += ["The encrypted HE+DP runs (split 0; Paillier with the run's key size):\n", cost, ""]
+        mpc_cost = _mpc_dp_cost(ds)
+        if mpc_cost:
+            lines += ["The MPC+DP runs (first he_split_seeds splits, one noise draw; wall and CPU seconds of the fit, "
+                      "every party a thread of this process on the engine's in-memory link):\n", mpc_cost, ""]
     ratios = he_dp_time_ratios(runtime)
     if ratios:
         lines.append("HE+DP's epoch time over the same protocol without DP (runtime grid, same cells): "
@@ -268,6 +321,9 @@ def spectrum_conclusion(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Di
         if gaps:
             parts.append(f"HDP-VFL minus the ceiling (points, δ = {min(d for _, d in budgets):g}): "
                          + ", ".join(gaps) + " (negative: below it).")
+        ranking = _most_accurate_vertical(ds)
+        if ranking:
+            parts.append(ranking)
         eps, delta = CEILING_BUDGET
         method, he_dp = _he_dp_accuracy(ds, eps, delta)
         ceiling = spectrum_mean(ds, "central_dp", eps, delta)
@@ -309,6 +365,55 @@ def spectrum_conclusion(summary: Dict[str, Dict[str, Any]], runtime: Sequence[Di
                          f"configuration {ours:.3f} (replace-one), Opacus {opacus:.3f} (add/remove).")
         lines.append(" ".join(parts))
     return lines
+
+
+def _most_accurate_vertical(ds: Dict[str, Any]) -> str:
+    """Which of HDP-VFL, HE+DP and MPC+DP is most accurate at each spectrum ε (δ of
+    :data:`CEILING_BUDGET`), with MPC+DP's distance from the ceiling and its time per fit (or why it
+    did not run); empty where MPC+DP has no cell at that δ."""
+    delta = CEILING_BUDGET[1]
+    epsilons = sorted(e for e, d in _budgets(ds) if d == delta)
+    not_run = ds.get("spectrum_not_run", {})
+    if not any((m, delta) in ds["spectrum"] or (m, delta) in not_run for m in MPC_DP_METHODS):
+        return ""
+    clauses = []
+    for eps in epsilons:
+        he_method, he_dp = _he_dp_accuracy(ds, eps, delta)
+        accuracy = {"HDP-VFL": spectrum_mean(ds, "hdp", eps, delta), f"HE+DP ({he_method})": he_dp}
+        accuracy.update({f"MPC+DP ({engine_protocol(m)})": spectrum_mean(ds, m, eps, delta) for m in MPC_DP_METHODS})
+        measured = sorted(((value, name) for name, value in accuracy.items() if not math.isnan(value)), reverse=True)
+        if not measured:
+            continue
+        top = measured[0][0]
+        best = sorted(name for value, name in measured if value == top)
+        behind = [f"{name} {value:.3f}" for value, name in measured if value < top]
+        text = (f"at ε = {eps:g}, " + (f"{' and '.join(best)} tie at {top:.3f}" if len(best) > 1 else
+                                       f"{best[0]} {top:.3f}")
+                + (f", ahead of {_listing(behind)}" if behind else ""))
+        ceiling = spectrum_mean(ds, "central_dp", eps, delta)
+        details = []
+        for m in MPC_DP_METHODS:
+            rows = [r for r in ds["spectrum_rows"] if r["method"] == m and (r["epsilon"], r["delta"]) == (eps, delta)]
+            why = not_run.get((m, delta), {}).get(eps)
+            if why:
+                details.append(f"MPC+DP ({engine_protocol(m)}) {why}")
+            if not rows:
+                continue
+            gap = (ceiling - spectrum_mean(ds, m, eps, delta)) * 100
+            cpu = [r["cpu_seconds"] for r in rows if r.get("cpu_seconds") is not None]
+            details.append(f"MPC+DP ({engine_protocol(m)}) "
+                           + ("" if math.isnan(gap) else f"{abs(gap):.1f} points {'below' if gap >= 0 else 'above'} "
+                                                         f"the ceiling's {ceiling:.3f}, ")
+                           + f"{float(np.mean([r['seconds'] for r in rows])):.0f} s per fit"
+                           + (f" ({float(np.mean(cpu)):.0f} CPU s)" if cpu else ""))
+        clauses.append(text + (f" [{'; '.join(details)}]" if details else " [MPC+DP not run at this ε]"))
+    return (f"The most accurate vertical DP protocol at δ = {delta:g} (HDP-VFL, HE+DP, MPC+DP; MPC+DP on the "
+            "first he_split_seeds splits with one noise draw): " + "; ".join(clauses) + ".")
+
+
+def _listing(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _first_beating(ds: Dict[str, Any], single: float, epsilons: Sequence[float], delta: float,

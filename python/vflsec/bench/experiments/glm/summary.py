@@ -44,14 +44,17 @@ def summarize(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     cells were skipped when estimated over a time budget), "not_run": method -> why (the MPC
     cells of a run without the ``mpc`` extra), "reference_by_split": method -> split seed -> acc,
     "spectrum": (method, delta) -> eps ->
-    [acc] (the DP spectrum's rows, :mod:`.spectrum`), "spectrum_rows": those rows}."""
+    [acc] (the DP spectrum's rows, :mod:`.spectrum`), "spectrum_rows": those rows, "spectrum_not_run":
+    (method, delta) -> eps -> why (its MPC+DP cells that did not run)}."""
     out: Dict[str, Dict[str, Any]] = {}
     for r in rows:
         ds = out.setdefault(r["dataset"], {"reference": {}, "dp": {}, "search": {}, "figure2": {}, "skipped": {},
                                            "not_run": {}, "reference_by_split": {}, "auc": {}, "pr_auc": {},
-                                           "spectrum": {}, "spectrum_rows": []})
+                                           "spectrum": {}, "spectrum_rows": [], "spectrum_not_run": {}})
         if r.get("not_run"):
             ds["not_run"][r["method"]] = r["not_run"]
+            if r["family"] == "spectrum":
+                ds["spectrum_not_run"].setdefault((r["method"], r["delta"]), {})[r["epsilon"]] = r["not_run"]
             continue
         if r["family"] == "spectrum":
             ds["spectrum"].setdefault((r["method"], r["delta"]), {}).setdefault(r["epsilon"], []).append(
