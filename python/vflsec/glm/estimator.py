@@ -519,11 +519,13 @@ class VerticalLogisticRegression(ClassifierMixin, BaseEstimator):
         self.privacy_spent_ = {name: spent[internal]
                                for name, internal in zip(self.party_names_, (job.active, *job.passives))}
         if self.labels_.classes is not None and any(spent is not None for spent in self.privacy_spent_.values()):
-            theta = design.decision_function(parts, self.coef_, self.intercept_)
-            reference = reference_predictions(design, parts, y_signed, self.labels_, lam=self.lam,
-                                              penalty=self.penalty, mu=self.mu)
-            warn_single_class(self.labels_.predict(theta), f"{type(self).__name__}({self.protection!r})",
-                              self.epsilon, y=y, reference=reference)
+            predicted = self.labels_.predict(design.decision_function(parts, self.coef_, self.intercept_))
+            # The non-private reference is fitted only when the warning needs it (one class predicted): it is
+            # not part of the protocol, and runtime cells time the whole fit.
+            reference = None if np.unique(predicted).size > 1 else reference_predictions(
+                design, parts, y_signed, self.labels_, lam=self.lam, penalty=self.penalty, mu=self.mu)
+            warn_single_class(predicted, f"{type(self).__name__}({self.protection!r})", self.epsilon, y=y,
+                              reference=reference)
         return self
 
     def _privacy_spent(self, job: GLMJob) -> Dict[str, Any]:
