@@ -3,9 +3,6 @@ import threading
 
 import pytest
 
-from vflsec.federation.tls import init_certificates
-from vflsec.mpc.links import NetworkLinks
-
 pytest.importorskip("spu")
 pytestmark = pytest.mark.network
 
@@ -15,7 +12,8 @@ def _files(paths, party):
 
 
 def _exchange(first, second):
-    """Open the two ranks' links at once; rank 0 sends rank 1 a message. Returns what each side got."""
+    """Open the two ranks' links at once; rank 0 sends rank 1 a message. Returns what each side got;
+    prints HELLO ARRIVED the moment rank 1 has it (the link's teardown may end the process after)."""
     links = [first, second]
     parties = [(f"p{r}", link.address(f"p{r}")) for r, link in enumerate(links)]
     got = [None, None]
@@ -28,6 +26,8 @@ def _exchange(first, second):
                 got[0] = "sent"
             else:
                 got[1] = context.recv(0)
+                if got[1] == b"hello":
+                    print("HELLO ARRIVED", flush=True)
         except RuntimeError as exc:
             got[rank] = exc
 
@@ -39,11 +39,37 @@ def _exchange(first, second):
     return got
 
 
+_SAME_CA_EXCHANGE = """
+import sys
+from pathlib import Path
+from vflsec.federation.tls import init_certificates
+from vflsec.mpc.links import NetworkLinks
+sys.path.insert(0, sys.argv[2])
+from test_network_links import _exchange, _files
+paths = init_certificates(Path(sys.argv[1]), ["p0", "p1"])
+got = _exchange(NetworkLinks("127.0.0.1", _files(paths, "p0"), recv_timeout=10, connect_tries=3),
+                NetworkLinks("127.0.0.1", _files(paths, "p1"), recv_timeout=10, connect_tries=3))
+print("GOT", repr(got), flush=True)
+"""
+
+
+def _in_child(code, tmp_path, timeout=180):
+    """Run an exchange in a child process: SPU's link ends its whole process with exit(-1) when a
+    background send fails as a link object is destroyed (yacl's SendTask), which would take the test
+    runner with it; what the child printed is the result."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    return subprocess.run([sys.executable, "-c", code, str(tmp_path), str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def test_parties_with_certificates_of_one_ca_connect(tmp_path):
-    paths = init_certificates(tmp_path, ["p0", "p1"])
-    got = _exchange(NetworkLinks("127.0.0.1", _files(paths, "p0"), recv_timeout=10, connect_tries=3),
-                    NetworkLinks("127.0.0.1", _files(paths, "p1"), recv_timeout=10, connect_tries=3))
-    assert got == ["sent", b"hello"]
+    child = _in_child(_SAME_CA_EXCHANGE, tmp_path)
+    assert "HELLO ARRIVED" in child.stdout, (child.returncode, child.stdout[-2000:], child.stderr[-2000:])
+    # the teardown may still end the child with the engine's exit(-1); else it returns what each side got
+    assert child.returncode == 255 or "GOT ['sent', b'hello']" in child.stdout, (child.returncode, child.stdout[-2000:])
 
 
 _WRONG_CA_EXCHANGE = """
@@ -66,39 +92,45 @@ print("BOTH REFUSED" if all(isinstance(side, RuntimeError) and "connect to mesh 
 
 @pytest.mark.slow  # the engine retries the refused connection for ~20 s
 def test_a_party_whose_certificate_another_ca_issued_is_refused(tmp_path):
-    # In a child process: when the refused handshake leaves one of the engine's background
-    # senders failing, SPU's link ends the whole process with exit(-1) (yacl's SendTask), which
-    # would take the test runner with it. Either way, the message must never arrive.
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    child = subprocess.run([sys.executable, "-c", _WRONG_CA_EXCHANGE, str(tmp_path), str(Path(__file__).parent)],
-                           capture_output=True, text=True, timeout=180)
-    assert "RECEIVED" not in child.stdout.replace("NOT RECEIVED", ""), child.stdout
+    # In a child process (see _in_child). Either way, the message must never arrive.
+    child = _in_child(_WRONG_CA_EXCHANGE, tmp_path)
+    assert "HELLO ARRIVED" not in child.stdout and "RECEIVED" not in child.stdout.replace("NOT RECEIVED", "")
     if child.returncode == 0:
         assert "NOT RECEIVED" in child.stdout and "BOTH REFUSED" in child.stdout, child.stdout + child.stderr
     else:  # the engine's own exit on a failed background send: its code is 255 and nothing was delivered
         assert child.returncode == 255, (child.returncode, child.stdout, child.stderr[-2000:])
 
 
-def test_metered_links_count_the_engines_bytes_of_an_in_process_fit():
-    import numpy as np
+_METERED_FIT = """
+import json
+import numpy as np
+from vflsec.glm import VerticalLogisticRegression
+from vflsec.mpc import use_links
+from vflsec.mpc.links import MeteredLinks
 
-    from vflsec.glm import VerticalLogisticRegression
-    from vflsec.mpc import use_links
-    from vflsec.mpc.links import MeteredLinks
+rng = np.random.default_rng(0)
+blocks = [rng.normal(size=(120, 3)), rng.normal(size=(120, 2))]
+y = (blocks[0][:, 0] - blocks[1][:, 1] > 0).astype(int)
+params = dict(mpc_protocol="semi2k", epochs=2, batch_size=40)
+in_memory = VerticalLogisticRegression("mpc", **params).fit(blocks, y)
+with use_links(MeteredLinks("127.0.0.1")):
+    metered = VerticalLogisticRegression("mpc", **params).fit(blocks, y)
+print("RESULT " + json.dumps({
+    "in_memory_has_engine_bytes": "engine_bytes" in in_memory.history_,
+    "engine": metered.history_["engine_bytes"], "total": metered.history_["engine_total_bytes"],
+    "gap": max(float(np.max(np.abs(a - b))) for a, b in zip(metered.coef_, in_memory.coef_))}), flush=True)
+"""
 
-    rng = np.random.default_rng(0)
-    blocks = [rng.normal(size=(120, 3)), rng.normal(size=(120, 2))]
-    y = (blocks[0][:, 0] - blocks[1][:, 1] > 0).astype(int)
-    params = dict(mpc_protocol="semi2k", epochs=2, batch_size=40)
-    in_memory = VerticalLogisticRegression("mpc", **params).fit(blocks, y)
-    assert "engine_bytes" not in in_memory.history_  # the in-memory link is not measured
-    with use_links(MeteredLinks("127.0.0.1")):
-        metered = VerticalLogisticRegression("mpc", **params).fit(blocks, y)
-    engine = metered.history_["engine_bytes"]
+
+def test_metered_links_count_the_engines_bytes_of_an_in_process_fit(tmp_path):
+    import json
+
+    child = _in_child(_METERED_FIT, tmp_path)
+    lines = [line for line in child.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, (child.returncode, child.stdout[-2000:], child.stderr[-2000:])
+    got = json.loads(lines[-1][len("RESULT "):])
+    assert not got["in_memory_has_engine_bytes"]  # the in-memory link is not measured
+    engine = got["engine"]
     assert set(engine) == {"active", "passive_0"} and all(v["bytes_in"] > 10_000 for v in engine.values())
-    assert metered.history_["engine_total_bytes"] == sum(v["bytes_in"] + v["bytes_out"] for v in engine.values())
-    for a, b in zip(metered.coef_, in_memory.coef_):
-        np.testing.assert_allclose(a, b, atol=1e-3)
+    assert got["total"] == sum(v["bytes_in"] + v["bytes_out"] for v in engine.values())
+    assert got["gap"] < 1e-3
