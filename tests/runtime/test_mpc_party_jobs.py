@@ -53,21 +53,31 @@ def _in_process(job_table, frames):
     return run_job(job, data), design
 
 
-@pytest.mark.parametrize("mpc_protocol", ["aby3", "semi2k"])
-def test_three_processes_give_the_in_process_weights(tmp_path, fast_network, run_parties, party_outputs,
-                                                     mpc_protocol):
+def _processes_match_in_process(tmp_path, job, fast_network, run_parties, party_outputs):
+    """Run ``job`` as three processes; assert each party's weights are the in-process run's (fixed-point
+    error). Returns the processes' outputs and each party's in-process ``(coef, intercept)``."""
     frames = _frames()
-    job = dict(protocol="mpc", mpc_protocol=mpc_protocol, loss="logistic", lr=0.5, epochs=3, batch_size=16, seed=3,
-               active="active", passives=["passive1", "passive2"])
     local = write_local_job(tmp_path, job, frames, network=fast_network)
     outputs = party_outputs(local, run_parties(local, 180.0))
     reference, design = _in_process(job, frames)
+    expected = {}
     for name in NAMES:
         role = "active" if name == "active" else "passive"
-        coef, intercept = design.split_coef(reference.results[name].coef, role)
-        np.testing.assert_allclose(np.array(outputs[name]["coef"]), coef, rtol=0, atol=FIXED_POINT_TOLERANCE)
-        if role == "active":
-            assert outputs[name]["intercept"] == pytest.approx(intercept, abs=FIXED_POINT_TOLERANCE)
+        expected[name] = design.split_coef(reference.results[name].coef, role)
+        np.testing.assert_allclose(np.array(outputs[name]["coef"]), expected[name][0], rtol=0,
+                                   atol=FIXED_POINT_TOLERANCE)
+    return outputs, expected
+
+
+@pytest.mark.parametrize("mpc_protocol", ["aby3", "semi2k"])
+def test_three_processes_give_the_in_process_weights(tmp_path, fast_network, run_parties, party_outputs,
+                                                     mpc_protocol):
+    job = dict(protocol="mpc", mpc_protocol=mpc_protocol, loss="logistic", lr=0.5, epochs=3, batch_size=16, seed=3,
+               active="active", passives=["passive1", "passive2"])
+    outputs, expected = _processes_match_in_process(tmp_path, job, fast_network, run_parties, party_outputs)
+    for name in NAMES:
+        if name == "active":
+            assert outputs[name]["intercept"] == pytest.approx(expected[name][1], abs=FIXED_POINT_TOLERANCE)
         # over the channel: the start-up (job, PSI), the shares of the inputs and the reveal, nothing per step
         tags = set(outputs[name]["bytes_sent_by_tag"])
         assert {"mpc_input", "mpc_reveal"} <= tags and not {t for t in tags if t.startswith("ir_")}
@@ -80,16 +90,10 @@ def test_an_mpc_dp_job_as_three_processes_gives_the_in_process_weights(tmp_path,
                                                                       party_outputs):
     """DP-SGD inside the engine (protocol "mpc_dp"): with a test noise seed every party draws its sample
     and noise shares as in-process, so the weights agree within the engine's fixed-point error."""
-    frames = _frames()
     job = dict(protocol="mpc_dp", mpc_protocol="aby3", loss="logistic", lr=0.5, epochs=2, batch_size=36, seed=3,
                epsilon=2.0, noise_seed=11, k=None, lam=0.0, active="active", passives=["passive1", "passive2"])
-    local = write_local_job(tmp_path, job, frames, network=fast_network)
-    outputs = party_outputs(local, run_parties(local, 180.0))
-    reference, design = _in_process(job, frames)
+    outputs, _ = _processes_match_in_process(tmp_path, job, fast_network, run_parties, party_outputs)
     for name in NAMES:
-        role = "active" if name == "active" else "passive"
-        coef, _ = design.split_coef(reference.results[name].coef, role)
-        np.testing.assert_allclose(np.array(outputs[name]["coef"]), coef, rtol=0, atol=FIXED_POINT_TOLERANCE)
         info = outputs[name]["info"]
         assert info["dp_mechanism"] == "mpc_dp_sgd" and info["epsilon_spent"] <= 2.0
         assert "mpc_run_input" in outputs[name]["bytes_sent_by_tag"]  # the sample draws and noise shares

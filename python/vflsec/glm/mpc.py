@@ -157,9 +157,6 @@ class EngineTraining:
     #: the per-run private inputs every party contributes (names; shared with every rank each run)
     private_inputs: Tuple[str, ...] = ()
 
-    def check(self, job: GLMJob) -> None:
-        _check_job(job)
-
     def config(self, job: GLMJob, protocol: Any) -> Any:
         from ..mpc.engine import runtime_config
 

@@ -239,9 +239,6 @@ class MPCDPTraining(EngineTraining):
     extra_state = ("v",)
     private_inputs = ("u", "K")
 
-    def check(self, job: GLMJob) -> None:
-        _check_job(job)
-
     def _plan(self, job: GLMJob) -> MPCDPPlan:
         if not job.widths:
             raise ValueError("protocol 'mpc_dp' needs every party's block width in the job (job.widths)")
