@@ -92,20 +92,21 @@ def test_mpc_runtime_cell_records_cpu_seconds_and_engine_bytes():
 
 
 def test_cpu_clock_counts_the_worker_processes():
-    """Paillier's pool works in child processes, which time.process_time does not see."""
+    """Paillier's pool works in child processes, which time.process_time does not see. The child spins 0.6
+    CPU-seconds by its own precise clock; /proc counts in scheduler ticks, so the check leaves 0.1 s of slack."""
     import subprocess
 
     from vflsec.bench.experiments.glm.cpu import CPUClock
 
     with CPUClock() as clock:
         child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                                  "while time.process_time() - t < 0.4: pass\nprint('spun', flush=True)\n"
+                                  "while time.process_time() - t < 0.6: pass\nprint('spun', flush=True)\n"
                                   "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
-        assert child.stdout.readline() == "spun\n"  # 0.4 CPU-seconds spent, the child still alive
+        assert child.stdout.readline() == "spun\n"  # 0.6 CPU-seconds spent, the child still alive
     child.kill()
     child.wait()
     child.stdout.close()
-    assert clock.seconds >= 0.4 and clock.scope == "this process and its worker processes"
+    assert clock.seconds >= 0.5 and clock.scope == "this process and its worker processes"
 
 
 @NEEDS_SPU
