@@ -163,3 +163,50 @@ def test_the_fixed_point_follows_the_noise_lattice():
         assert 2.0 ** -plan.fraction_bits == lattice_spacing(plan.sigma) == plan.spacing
         assert plan.clip > math.sqrt(2) and plan.clip < math.sqrt(2) + 0.01
         assert plan.mechanism.privacy_spent().epsilon <= epsilon
+
+
+@pytest.mark.parametrize("engine, passives", [("semi2k", ("b",)), ("aby3", ("b", "c"))])
+def test_a_party_that_skips_its_noise_share_exposes_the_sum_only_where_the_threat_model_says(engine, passives,
+                                                                                            monkeypatch):
+    """The deviation the threat model states but does not prevent, measured: the last party adds no noise
+    share. One step at q = 1 from w = 0, so party a's own block of the revealed weights is
+    -lr (S_a + its own share + the others') / n and a can subtract its own share. With two parties
+    nothing else is left: a reads the exact clipped gradient sum (the guarantee against a is gone); with
+    three, the third party's full-sigma share still hides it (the guarantee against a holds)."""
+    from vflsec.glm.mpc_dp import MPCDPTraining
+
+    names = ("a", *passives)
+    widths = (24, 8, 8)[:len(names)]
+    blocks, y = _blocks(n=60, widths=widths)
+    job = _job(n_samples=60, batch_size=60, epochs=1, passives=passives, widths=dict(zip(names, widths)),
+               options={"mpc_protocol": engine, "momentum": 0.0})
+    plan = mpc_dp_plan(job, widths)
+    assert (plan.sampling_rate, plan.steps) == (1.0, 1)
+    original = MPCDPTraining.run_private
+
+    def observe(skipper):
+        shares = {}
+
+        def run_private(self, job, run, rank, generator):
+            out = original(self, job, run, rank, generator)
+            if rank == skipper:
+                out = {**out, "K": np.zeros_like(out["K"])}
+            shares[rank] = out["K"][0]
+            return out
+
+        monkeypatch.setattr(MPCDPTraining, "run_private", run_private)
+        result = run_job(job, {n: PartyData(b, y if n == "a" else None) for n, b in zip(names, blocks)})
+        released = -result.results["a"].coef * job.n_samples / job.lr  # S_a + every share's block a
+        g = plan.spacing
+        exact = (-y / 2) @ (np.rint(blocks[0] / g) * g)  # slope at w = 0: -y sigmoid(0)
+        return released - shares[0][:widths[0]] - exact  # what a cannot explain once its own share is removed
+
+    honest, skipped = observe(skipper=None), observe(skipper=len(names) - 1)
+    # per coordinate, what a cannot explain is the others' shares: sqrt(P - 1) sigma honest, one share fewer
+    # when the last party skips (24 coordinates: the RMS is within 40% of its expectation)
+    others = len(names) - 1
+    assert 0.6 < float(np.sqrt(np.mean(honest ** 2))) / (math.sqrt(others) * plan.sigma) < 1.4
+    if others == 1:
+        assert np.abs(skipped).max() < 0.05 < 0.01 * plan.sigma  # the fixed point's error only: a reads S_a
+    else:
+        assert 0.6 < float(np.sqrt(np.mean(skipped ** 2))) / (math.sqrt(others - 1) * plan.sigma) < 1.4

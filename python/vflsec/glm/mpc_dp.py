@@ -50,10 +50,14 @@ the dealer). With semi2k the dealer (the active party) could read the products i
 the sample's comparisons among them, so the guarantee then does not cover the model against it.
 A party that deviates is not covered. Measured (``tests/glm/test_mpc_dp.py``): whatever
 one party draws for ``u_p``, the rate stays exactly ``q`` while another party's draw is uniform.
-Not prevented: a party that adds no noise share leaves only the others' shares, so against any
-other party whose own share is then all the noise (two parties: the other one) the model has no
-guarantee; and a wrong program or input corrupts the model (no engine protocol here is
-maliciously secure).
+Not prevented, measured: a party that adds no noise share leaves only the others' shares, so
+against any other party whose own share is then all the noise the model has no guarantee -- with
+two parties the other one subtracts its own share and reads the clipped gradient sum to the fixed
+point's error (what that exposes is what the other party did not hold already: the skipper's
+columns and, from the active party, the labels; the skipper gains nothing, the share it does not
+know is still full sigma); with three, one skipper leaves a full-sigma share
+unknown to each other party. And a wrong program or input corrupts the model (no engine protocol
+here is maliciously secure).
 
 Cost: every step touches every row (the sample is secret), so a step costs what a batch of
 ``n`` rows costs in "mpc"; the steps are ``ceil(1 / q)`` per expected epoch.
