@@ -186,3 +186,33 @@ def test_without_spu_the_quick_path_labels_the_mpc_rows_not_run(tmp_path, monkey
     assert f"| mpc_semi2k | {NOT_INSTALLED} | secret-sharing MPC (SPU semi2k)" in report
     assert f"| mpc_semi2k | - | - | {NOT_INSTALLED} |" in report
     assert "Secret sharing against HE" not in report and "| plain | 1000 | 1 |" in report
+
+
+def test_equal_protection_compares_he_and_mpc_per_dataset_and_over_the_cited_links():
+    from vflsec.bench.experiments.glm.report import equal_protection
+
+    def fit(dataset, method, acc, cpu, config="b=256"):
+        return {"dataset": dataset, "family": "reference", "method": method, "split_seed": 0, "accuracy": acc,
+                "cpu_seconds": cpu, "config": config}
+
+    rows = [fit("adult", "paillier", 0.841, 400.0), fit("adult", "ckks", 0.841, 60.0),
+            fit("adult", "mpc_semi2k", 0.839, 98.0), fit("adult", "mpc_cheetah", 0.840, 2000.0),
+            fit("breast", "paillier", 0.974, 20.0, "b=64"), fit("breast", "mpc_semi2k", 0.965, 6.0, "b=32"),
+            fit("credit", "mpc_semi2k", 0.8, 50.0)]  # no HE fit on credit: no comparison
+    rows.append({**fit("adult", "mpc_semi2k", 0.5, 1.0), "split_seed": 1})  # only split 0 counts
+
+    def link(method, name, seconds, rounds=10):
+        return {"method": method, "link": name, "seconds": seconds, "rounds": rounds}
+
+    links = {"source": "net.json", "job": {"features_per_party": [35, 73], "rows": 10500, "batch_size": 3200},
+             "links": [link("paillier", "loopback", 13.5, 27), link("paillier", "wan", 15.7, 27),
+                       link("mpc_semi2k", "loopback", 4.0, 300), link("mpc_semi2k", "wan", 30.0, 300)],
+             "calibration": {"mpc_semi2k": {"model": "engine", "engine_round_trips": 1300.0, "fitted_on": "wan"}}}
+    adult, breast, over = equal_protection(rows, links)
+    assert adult.startswith("**adult**") and "mpc_semi2k 0.839 in 98 CPU-s" in adult
+    assert "Cheapest: ckks; the cheapest MPC (mpc_semi2k) takes 1.63x the CPU of the cheapest HE (ckks)." in adult
+    assert "Configurations differ" not in adult and "Configurations differ" in breast
+    assert "loopback 4 s (paillier 13.5 s); wan 30 s (paillier 15.7 s)" in over
+    assert "Fastest per link: loopback mpc_semi2k, wan paillier." in over
+    assert "about 1300 sequential round trips" in over
+    assert equal_protection(rows[-3:], None) == []

@@ -119,3 +119,56 @@ def test_a_partial_run_renders_what_finished(tmp_path):
     assert render(payload, tmp_path) == ["report.md", "network.png"]
     report = (tmp_path / "report.md").read_text()
     assert "**Partial run**" in report and "| plain | 10 |" in report and "## Conclusion" in report
+
+
+@pytest.mark.slow
+def test_mpc_over_links_shapes_the_engine_link_and_fits_its_round_trips(tmp_path):
+    """An MPC job's engine traffic goes through its parties' own relays ([network] engine_link): on a
+    link with a round-trip time it takes far longer than on loopback, the model fitted on the longest
+    RTT predicts the other link, and the report compares it with the HE methods link by link."""
+    pytest.importorskip("spu")
+    text = _tiny_config(tmp_path).read_text()
+    quick = text[text.index("[quick]"):]
+    links_table = quick[quick.index("[quick.links]"):]
+    links_table = re.sub(r'methods = \[[^\]]*\]', 'methods = ["plain", "mpc_semi2k"]', links_table, count=1)
+    path = tmp_path / "mpc.toml"
+    path.write_text(text[:text.index("[quick]")] + quick[:quick.index("[quick.links]")] + links_table)
+    out = tmp_path / "out"
+    payload = runner.run(EXPERIMENT, {"quick": True, "out": out, "config": path,
+                                      "links": "loopback;1gbit,4ms;1gbit,12ms"})
+    rows = {r["link"]: r for r in payload["links"] if r["method"] == "mpc_semi2k"}
+    assert list(rows) == ["loopback", "1gbit,4ms", "1gbit,12ms"]
+    for r in rows.values():
+        assert list(r)[:len(CONTRACT_KEYS)] == CONTRACT_KEYS and r["engine_model"]
+    fit = payload["links_calibration"]["mpc_semi2k"]
+    assert fit["fitted_on"] == "1gbit,12ms" and rows["1gbit,12ms"]["calibration_run"]
+    assert rows["loopback"]["calibration_run"] and not rows["1gbit,4ms"]["calibration_run"]
+    # 5 engine steps of a sigmoid each: dozens of sequential round trips, which the shaped engine link charges
+    assert fit["engine_round_trips"] > 50
+    assert rows["1gbit,12ms"]["seconds"] > rows["loopback"]["seconds"] + 50 * 0.012
+    assert rows["1gbit,4ms"]["seconds"] < rows["1gbit,12ms"]["seconds"]
+    assert abs(rows["1gbit,4ms"]["prediction_error"]) < 0.5  # a sanity bound; the committed run has the real errors
+    # the engine's bytes (both ways, TLS included) dwarf what the channel's relays carried
+    assert rows["loopback"]["bytes"] > 5 * rows["loopback"]["relayed_bytes"] > 0
+    report = (out / "report.md").read_text()
+    conclusion = report.split("## Conclusion")[1]
+    assert "Secret sharing (mpc_semi2k) against HE, same job and links, measured: loopback" in conclusion
+    assert "| mpc_semi2k | " in report and "engine round trips" in report
+
+
+def test_mpc_methods_without_the_engine_are_labelled_not_run(tmp_path, monkeypatch):
+    from vflsec.bench.experiments.network import links
+
+    real = links.importlib.util.find_spec
+    monkeypatch.setattr(links.importlib.util, "find_spec", lambda name, *a: None if name == "spu" else real(name, *a))
+    text = _tiny_config(tmp_path).read_text()
+    head, quick = text[:text.index("[quick]")], text[text.index("[quick]"):]
+    table = quick[quick.index("[quick.links]"):]
+    table = re.sub(r'methods = \[[^\]]*\]', 'methods = ["plain", "mpc_cheetah"]', table, count=1)
+    path = tmp_path / "no-spu.toml"
+    path.write_text(head + quick[:quick.index("[quick.links]")] + table)
+    out = tmp_path / "out"
+    payload = runner.run(EXPERIMENT, {"quick": True, "out": out, "config": path, "links": "loopback"})
+    assert [r["method"] for r in payload["links"]] == ["plain"]
+    assert payload["links_not_run"] == {"mpc_cheetah": 'not run (needs the mpc extra: pip install ".[mpc]")'}
+    assert 'mpc_cheetah: not run (needs the mpc extra: pip install ".[mpc]").' in (out / "report.md").read_text()

@@ -91,6 +91,9 @@ class NetworkLinks(LinkProvider):
         desc = libspu.link.Desc()
         desc.id = session
         desc.recv_timeout_ms = int(self.recv_timeout * 1000)
+        # brpc's own per-request deadline (20 s by default) would end a run whose one large message takes
+        # longer to cross a slow link than that; the wait for a peer is bounded by recv_timeout instead
+        desc.http_timeout_ms = int(self.recv_timeout * 1000)
         desc.connect_retry_times = self.connect_tries
         desc.connect_retry_interval_ms = 1000
         for name, address in parties:
@@ -106,15 +109,18 @@ class NetworkLinks(LinkProvider):
 
 
 class MeteredLinks(NetworkLinks):
-    """:class:`NetworkLinks` with a relay (:class:`vflsec.federation.link_relay.LinkRelay`, unshaped)
-    in front of each party's engine port: the peers connect to the relay, which counts the bytes on
-    the wire (TLS included when ``tls`` is given). The announced address is the relay's; the
-    party's own link listens behind it. (A shaped relay, emulating a link profile, is not offered:
-    through one at 20 ms RTT SPU's link hit its 20 s request timeout, not yet understood.)"""
+    """:class:`NetworkLinks` with a relay (:class:`vflsec.federation.link_relay.LinkRelay`) in front of
+    each party's engine port: the peers connect to the relay, which counts the bytes on the wire (TLS
+    included when ``tls`` is given). The announced address is the relay's; the party's own link listens
+    behind it. ``profile`` (a :class:`~vflsec.federation.link_profiles.LinkProfile`; default unshaped
+    loopback) is the link the relay emulates, a rehearsal setting (``[network] engine_link``): it shapes the
+    peers' connections to this party, so the same profile at every party shapes each direction once, as
+    ``vflsec link-relay`` in front of every gRPC port does."""
 
     def __init__(self, host: str, tls: Optional[Mapping[str, Any]] = None, *, recv_timeout: float = 600.0,
-                 connect_tries: int = 60) -> None:
+                 connect_tries: int = 60, profile: Any = None) -> None:
         super().__init__(host, tls, recv_timeout=recv_timeout, connect_tries=connect_tries)
+        self.profile = profile
         self._relays: Dict[str, Tuple[str, Any]] = {}  # announced address -> (the link's own address, relay)
         self._lock = threading.Lock()
 
@@ -124,7 +130,8 @@ class MeteredLinks(NetworkLinks):
         from ..federation.link_relay import LinkRelay
 
         own = super().address(party)
-        relay = LinkRelay((self.host, 0), parse_address(own, "the engine's address"), PROFILES["loopback"])
+        relay = LinkRelay((self.host, 0), parse_address(own, "the engine's address"),
+                          PROFILES["loopback"] if self.profile is None else self.profile)
         port = relay.start()
         announced = f"[{self.host}]:{port}" if ":" in self.host else f"{self.host}:{port}"
         with self._lock:

@@ -37,6 +37,8 @@ Format (relative paths are relative to the file)::
     handshake_timeout = 60.0        # per handshake message (job agreement, start plan)
     step_timeout = 900.0            # per protocol message after it (PSI, training);
                                     # default from the job (runtime.deadlines)
+    engine_link = "wan"             # MPC jobs only, a rehearsal: the link (a profile or "100mbit,20ms") the
+                                    # relay in front of this party's engine port emulates (default unshaped)
 
     [compute]                       # optional: where the party's HE vector work runs (vflsec.he.executor)
     engine = "ray"                  # "local" (default): this machine's process pool; "ray": a Ray cluster

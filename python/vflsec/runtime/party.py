@@ -408,9 +408,11 @@ def _run(start: PartyStart, *, resume: bool, insecure: bool) -> Dict[str, Any]:
         channel.set_recv_timeout(step_timeout, deadlines.phase_training(kind))
         # An MPC protocol's engine opens its own link between the parties (vflsec.mpc.links), on this party's
         # listen host, with the same CA and certificate as the channel, behind a relay that counts its bytes
-        # (the output's info.engine_bytes_in / _out); other programs never open one.
+        # (the output's info.engine_bytes_in / _out), which emulates [network] engine_link when the party file sets
+        # one; other programs never open one.
         with use_links(MeteredLinks(parse_address(cfg.listen, "[party] listen")[0],
-                                    None if insecure else cfg.tls)), _ends_if_stuck_after_a_failure(channel, cfg.name):
+                                    None if insecure else cfg.tls, profile=start.engine_link)), \
+                _ends_if_stuck_after_a_failure(channel, cfg.name):
             result = kind.program(job, role)(channel, job, data)
         timings["train_s"] = time.perf_counter() - t
         trained_rss = current_rss_bytes()  # what training holds: the rows (or two shards), not the PSI's peak

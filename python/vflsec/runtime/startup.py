@@ -118,6 +118,7 @@ class PartyStart:
     test_rows: Optional[PartyRows] = None
     started: float = 0.0  # time.perf_counter() when the checks began (the run's wall time counts them)
     model: Any = None  # a predict job's saved model of this party (runtime.predict_kind.SavedPartyModel)
+    engine_link: Any = None  # [network] engine_link: the LinkProfile an MPC engine's relay emulates, or None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -144,10 +145,11 @@ def _network_settings(network: Mapping[str, Any], config: Path) -> Any:
     from ..federation.grpc_channel import NetworkSettings
 
     known = [f.name for f in dataclasses.fields(NetworkSettings)]
+    network = {key: value for key, value in network.items() if key != ENGINE_LINK_KEY}  # not the channel's
     unknown = sorted(set(network) - set(known))
     fix = f"correct [network] in {config} (or leave it out for the defaults)"
     if unknown:
-        raise CommandError(f"unknown [network] keys {unknown} (known: {', '.join(known)})", fix)
+        raise CommandError(f"unknown [network] keys {unknown} (known: {', '.join(known + [ENGINE_LINK_KEY])})", fix)
     with _fix(fix, "[network]"):
         return NetworkSettings(**network)
 
@@ -195,6 +197,28 @@ def _check_engine_host(cfg: PartyConfig, probe: VFLJob, config: Path) -> None:
                            f"listen and announces it to the peers, but {host!r} listens everywhere and names no "
                            "address they can reach",
                            f"set [party] listen in {config} to this machine's address as the peers' [peers] write it")
+
+
+ENGINE_LINK_KEY = "engine_link"
+
+
+def _engine_link(cfg: PartyConfig, probe: VFLJob, config: Path) -> Any:
+    """``[network] engine_link``: the link profile the relay in front of this party's engine port emulates
+    (:class:`vflsec.mpc.links.MeteredLinks`; a rehearsal of a slower link for the engine's traffic, which no
+    ``vflsec link-relay`` can reach: its port is chosen at run time). None when not set."""
+    from ..federation.link_profiles import parse_link
+
+    if ENGINE_LINK_KEY not in cfg.network:
+        return None
+    protocol = getattr(probe, "protocol", None)
+    if protocol not in ENGINE_LINK_PROTOCOLS:
+        raise CommandError(f"[network] {ENGINE_LINK_KEY} shapes an MPC engine's own link, but protocol "
+                           f"{protocol!r} opens none",
+                           f"remove {ENGINE_LINK_KEY} from [network] in {config} (put `vflsec link-relay` in "
+                           "front of the [peers] addresses to rehearse a slower link)")
+    with _fix(f"correct [network] {ENGINE_LINK_KEY} in {config}: a profile name or BANDWIDTH,RTT such as "
+              "100mbit,20ms", f"[network] {ENGINE_LINK_KEY}"):
+        return parse_link(cfg.network[ENGINE_LINK_KEY])
 
 
 def _check_place(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, config: Path) -> str:
@@ -341,6 +365,7 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False,
         spec.kind.check_job(probe, spec.fields)
         spec.kind.check_evaluation(probe, spec.fields, spec.evaluate)
     _check_engine_host(cfg, probe, config)
+    engine_link = _engine_link(cfg, probe, config)
     if resume:
         _check_resume(cfg, spec, probe, config)
     tls = None if insecure else _load_tls(cfg, probe, config)
@@ -350,7 +375,7 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False,
             if getattr(cfg, key) is not None:
                 raise CommandError(f"party {cfg.name!r} is the job's {role} and holds no data, but [party] sets "
                                    f"{key}", f"remove [party] {key} from {config}")
-        return PartyStart(config, cfg, spec, probe, role, settings, tls, started=started)
+        return PartyStart(config, cfg, spec, probe, role, settings, tls, started=started, engine_link=engine_link)
     model = _load_model(cfg, spec, probe, role, config)
     t = time.perf_counter()
     # A table that takes a while says so (a quick start stays silent: a mistake is then its only line).
@@ -385,7 +410,8 @@ def prepare_party(config: Path, *, resume: bool = False, insecure: bool = False,
         spec.kind.check_party(job, spec.fields, cfg.name, X, rows.y)
     if spec.kind.shard_rows(job):
         check_shard_parent(cfg, config)
-    return PartyStart(config, cfg, spec, probe, role, settings, tls, rows, test_rows, started, model)
+    return PartyStart(config, cfg, spec, probe, role, settings, tls, rows, test_rows, started, model,
+                      engine_link=engine_link)
 
 
 def _load_model(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, config: Path) -> Any:

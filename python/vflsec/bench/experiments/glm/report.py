@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from ...common import audit_cell, audit_legend, epsilon_cell, markdown_table
 from ...envelope import load_text
+from ..network.links_report import mpc_against_he_over_links
 from .grid import DELTA, HE_METHODS, MPC_METHODS, PAPER_FIGURE2_TEXT
 from .mpc_cells import engine_protocol, threat_model
 from .spectrum_report import spectrum_conclusion, spectrum_section
@@ -372,7 +373,52 @@ def render_report(result: Dict[str, Any]) -> str:
         lines.append("")
         for paragraph in spectrum:
             lines += [paragraph, ""]
+    protection = equal_protection(acc["rows"], result.get("network_links"))
+    if protection:
+        lines += ["", "Equal protection (no DP: every party learns the model only), HE against secret-sharing MPC:", ""]
+        for paragraph in protection:
+            lines += [paragraph, ""]
     return "\n".join(lines) + "\n"
+
+
+def equal_protection(rows: Sequence[Dict[str, Any]], links: Optional[Dict[str, Any]]) -> List[str]:
+    """Per dataset, the HE and MPC fits of the accuracy cells (first split, plain VFL's configuration): their
+    test accuracy and CPU-seconds, and the cheapest; then, from the cited link stage (one job, of Adult's
+    shape in the shipped configuration), their training time over each emulated link."""
+    out = []
+    methods = HE_METHODS + MPC_METHODS
+    for name in dict.fromkeys(r["dataset"] for r in rows):
+        fits = {r["method"]: r for r in rows if r["dataset"] == name and r["family"] == "reference"
+                and r["method"] in methods and r.get("split_seed") == 0 and r.get("accuracy") is not None}
+        timed = {m: r for m, r in fits.items() if r.get("cpu_seconds")}
+        if len(timed) < 2 or not (set(timed) & set(HE_METHODS)) or not (set(timed) & set(MPC_METHODS)):
+            continue
+        configs = {m: r.get("config") for m, r in timed.items()}
+        cheapest = min(timed, key=lambda m: timed[m]["cpu_seconds"])
+        mpc_best = min((m for m in timed if m in MPC_METHODS), key=lambda m: timed[m]["cpu_seconds"])
+        he_best = min((m for m in timed if m in HE_METHODS), key=lambda m: timed[m]["cpu_seconds"])
+        ratio = timed[mpc_best]["cpu_seconds"] / timed[he_best]["cpu_seconds"]
+        out.append(f"**{name}**, one fit each at plain VFL's configuration (split 0; the parties are threads of one "
+                   "process, links in memory): " + ", ".join(f"{m} {r['accuracy']:.3f} in {r['cpu_seconds']:.3g} "
+                                                             "CPU-s" for m, r in timed.items())
+                   + f". Cheapest: {cheapest}; the cheapest MPC ({mpc_best}) takes {ratio:.3g}x the CPU of the "
+                   f"cheapest HE ({he_best})."
+                   + ("" if len({str(c) for c in configs.values()}) == 1 else
+                      " (Configurations differ: HE needs a batch larger than the widest passive block; "
+                      + "; ".join(f"{m} {c}" for m, c in configs.items()) + ".)"))
+    if links and links.get("links"):
+        payload = {"links": links["links"], "links_profiles": links.get("profiles") or [],
+                   "links_calibration": links.get("calibration") or {}}
+        if not payload["links_profiles"]:
+            payload["links_profiles"] = [{"link": link} for link in dict.fromkeys(r["link"] for r in links["links"])]
+        over = mpc_against_he_over_links(payload)
+        if over:
+            job = links.get("job", {})
+            out.append(f"Over emulated links (`vflsec bench network --links`, {links.get('source')}; its job: "
+                       f"{job.get('features_per_party')} features, {job.get('rows')} rows per party, "
+                       f"batch {job.get('batch_size')}, one epoch; every party its own process, mutual TLS): "
+                       + " ".join(over))
+    return out
 
 
 def render(result: Dict[str, Any], out: Path) -> List[str]:

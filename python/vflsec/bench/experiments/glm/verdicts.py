@@ -142,7 +142,8 @@ def network_citation(network: Dict[str, Any], source: str) -> Dict[str, Any]:
     """What the GLM report cites from a ``vflsec bench network --links`` run
     (its ``results.json`` content): the link rows, the job and the source."""
     return {"source": source, "links": network.get("links", []), "job": network.get("links_job", {}),
-            "model_answer": network.get("links_model_answer", []),
+            "model_answer": network.get("links_model_answer", []), "profiles": network.get("links_profiles", []),
+            "calibration": network.get("links_calibration", {}),
             "load": dict(zip(("start", "end"), load_averages(network)))}
 
 

@@ -10,10 +10,12 @@ from ...config import load_variant, spec, with_overrides
 from ...errors import BenchConfigError
 from ...experiment import Experiment, Override, comma_list
 
-__all__ = ["EXPERIMENT", "JobSettings", "LinkGrid", "METHODS", "NetworkExperiment", "NetworkGrid", "NetworkSettings",
-           "PartiesAndData", "load_grid", "with_seed"]
+__all__ = ["EXPERIMENT", "JobSettings", "LinkGrid", "METHODS", "MPC_METHODS", "NetworkExperiment", "NetworkGrid",
+           "NetworkSettings", "PartiesAndData", "load_grid", "mpc_protocol", "with_seed"]
 
-METHODS = ("plain", "hdp", "paillier", "ckks")
+#: the secret-sharing MPC methods (protection "mpc" on SPU, the ``mpc`` extra): ``mpc_<engine protocol>``
+MPC_METHODS = ("mpc_semi2k", "mpc_cheetah", "mpc_aby3")
+METHODS = ("plain", "hdp", "paillier", "ckks") + MPC_METHODS
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,22 @@ def with_seed(grid: NetworkGrid, seed: int) -> NetworkGrid:
     return with_overrides(grid, source, data_seed=seed, job=job(grid.job), links=links)
 
 
+def mpc_protocol(method: str) -> str:
+    """``"mpc_cheetah"`` -> ``"cheetah"``: the engine protocol of an MPC method."""
+    return method[len("mpc_"):]
+
+
+def _check_engine_parties(method: str, stage: PartiesAndData) -> None:
+    from ....mpc.engine import MPC_PROTOCOLS
+
+    protocol = MPC_PROTOCOLS[mpc_protocol(method)]
+    if not protocol.fits(len(stage.parties)):
+        count = (f"exactly {protocol.min_parties}" if protocol.max_parties == protocol.min_parties
+                 else f"at least {protocol.min_parties}")
+        raise BenchConfigError(f"{stage._table_prefix}{method} runs between {count} parties, the table has "
+                               f"{len(stage.parties)} -- give {count} parties or leave {method} out")
+
+
 def parse_links_option(text: str) -> List[Any]:
     """``--links`` as link profiles (:func:`.links.parse_links`); a one-line
     :class:`BenchConfigError` for a mistake."""
@@ -121,7 +139,7 @@ class NetworkExperiment(Experiment):
 
     name = "network"
     quick_help = "tiny sizes (a smoke run): the [quick] grid"
-    versions = ("numpy", "grpcio", "cryptography", "openmined-psi", "phe", "tenseal")
+    versions = ("numpy", "grpcio", "cryptography", "openmined-psi", "phe", "tenseal", "spu")
     seed_key = None  # --seed sets several keys (with_seed)
     seed_help = ("seed of the data, the party split and every job, in both stages (HDP noise: seed + 1); "
                  "default: the configuration's")
@@ -164,6 +182,9 @@ class NetworkExperiment(Experiment):
             require_extra("phe", "gmpy2")
         if "ckks" in methods:
             require_extra("tenseal")
+        for stage in stages:
+            for method in set(stage.methods) & set(MPC_METHODS):
+                _check_engine_parties(method, stage)
         if any(stage.dataset == "adult" for stage in stages):
             from ....data import load_dataset
 

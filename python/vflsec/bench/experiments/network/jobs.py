@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
-from .grid import LinkGrid, NetworkGrid, NetworkSettings, PartiesAndData
+from .grid import MPC_METHODS, LinkGrid, NetworkGrid, NetworkSettings, PartiesAndData, mpc_protocol
 
 __all__ = ["coef_diff", "in_memory", "job_table", "party_frames", "run_processes"]
 
@@ -40,6 +40,8 @@ def job_table(method: str, grid: Union[NetworkGrid, LinkGrid]) -> Dict[str, Any]
         job.update(coordinator="coordinator", key_bits=j.key_bits)
     if method == "paillier":
         job.update(epochs=j.paillier_epochs)
+    if method in MPC_METHODS:  # plain VFL's recursion on secret shares; the job file names the engine protocol
+        job.update(protocol="mpc", mpc_protocol=mpc_protocol(method))
     return job
 
 
@@ -60,10 +62,12 @@ def in_memory(job: Dict[str, Any], frames: Frames) -> Tuple[Any, float]:
         data[name] = PartyData(design.block(X[order], role),
                                None if y is None else design.fit_labels(y[order]).encode(y[order]))
     fields: Dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in job.items()}
+    # the job file's protocol options (an MPC job's engine protocol) are the GLMJob's options
+    options = {key: fields.pop(key) for key in ("mpc_protocol",) if key in fields}
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = run_job(GLMJob(n_samples=len(common), **fields), data)
+        result = run_job(GLMJob(n_samples=len(common), options=options, **fields), data)
     return result, time.perf_counter() - start
 
 
@@ -72,14 +76,17 @@ def run_processes(job: Dict[str, Any], frames: Frames, workdir: Path, settings: 
     """The job as ``vflsec party`` processes: (each party's output, wall seconds, bytes the relays
     carried). ``profile``: a link profile every party-to-party connection goes through (a relay
     each; the unshaped ``loopback`` profile too, so the relays' own hand-off cost is in every
-    link run), None for direct loopback."""
+    link run), None for direct loopback. An MPC job's engine link goes through its parties' own
+    relays, which emulate the same profile (``[network] engine_link``); their bytes are in the
+    outputs (``info.engine_bytes_in``), not in the relays' count returned here."""
     from ....runtime.launch import kill_parties, start_parties, wait_parties, write_local_job
     from .links import relay_local_job
 
-    local = write_local_job(workdir, job, frames,
-                            network=dict(peer_timeout=settings.peer_timeout,
-                                         heartbeat_interval=settings.heartbeat_interval,
-                                         connect_timeout=settings.connect_timeout))
+    network: Dict[str, Any] = dict(peer_timeout=settings.peer_timeout, heartbeat_interval=settings.heartbeat_interval,
+                                   connect_timeout=settings.connect_timeout)
+    if job["protocol"] == "mpc" and profile is not None and profile.shaped:
+        network["engine_link"] = profile.name  # a profile's name or its "BW,RTT" text (parse_links)
+    local = write_local_job(workdir, job, frames, network=network)
     relays = relay_local_job(local, profile) if profile is not None else []
     import vflsec
 

@@ -16,9 +16,17 @@ envelope, thread hand-offs), or, when the in-memory run computed more
 slowly than the processes (its parties share one interpreter), the compute
 scale. Every other profile is then a prediction, and its error against the
 emulated run is reported (:func:`run_links` adds the rows to the results).
+
+A secret-sharing MPC method (``mpc_<engine protocol>``) sends most of its bytes over the engine's
+own link (SPU), which the in-memory hub does not see; its parties' engine relays emulate the same
+profile (``[network] engine_link``). Its model (:class:`EngineModel`) is the loopback time plus
+``R`` round trips plus its bytes per direction over the bandwidth, ``R`` -- the engine's sequential
+round trips, which no record counts -- fitted on the shaped link of the longest RTT; the other
+links are predictions.
 """
 from __future__ import annotations
 
+import importlib.util
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +36,9 @@ from ....federation.channel import MessageRecord, ReceiptRecord
 from ....federation.link_profiles import PROFILES, LinkProfile, parse_link
 from ....federation.link_relay import LinkRelay
 from .cost_model import Prediction, WireOverhead, predict
-from .grid import LinkGrid, NetworkSettings
+from .grid import MPC_METHODS, LinkGrid, NetworkSettings
 
-__all__ = ["Calibration", "InMemoryTrace", "calibrate", "link_row", "parse_links", "relay_local_job",
+__all__ = ["Calibration", "EngineModel", "InMemoryTrace", "calibrate", "link_row", "parse_links", "relay_local_job",
            "rtt_for_ratio", "run_links"]
 
 
@@ -127,6 +135,46 @@ def calibrate(trace: InMemoryTrace, measured_loopback_s: float, *,
     return Calibration(0.0, 0.5 * (low + high))
 
 
+@dataclass(frozen=True)
+class EngineModel:
+    """An MPC run over a link: ``loopback_seconds + rounds * RTT + bytes_per_direction * 8 / bandwidth``.
+
+    ``bytes_per_direction``: the busier direction's bytes (the engine's messages and acknowledgements
+    both ways, and the Channel's); ``rounds``: the engine's round trips on the critical path, fitted by
+    :meth:`fit` on one shaped run (a protocol's rounds per step do not depend on the link)."""
+
+    loopback_seconds: float
+    bytes_per_direction: int
+    rounds: float = 0.0
+
+    def predict(self, profile: LinkProfile) -> Prediction:
+        transfer = 0.0 if profile.bandwidth_bps is None else self.bytes_per_direction * 8.0 / profile.bandwidth_bps
+        seconds = self.loopback_seconds + self.rounds * profile.rtt_s + transfer
+        return Prediction(seconds=seconds, compute_seconds=self.loopback_seconds, bytes=2 * self.bytes_per_direction,
+                          rounds=int(round(self.rounds)), party_seconds={})
+
+    def fit(self, profile: LinkProfile, measured_s: float) -> "EngineModel":
+        """The model whose rounds make its prediction for ``profile`` (RTT > 0) equal ``measured_s``."""
+        if not profile.rtt_s > 0:
+            raise ValueError(f"the engine's rounds are fitted on a link with a round-trip time, not {profile.name}")
+        beyond = measured_s - EngineModel(self.loopback_seconds, self.bytes_per_direction).predict(profile).seconds
+        return EngineModel(self.loopback_seconds, self.bytes_per_direction, max(0.0, beyond / profile.rtt_s))
+
+
+def engine_bytes_per_direction(outputs: Mapping[str, Mapping[str, Any]], relayed: int) -> int:
+    """The busier direction's bytes of an MPC run: party q -> p carries what p's engine relay forwarded
+    (q's messages to p) and what q's relay sent back (q's acknowledgements of p's messages); the
+    Channel's relayed bytes are split evenly between the directions."""
+    info = {name: out.get("info") or {} for name, out in outputs.items()}
+    names = [n for n in info if "engine_bytes_in" in info[n]]
+    directions = [int(info[p]["engine_bytes_in"]) + int(info[q].get("engine_bytes_out", 0))
+                  for p in names for q in names if p != q]
+    if len(names) > 2:  # each party's relay serves every peer: count all of it toward each direction (upper bound)
+        directions = [int(info[p]["engine_bytes_in"]) + max(int(info[q].get("engine_bytes_out", 0)) for q in names)
+                      for p in names]
+    return max(directions, default=0) + relayed // 2
+
+
 def link_row(method: str, profile: LinkProfile, measured_s: float, prediction: Prediction,
              plain_measured_s: Optional[float], extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """One ``results.json["links"]`` row: the issue's contract keys (method, link,
@@ -169,6 +217,27 @@ def rtt_for_ratio(method: Tuple[InMemoryTrace, Calibration], plain: Tuple[InMemo
     return None
 
 
+def _engine_rows(method: str, runs: Mapping[str, Tuple[LinkProfile, float, int, int]],
+                 calibrations: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """An MPC method's rows, once it has run on loopback and every shaped link: its :class:`EngineModel`
+    takes the loopback run's time and the bytes, and fits the engine's rounds on the shaped link of the
+    longest RTT (both calibration rows); the other links are predictions."""
+    loopback_s = runs["loopback"][1]
+    bytes_per_direction = max(run[3] for run in runs.values())  # the same job: the bytes do not depend on the link
+    model = EngineModel(loopback_s, bytes_per_direction)
+    timed = [run for run in runs.values() if run[0].rtt_s > 0]
+    fitted_on = max(timed, key=lambda run: run[0].rtt_s)[0] if timed else None
+    if fitted_on is not None:
+        model = model.fit(fitted_on, runs[fitted_on.name][1])
+    calibrations[method] = {"model": "engine", "loopback_seconds": loopback_s, "engine_round_trips": model.rounds,
+                            "bytes_per_direction": bytes_per_direction,
+                            "fitted_on": None if fitted_on is None else fitted_on.name}
+    return [link_row(method, profile, measured, model.predict(profile), None,
+                     {"calibration_run": not profile.shaped or profile == fitted_on, "relayed_bytes": relayed,
+                      "engine_model": True})
+            for profile, measured, relayed, _ in runs.values()]
+
+
 def _set_vs_plain(rows: List[Dict[str, Any]]) -> None:
     """Each row's time over plain VFL's on the same link (None until plain ran there)."""
     plain = {r["link"]: r["seconds"] for r in rows if r["method"] == "plain"}
@@ -202,11 +271,26 @@ def run_links(grid: LinkGrid, profiles: Sequence[LinkProfile], settings: Network
     frames = party_frames(grid, data_dir)
     traces: Dict[str, Tuple[InMemoryTrace, Calibration]] = {}
     # loopback first for every method: it calibrates the model that predicts the shaped runs
-    runs = [(method, profile) for method in grid.methods for profile in [PROFILES["loopback"], *shaped]]
+    methods = list(grid.methods)
+    if set(methods) & set(MPC_METHODS) and importlib.util.find_spec("spu") is None:
+        skipped = [m for m in methods if m in MPC_METHODS]
+        result["links_not_run"] = {m: 'not run (needs the mpc extra: pip install ".[mpc]")' for m in skipped}
+        methods = [m for m in methods if m not in MPC_METHODS]
+    runs = [(method, profile) for method in methods for profile in [PROFILES["loopback"], *shaped]]
+    engine_runs: Dict[str, Dict[str, Tuple[LinkProfile, float, int, int]]] = {}
     with tempfile.TemporaryDirectory(prefix="vflsec-bench-links-") as tmp:
         for method, profile in progress(runs, desc="bench network --links", unit="run"):
             job = job_table(method, grid)
             workdir = Path(tmp) / method / profile.name
+            if method in MPC_METHODS:
+                outputs, _, relayed = run_processes(job, frames, workdir, settings, profile)
+                measured = max(out["timings"]["train_s"] for out in outputs.values())
+                engine_runs.setdefault(method, {})[profile.name] = (
+                    profile, measured, relayed, engine_bytes_per_direction(outputs, relayed))
+                if len(engine_runs[method]) == 1 + len(shaped):
+                    rows.extend(_engine_rows(method, engine_runs[method], calibrations))
+                    _set_vs_plain(rows)
+                continue
             if not profile.shaped:
                 reference, memory_wall = in_memory(job, frames)
                 trace = InMemoryTrace(reference.hub.records, reference.hub.receipts, memory_wall)

@@ -19,7 +19,7 @@ from ...common import markdown_table, n_label, pyplot, save_figure
 from ...errors import BenchConfigError
 
 __all__ = ["HE_METHODS", "claimed_band", "he_claims", "links_conclusion", "links_markdown", "links_plottable",
-           "links_verdicts", "model_errors", "plot_links"]
+           "links_verdicts", "model_errors", "mpc_against_he_over_links", "plot_links"]
 
 PAPER = "hdp_vfl"
 QUANTITY = "links_vs_plain"  # the claims' quantity: links_vs_plain.<method>
@@ -126,18 +126,22 @@ def links_markdown(payload: Dict[str, Any]) -> List[str]:
                    "n/a" if v["median_abs_error"] is None else f"{100 * v['median_abs_error']:.1f}%",
                    f"{v['links_under_15pct']} of {len(v['errors'])}"] for m, v in errors.items()]
     cal_rows = [[m, f"{c['in_memory_seconds']:.3f}", f"{1e3 * c['message_seconds']:.2f}",
-                 f"{c['compute_scale']:.3f}"] for m, c in cal.items()]
+                 f"{c['compute_scale']:.3f}"] for m, c in cal.items() if c.get("model") != "engine"]
+    engine_rows = [[m, f"{c['loopback_seconds']:.3f}", f"{c['bytes_per_direction'] / 1e6:.1f}",
+                    c.get("fitted_on") or "n/a", f"{c['engine_round_trips']:.0f}"]
+                   for m, c in cal.items() if c.get("model") == "engine"]
+    mpc = [m for m in dict.fromkeys(r["method"] for r in rows) if m.startswith("mpc_")]
     by = {(r["method"], r["link"]): r for r in rows}
     claim_rows = []
     for link in _links(payload):
         plain = by.get(("plain", link))
         row = [link, _bw(plain["bandwidth_bps"]) if plain else "", f"{plain['seconds']:.3f}" if plain else "n/a"]
-        for method in ("hdp", "paillier", "ckks"):
+        for method in ("hdp", "paillier", "ckks", *mpc):
             r = by.get((method, link))
             ratio = None if r is None else r.get("vs_plain")
             if ratio is None:
                 row.append("n/a")
-            elif method == "hdp":
+            elif method not in ("paillier", "ckks"):
                 row.append(f"{ratio:.2f}x")
             else:
                 row.append(f"{ratio:.2f}x (within {high:g}x: {_verdict(ratio, high)})")
@@ -166,6 +170,19 @@ def links_markdown(payload: Dict[str, Any]) -> List[str]:
         "sender one round trip: sends are acknowledged). The communication share is the part of the measured "
         "time not covered by the slowest party's compute.",
         "",
+    ] + ([
+        "Secret-sharing MPC rows (" + ", ".join(mpc) + ", protection \"mpc\" on SPU): most of their bytes cross the "
+        "engine's own link, which the parties' engine relays shape to the same profile (`[network] engine_link`) "
+        "and which no in-memory record sees. Their model is the loopback run's time plus R round trips plus the "
+        "busier direction's bytes over the bandwidth; R, the engine's sequential round trips, is fitted on the "
+        "shaped link of the longest RTT, so that row and loopback are calibration and the other links are "
+        "predictions. Their `bytes` are both directions' engine and channel bytes on the wire (TLS included), "
+        "`rounds` the fitted R, `compute s` the loopback run's time.",
+        "",
+    ] if mpc else []) + [
+        markdown_table(["method", "link", "bandwidth", "RTT ms", "seconds", "predicted s", "model error", "bytes",
+                        "rounds", "compute s", "comm. share", "vs plain"], table),
+        "",
         markdown_table(["method", "link", "bandwidth", "RTT ms", "seconds", "predicted s", "model error", "bytes",
                         "rounds", "compute s", "comm. share", "vs plain"], table),
         "",
@@ -175,10 +192,12 @@ def links_markdown(payload: Dict[str, Any]) -> List[str]:
         "",
         markdown_table(["method", "in-memory s", "fitted ms per message", "fitted compute scale"], cal_rows),
         "",
+    ] + ([markdown_table(["MPC method", "loopback s", "MB per direction", "rounds fitted on", "engine round trips"],
+                         engine_rows), ""] if engine_rows else []) + [
         f"### When is HE-VFL within {low:g}-{high:g}x of plain VFL? (HDP-VFL's claim)",
         "",
-        markdown_table(["link", "bandwidth", "plain s", "HDP / plain", "Paillier / plain", "CKKS / plain"],
-                       claim_rows),
+        markdown_table(["link", "bandwidth", "plain s", "HDP / plain", "Paillier / plain", "CKKS / plain"]
+                       + [f"{m} / plain" for m in mpc], claim_rows),
         "",
         f"HDP-VFL's claim (`papers/{PAPER}.toml`), judged for each HE method: it holds if some measured link puts "
         f"the method's training time at {low:g}-{high:g}x plain VFL's; the measured value is the ratio on the link "
@@ -193,6 +212,8 @@ def links_markdown(payload: Dict[str, Any]) -> List[str]:
         markdown_table(["method", "bandwidth", f"RTT needed for <= {high:g}x plain (model)"], answer_rows),
         "",
     ] + (["![ratios and bytes](links.png)", ""] if links_plottable(payload) else [])
+    for method, why in (payload.get("links_not_run") or {}).items():
+        lines += [f"{method}: {why}.", ""]
     return lines
 
 
@@ -205,6 +226,36 @@ def links_plottable(payload: Dict[str, Any]) -> bool:
     """Whether some method other than plain was measured on at least 2 links (the plot's condition)."""
     rows = [r for r in payload.get("links") or [] if r.get("vs_plain") is not None and r["method"] != "plain"]
     return any(sum(r["method"] == m for r in rows) >= 2 for m in {r["method"] for r in rows})
+
+
+def mpc_against_he_over_links(payload: Dict[str, Any]) -> List[str]:
+    """Per secret-sharing MPC method of the link stage, one sentence: its measured training time on
+    each link beside Paillier's and CKKS's, and which of them is fastest there (equal protection: none
+    of them releases more than the model)."""
+    rows = payload.get("links") or []
+    by = {(r["method"], r["link"]): r for r in rows}
+    links = _links(payload)
+    out = []
+    for mpc in dict.fromkeys(r["method"] for r in rows if r["method"].startswith("mpc_")):
+        parts, fastest = [], []
+        for link in links:
+            times = {m: by[(m, link)]["seconds"] for m in ("paillier", "ckks", mpc) if (m, link) in by}
+            if mpc not in times:
+                continue
+            parts.append(f"{link} {times[mpc]:.3g} s (" + ", ".join(f"{m} {t:.3g} s" for m, t in times.items()
+                                                                   if m != mpc) + ")")
+            fastest.append(f"{link} {min(times, key=lambda m: times[m])}")
+        rounds = (payload.get("links_calibration") or {}).get(mpc, {})
+        if parts:
+            out.append(f"Secret sharing ({mpc}) against HE, same job and links, measured: " + "; ".join(parts)
+                       + ". Fastest per link: " + ", ".join(fastest) + "."
+                       + (f" Its engine makes about {rounds['engine_round_trips']:.0f} sequential round trips "
+                          f"(fitted on {rounds['fitted_on']}), against the HE methods' "
+                          + ", ".join(f"{m} {by[(m, links[0])]['rounds']}" for m in ("paillier", "ckks")
+                                      if (m, links[0]) in by) + " messages: round trips are what make it slow on "
+                          "long links." if rounds.get("engine_round_trips") is not None and rounds.get("fitted_on")
+                          else ""))
+    return out
 
 
 def _conclusion(payload: Dict[str, Any], errors: Dict[str, Dict[str, Any]], by) -> str:
@@ -224,6 +275,7 @@ def _conclusion(payload: Dict[str, Any], errors: Dict[str, Dict[str, Any]], by) 
         else:
             parts.append(f"{name} HE-VFL is never within {high:g}x of plain VFL here (ratios: {', '.join(ratios)}): "
                          "the claim does not hold for this job on these links.")
+    parts += mpc_against_he_over_links(payload)
     good = [m for m, v in errors.items() if v["median_abs_error"] is not None and v["median_abs_error"] < 0.15
             and v["links_under_15pct"] >= 3]
     bad = [m for m in errors if m not in good]
