@@ -121,6 +121,30 @@ def test_a_fresh_run_writes_a_ledger_of_one_release(tmp_path):
         summary["privacy_spent"]
 
 
+def test_a_second_fresh_run_on_the_same_rows_composes_with_the_first_and_warns(tmp_path):
+    """Issue 39: the same job run again from epoch 0 on the same rows releases them again; it used to
+    report one release and overwrite the ledger."""
+    from vflsec.dp.gaussian import PrivacyWarning
+
+    job = _job()
+    checkpoints = _checkpoints(tmp_path, job)
+    first = _run(job, checkpoints)
+    with pytest.warns(PrivacyWarning, match=r"this job already ran on these rows \(1 release\(s\)"):
+        second = _run(job, checkpoints)
+    for name, checkpoint in checkpoints.items():
+        role = job.role_of(name)
+        assert first.results[name].info["releases"] == 1 and second.results[name].info["releases"] == 2
+        assert len(_ledger(checkpoint)) == 2
+        assert second.results[name].info["epsilon_spent"] == hdp_privacy_spent(job, role, releases=2).epsilon
+        assert second.results[name].info["ledger"] == str(checkpoint.accountant_path())
+    # another job's ledger in the same folder is a file of its own: neither overwrites the other
+    other = _checkpoints(tmp_path, job, fingerprint="another-job-and-ids")
+    _run(dataclasses.replace(job, lr=0.25), other)
+    assert all(len(_ledger(c)) == 2 for c in checkpoints.values()) and all(len(_ledger(c)) == 1
+                                                                            for c in other.values())
+    assert checkpoints["p1"].accountant_path() != other["p1"].accountant_path()
+
+
 def test_hdp_is_resumable():
     assert get_protocol("hdp").resumable
     glm = get_job_kind("glm")

@@ -258,7 +258,7 @@ def test_killed_passive_stops_others_and_resume_reproduces_model(killed_job, fas
 
 def test_killed_hdp_job_resumes_with_the_repeated_releases_counted(tmp_path, killed_job, run_parties, party_outputs):
     # Issue 24: --resume of an HDP job is no longer refused; every data party's privacy ledger
-    # (checkpoint_dir/<party>-accountant.json) counts the interrupted run's releases, and each
+    # (checkpoint_dir/<party>-accountant-<fingerprint>.json) counts the interrupted run's releases, and each
     # party reports the composition of both runs' releases, above the calibrated epsilon.
     from vflsec.dp.accounting import composed_gaussian
     from vflsec.glm.hdp import hdp_mechanisms
@@ -267,7 +267,8 @@ def test_killed_hdp_job_resumes_with_the_repeated_releases_counted(tmp_path, kil
     job = _job("hdp", epochs=40, batch_size=20, lr=0.2, epsilon=2.0, delta=1e-5)
     local, _, _ = killed_job(job, frames)
     for name in NAMES:
-        ledger = json.loads((tmp_path / "checkpoints" / name / f"{name}-accountant.json").read_text())
+        (path,) = (tmp_path / "checkpoints" / name).glob(f"{name}-accountant-*.json")
+        ledger = json.loads(path.read_text())
         assert [entry[3] for entry in ledger["accountant"]["history"]] == [1], name
 
     outputs = party_outputs(local, run_parties(local, 90, resume=True))
@@ -281,6 +282,39 @@ def test_killed_hdp_job_resumes_with_the_repeated_releases_counted(tmp_path, kil
         assert info["releases"] == 2 and info["epsilon_spent"] == composed > 2.0
         assert "over 2 releases" in outputs[name]["privacy_spent"] and f"{composed:.4g}" in outputs[name][
             "privacy_spent"], outputs[name]["privacy_spent"]
+
+
+def test_a_second_fresh_run_of_an_hdp_job_composes_with_the_first(tmp_path, fast_network, run_parties,
+                                                                  party_outputs):
+    """Issue 39: running the same job on the same rows again releases them again; the ledger counts it."""
+    frames = _frames(n=120)
+    job = _job("hdp", epochs=3, batch_size=20, lr=0.2, epsilon=2.0, delta=1e-5)
+    local = write_local_job(tmp_path, job, frames, network=fast_network)
+    first = party_outputs(local, run_parties(local, 90))
+    status = run_parties(local, 90)
+    second = party_outputs(local, status)
+    for name in NAMES:
+        assert first[name]["info"]["releases"] == 1 and second[name]["info"]["releases"] == 2
+        assert second[name]["info"]["epsilon_spent"] > first[name]["info"]["epsilon_spent"]
+        assert "over 2 releases" in second[name]["privacy_spent"]
+        ledger = second[name]["info"]["ledger"]
+        assert ledger == first[name]["info"]["ledger"] and f"{name}-accountant-" in ledger
+        assert "this job already ran on these rows (1 release(s)" in status[name][1]
+
+
+def test_resume_with_nothing_to_resume_is_refused(tmp_path, fast_network, run_parties):
+    """Issue 39: --resume with an empty checkpoint_dir used to retrain from epoch 0 (and, for HDP, count one
+    release): now every party stops with the line naming the data parties that hold nothing."""
+    frames = _frames(n=80)
+    local = write_local_job(tmp_path, _job("hdp", epochs=2, batch_size=20, lr=0.2, epsilon=2.0, delta=1e-5),
+                            frames, network=fast_network)
+    status = run_parties(local, 60, resume=True)
+    for name, (rc, err) in status.items():
+        assert rc != 0, err
+        assert "holds no checkpointed epoch of this job on these rows" in err or \
+            "hold no checkpointed epoch of this job on these rows" in err, (name, err)
+        assert "nothing to resume -- start the job without --resume" in err
+    assert not list((tmp_path / "checkpoints").glob("*/*-accountant-*.json"))  # nothing was released
 
 
 def test_mismatched_job_description_is_refused(tmp_path, fast_network, run_parties):

@@ -13,15 +13,16 @@ read with ``allow_pickle=False``.
 Every epoch is kept because parties stop at slightly different points: on
 resume the parties agree on the last epoch *all* of them completed.
 
-Beside the epochs, a party's privacy ledger (``<party>-accountant.json``: a
-DP accountant's ``state_dict`` with the fingerprint, 0600, atomic) records
-what its DP releases have spent over every run of the job
+Beside the epochs, a party's privacy ledger (``<party>-accountant-<fingerprint>.json``:
+a DP accountant's ``state_dict`` with the fingerprint, 0600, atomic; one file per job and
+rows) records what its DP releases have spent over every run of the job on those rows
 (:meth:`EpochCheckpoint.save_accountant`, written before a run's first
 release, so a run interrupted before its first epoch checkpoint is counted
-too); a resumed run adds its releases to it.
+too); a resumed run, and a new run of the same job on the same rows, add their releases to it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -33,6 +34,14 @@ import numpy as np
 from .private_files import private_open
 
 __all__ = ["EpochCheckpoint"]
+
+
+def _short(fingerprint: str) -> str:
+    """16 hex digits naming a fingerprint in a file name (a fingerprint that is not hex is hashed)."""
+    text = str(fingerprint)
+    if re.fullmatch(r"[0-9a-f]{16,}", text):
+        return text[:16]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 _HISTORY_PREFIX = "history__"
 _STATE_PREFIX = "state__"
@@ -136,7 +145,9 @@ class EpochCheckpoint:
 
     # -- the privacy ledger ---------------------------------------------------------
     def accountant_path(self) -> Path:
-        return self.directory / f"{self.party}-accountant.json"
+        """The ledger of this job on these rows: one file per fingerprint, so another job run from the same
+        folder keeps its own and never overwrites this one."""
+        return self.directory / f"{self.party}-accountant-{_short(self.fingerprint)}.json"
 
     def save_accountant(self, state: Mapping[str, Any]) -> None:
         """Keep a DP accountant's JSON-able ``state`` (its ``state_dict()``) for this job and data."""

@@ -80,10 +80,12 @@ the protection mechanism).
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Dict, cast
 
 import numpy as np
 
+from ..dp.gaussian import PrivacyWarning
 from ..dp.sensitivity import ROW_NORM_TOLERANCE  # re-exported (older imports)
 from ..dp.sensitivity import check_row_norms as check_unit_rows
 from . import ir_exchange
@@ -196,8 +198,9 @@ def _spent(mechanism: Any, releases: int) -> Any:
     # A PLD evaluation takes tens of ms; the auditor runs one program per sample.
     caveat = None
     if releases > 1:
-        caveat = (f"the job was resumed: {releases} releases of the {mechanism.name} mechanism counted (each "
-                  "resume repeats the releases from the resumed epoch on)")
+        caveat = (f"the job was resumed or run again: {releases} releases of the {mechanism.name} mechanism counted "
+                  "(each resume repeats the releases from the resumed epoch on; each new run of the job on the same "
+                  "rows repeats them all)")
     return mechanism.privacy_spent(count=releases, caveat=caveat)
 
 
@@ -283,32 +286,40 @@ def _release(job: GLMJob, party: str, mechanism: Any, clock: PhaseClock, run: in
 
 def _accountant(job: GLMJob, data: Any, mechanism: Any):
     """The party's privacy ledger for this run (a PLD accountant), saved to
-    ``data.checkpoint`` before the first release: the ledger of the interrupted run
-    plus one release of ``mechanism`` when the job resumes, else one release.
-    A resume without the interrupted run's ledger is refused."""
+    ``data.checkpoint`` before the first release: the ledger its checkpoint holds for this
+    job on these rows plus one release of ``mechanism``. A resume needs the interrupted run's
+    ledger (refused without it); a fresh run of a job that already ran on these rows finds the
+    earlier runs' ledger and composes with it (the same rows released again), and says so."""
     from ..dp import make_accountant
 
     accountant = make_accountant("pld", neighbours=mechanism.neighbours)
     checkpoint = getattr(data, "checkpoint", None)
-    if job.start_epoch > 0:
-        load = getattr(checkpoint, "load_accountant", None)
-        state = load() if load is not None else None
-        if state is None:
-            raise ValueError(f"resuming protocol 'hdp' at epoch {job.start_epoch}: this party's checkpoint holds no "
-                             "privacy ledger of the interrupted run, so the releases it made cannot be counted; "
-                             "start the job again (without --resume)")
+    load = getattr(checkpoint, "load_accountant", None)
+    state = load() if load is not None else None
+    what = "resuming protocol 'hdp'" if job.start_epoch > 0 else "protocol 'hdp'"
+    fix = "start the job again (without --resume)" if job.start_epoch > 0 else \
+        "remove the ledger file only if these rows were never released (it records what this job spent on them)"
+    if job.start_epoch > 0 and state is None:
+        raise ValueError(f"resuming protocol 'hdp' at epoch {job.start_epoch}: this party's checkpoint holds no "
+                         "privacy ledger of the interrupted run, so the releases it made cannot be counted; "
+                         "start the job again (without --resume)")
+    if state is not None:
         try:
             accountant.load_state_dict(state)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"resuming protocol 'hdp': the privacy ledger in this party's checkpoint is unusable "
-                             f"({exc}); start the job again (without --resume)") from exc
+            raise ValueError(f"{what}: the privacy ledger in this party's checkpoint is unusable ({exc}); {fix}"
+                             ) from exc
         own = mechanism.accounting()
         if any((r.noise_multiplier, r.sampling_rate, r.coordinates) != (own.noise_multiplier, own.sampling_rate,
                                                                        own.coordinates)
                for r in accountant.history):
-            raise ValueError(f"resuming protocol 'hdp': the privacy ledger in this party's checkpoint records "
-                             f"releases of another mechanism than this job's {mechanism.name!r}; start the job again "
-                             "(without --resume)")
+            raise ValueError(f"{what}: the privacy ledger in this party's checkpoint records releases of another "
+                             f"mechanism than this job's {mechanism.name!r}; {fix}")
+        if job.start_epoch == 0:
+            where = getattr(checkpoint, "accountant_path", lambda: "its checkpoint")()
+            warnings.warn(f"protocol 'hdp': this job already ran on these rows ({len(accountant)} release(s) of "
+                          f"its IR sequence in the ledger {where}); this run releases them again, and the "
+                          "epsilon it reports composes every run", PrivacyWarning, stacklevel=2)
     accountant.step(mechanism.accounting())
     save = getattr(checkpoint, "save_accountant", None)
     if save is not None:
@@ -333,6 +344,9 @@ def _program_setup(job: GLMJob, party: str, role: str, data: Any, clock: PhaseCl
         # The ledger holds `releases` releases of this mechanism only (checked), so its
         # composed epsilon is the mechanism's privacy_spent(count=releases).
         info.update(releases=releases, epsilon_spent=float(_spent(mechanisms[role], releases).epsilon))
+        ledger = getattr(getattr(data, "checkpoint", None), "accountant_path", None)
+        # which file the count covers (none: no checkpoint_dir, so no other run of this job is counted)
+        info["ledger"] = str(ledger()) if ledger is not None else None
         run = releases - 1
     return mechanisms, _release(job, party, mechanisms[role], clock, run), info
 

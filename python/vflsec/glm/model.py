@@ -394,5 +394,5 @@ def privacy_text(job: GLMJob, role: str, releases: int = 1) -> Optional[str]:
         return None
     if releases == 1:  # an HE-DP guarantee counts one release per epoch: spent.releases is the epochs there
         return str(spent)
-    return (f"{spent} over {spent.releases} releases of the IR sequence (the job was resumed: the repeated "
-            f"epochs count again; calibrated for epsilon {job.epsilon:g} per release)")
+    return (f"{spent} over {spent.releases} releases of the IR sequence (the job was resumed or run again on these "
+            f"rows: every run's releases count; calibrated for epsilon {job.epsilon:g} per release)")

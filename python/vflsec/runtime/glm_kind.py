@@ -34,9 +34,9 @@ once. The model is bit for bit the one trained on the rows in memory with the
 same ``shard_rows``.
 
 Every data party checkpoints its weight block after each epoch; a protocol
-with a ``resume_refusal`` refuses ``--resume``. "hdp" resumes with the
-repeated releases counted: each party's privacy ledger in its checkpoint
-directory (:mod:`vflsec.glm.hdp`), and its ``privacy_spent`` is then the
+with a ``resume_refusal`` refuses ``--resume``. "hdp" counts every run's
+releases, resumed or run again on the same rows: each party's privacy ledger in its
+checkpoint directory (:mod:`vflsec.glm.hdp`), and its ``privacy_spent`` is then the
 composition of every run's releases, above the calibrated epsilon.
 
 Rare labels. ``class_weight`` in ``[job]`` (loss "logistic"/"svm"; protocols that apply

@@ -310,6 +310,11 @@ def agree_on_plan(channel, spec: JobSpec, leader: str, followers: List[str], dat
         error = refusal
     elif start >= total:
         error = f"every data party has already checkpointed all {total} epochs; nothing to resume"
+    elif resume and start == 0:
+        empty = [p for e, p in zip(epochs, [leader] + followers) if p in data_parties and e < 0]
+        error = (f"--resume: data part{'ies' if len(empty) > 1 else 'y'} {', '.join(map(repr, empty))} "
+                 f"{'hold' if len(empty) > 1 else 'holds'} no checkpointed epoch of this job on these rows in "
+                 "[party] checkpoint_dir; nothing to resume -- start the job without --resume")
     for follower in followers:
         channel.send(follower, TAG_PLAN, {"error": error} if error else
                      {"n_samples": int(n_samples), "start_epoch": int(start)})
