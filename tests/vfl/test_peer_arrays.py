@@ -25,6 +25,7 @@ from vflsec.glm import GLMJob, PartyData, run_job
 from vflsec.glm.hdp import hdp_noise_scales, hdp_sensitivities_for
 from vflsec.glm.ir_exchange import TAG_IR_ACTIVE, TAG_IR_PASSIVE, release_limit
 from vflsec.glm.job import PartyResult
+from vflsec.glm.weights import RowWeights
 from vflsec.runtime import deadlines
 from vflsec.vfl import PeerMessageRefused, check_received_array, run_party_threads
 
@@ -193,7 +194,8 @@ def _glm_job(protocol, **kw):
 IR_SITES = [("active", "passive", TAG_IR_ACTIVE), ("passive", "active", TAG_IR_PASSIVE)]
 IR_CASES = [(protocol, sender, receiver, tag, case)
             for protocol in ("plain", "hdp") for sender, receiver, tag in IR_SITES
-            for case in sorted(ARRAY_CASES) + (sorted(BOUND_CASES) if protocol == "hdp" else [])]
+            # plain: an unweighted logistic IR_A is in [-1, 1]; a passive IR has no bound (only overflow is refused)
+            for case in sorted(ARRAY_CASES) + (sorted(BOUND_CASES) if protocol == "hdp" or sender == "active" else [])]
 
 
 @pytest.mark.parametrize("protocol,sender,receiver,tag,case", IR_CASES)
@@ -224,6 +226,26 @@ def test_plain_ir_whose_sum_overflows_names_the_sender(job_refusal):
                      accomplices=("passive",))
     refusal = job_refusal(lambda h: run_job(job, data, h, timeout=120), hub, receiver="active", step=1)
     assert "overflows" in str(refusal)
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308, 1e300])
+def test_a_finite_ir_that_overflows_the_passive_update_names_the_active_party(value, job_refusal):
+    """Issue 39: least squares has no IR bound a passive party knows; a finite 1e308 used to pass, and the honest
+    passive party's next message (non-finite) was refused naming it. Now the passive refuses it naming the sender."""
+    job, data = _glm_job("plain", loss="least_squares", lr=1e10), _glm_data()
+    data["active"] = PartyData(data["active"].X, np.random.default_rng(2).normal(size=N))
+    hub = HostileHub("active", "passive", TAG_IR_ACTIVE, lambda a: np.full_like(a, value))
+    refusal = job_refusal(lambda h: run_job(job, data, h, timeout=120), hub, receiver="passive", step=1)
+    assert "overflows" in str(refusal)
+
+
+def test_a_weighted_plain_job_takes_residuals_beyond_one():
+    """A weighted job's IR is the residual times the active party's private row weight: no [-1, 1] bound."""
+    job, data = _glm_job("plain", weighted=True), _glm_data()
+    data["active"] = PartyData(data["active"].X, data["active"].y, weights=RowWeights(negative=4.0, positive=3.0))
+    hub = HostileHub("active", "passive", TAG_IR_ACTIVE, lambda a: a)  # honest, with weights up to 4
+    result = run_job(job, data, hub, timeout=120)
+    assert np.all(np.isfinite(result.results["passive"].coef))
 
 
 # -- HE-VFL: ciphertexts, the key holder's replies, the loss ----------------------

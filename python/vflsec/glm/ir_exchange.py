@@ -189,14 +189,20 @@ def passive_program(
     for epoch, step, idx in job.batches():
         Xs = X[idx]
         endpoint.send(job.active, TAG_IR_PASSIVE, release(Xs @ w))
+        t = epoch * job.steps_per_epoch + step
         received = check_received_array(
             endpoint.recv(job.active, TAG_IR_ACTIVE), receiver=endpoint.name, sender=job.active,
-            tag=TAG_IR_ACTIVE, step=epoch * job.steps_per_epoch + step, dtype=np.float64, shape=(len(idx),),
-            bound=received_limit, what="IR")
+            tag=TAG_IR_ACTIVE, step=t, dtype=np.float64, shape=(len(idx),), bound=received_limit, what="IR")
         if received_bound is not None:
             received = np.clip(received, -received_bound, received_bound)
-        g = (received @ Xs) / b
-        w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused just below
+            g = (received @ Xs) / b
+            w = clip_norm(penalized_step(job.penalty, w, g, job.lr, job.lam, job.mu), job.k)
+        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(w))):
+            # finite values whose product with this party's rows is not: the sender is to blame, not this
+            # party, whose next message would otherwise carry the non-finite values
+            raise PeerMessageRefused(endpoint.name, job.active, TAG_IR_ACTIVE, t,
+                                     "IR: its product with this party's rows overflows the float64 range")
         if step == job.steps_per_epoch - 1:
             data.end_epoch(epoch, w, {})
     return PartyResult(
