@@ -92,6 +92,18 @@ model (all blocks) and everything a data party sees in the clear are, against
 every other data party and anyone reading the model. Ciphertexts are covered
 by the encryption (semantic security), not by DP.
 
+Threat model: semi-honest data parties. A data party that deviates is not covered, and one
+deviation undoes the guarantee against it without anyone noticing (measured:
+``tests/glm/test_he_dp_deviation.py``): raising its masked product to a plaintext power ``M``
+before adding its mask (honest width and header), it gets ``M x_P + noise`` decrypted and
+divides by ``M`` -- its gradient with noise ``sigma / M`` (at ``M = 2^60`` the fixed point's
+exact value), from which a passive party reads the residuals (the labels) and the active
+party the other parties' partial scores. The key holder cannot tell: an honest masked value is
+uniform on a range far wider than any gradient (the mask must hide it), so a scaled one looks
+the same; its range check only bounds what the lattice rounding needs. Closing it needs the
+request's form proved (a zero-knowledge proof that it is ``X_P^T [[r]] + R_P`` with ``X_P`` of
+unit rows) or noise the requesting party cannot rescale; neither is implemented.
+
 Where this differs from the designs the issue names (from their abstracts):
 Xu, Yuan and Wu (IEEE BigData 2021) perturb the coefficients of the
 polynomial (Taylor) objective once -- the functional mechanism -- with secure

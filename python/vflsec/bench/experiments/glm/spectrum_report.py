@@ -256,7 +256,10 @@ def spectrum_section(summary: Dict[str, Dict[str, Any]], selections: Dict[str, A
              "holder (README, security). n = splits x noise draws.\n",
              "The guarantees differ in scope, and the table should be read with that in mind. The ceiling's covers "
              "the released model against anyone. HE+DP's covers every party's weights and the final model against "
-             "every data party. HDP-VFL's covers each party's released IRs against the other party only: the active "
+             "every data party that follows the protocol: a data party that raises its masked request to a power M "
+             "gets its own gradient with the noise divided by M, and the key holder cannot tell (measured: "
+             "tests/glm/test_he_dp_deviation.py; docs/threat-model.md). HDP-VFL's covers each party's released "
+             "IRs against the other party only: the active "
              "party's own gradient uses its un-noised IRs, so the final model is not differentially private with "
              "respect to the active party's rows and labels. HDP-VFL can therefore sit above the ceiling where the "
              "active party's features carry the signal (its rows pay no noise for the model itself).\n"]
