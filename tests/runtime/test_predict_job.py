@@ -198,6 +198,7 @@ def test_a_model_from_another_training_run_stops_the_job_naming_the_party(traine
     ("preprocess", "remove [preprocess]"),
     ("fallback_missing", "holds no active-only model"),
     ("columns", "lacks the feature column(s) ['region']"),
+    ("predict_at_active", "[predict] sets what a passive party answers in predict jobs; the active party answers"),
 ])
 def test_a_predict_config_mistake_is_one_line_before_any_peer(trained, child_env, mistake, needle):
     local, _ = trained
@@ -219,6 +220,8 @@ def test_a_predict_config_mistake_is_one_line_before_any_peer(trained, child_env
             body["preprocess"] = {"scaling": "zscore_clip"}
         if mistake == "fallback_missing":
             body["party"]["model"] = "out/active-nofallback.json"
+        if mistake == "predict_at_active":
+            body["predict"] = {"max_jobs": 3}
     if mistake == "columns":
         bank = bank.drop(columns=["region"])
     configs = _predict_job(local, f"bad-{mistake}", missing, bank, insurer, edit=edit)
@@ -227,6 +230,65 @@ def test_a_predict_config_mistake_is_one_line_before_any_peer(trained, child_env
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+def _with_budget(budget):
+    def edit(name, body):
+        if name == "passive1":
+            body["predict"] = dict(budget)
+    return edit
+
+
+def test_a_predict_job_past_the_passive_partys_budget_is_refused_before_any_score_leaves(trained, run_configs):
+    """Issue 39: the passive party answers within its [predict] budget, counted in a ledger beside its model."""
+    local, _ = trained
+    bank, insurer = _next_month()
+    common = len(set(bank[ID]) & set(insurer[ID]))
+    ledger = local.directory / "out/passive1.json.predict-ledger.jsonl"
+    ledger.unlink(missing_ok=True)
+    configs = _predict_job(local, "over", "none", bank, insurer, edit=_with_budget({"max_ids_per_job": 10}))
+    status = run_configs(configs)
+    what = f"passive party 'passive1' refuses to score: the job asks for {common} customers, more than [predict] " \
+           "max_ids_per_job = 10"
+    assert status["passive1"][0] == 2 and what in status["passive1"][1].rstrip().splitlines()[-1], status
+    assert status["active"][0] == 2 and status["active"][1].rstrip().splitlines()[-1].startswith(
+        f"vflsec party: error: peer party 'passive1' stopped the job: {what}"), status["active"][1]
+    assert not (local.directory / "out/active-over.scores.csv").exists() and not ledger.exists()
+
+    # within the budget: answered, counted, named in the summary; the same customers again within the window: refused
+    budget = {"max_ids_per_job": common, "max_jobs": 5, "max_scores": 10 * common, "repeat_window_days": 1.0}
+    configs = _predict_job(local, "within", "none", bank, insurer, edit=_with_budget(budget))
+    status = run_configs(configs)
+    assert all(rc == 0 for rc, _ in status.values()), status
+    passive = json.loads((local.directory / "out/passive1-within.json").read_text())
+    released = passive["released"]
+    assert released["customers"] == common and released["what"] == "partial scores x_p . w_p"
+    assert released["ledger"] == str(ledger) and released["left"] == {"jobs": 4, "scores": 9 * common}
+    entries = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert len(entries) == 1 and entries[0]["ids"] == common and len(entries[0]["id_digests"]) == common
+    assert oct(ledger.stat().st_mode & 0o777) == "0o600"
+    configs = _predict_job(local, "again", "none", bank, insurer, edit=_with_budget(budget))
+    status = run_configs(configs)
+    assert status["passive1"][0] == 2 and (f"{common} of the job's {common} customers were answered less than "
+                                           "[predict] repeat_window_days = 1 ago") in status["passive1"][1]
+    assert len(ledger.read_text().splitlines()) == 1
+    ledger.unlink()
+
+
+@pytest.mark.parametrize("budget, needle", [
+    ({"max_jobs": 0}, "[predict] max_jobs must be an integer >= 1 (a budget is finite), got 0"),
+    ({"max_scores": float("inf")}, "[predict] max_scores must be an integer >= 1"),
+    ({"repeat_window_days": -1}, "[predict] repeat_window_days must be a number of days >= 0"),
+    ({"max_idz": 5}, "unknown [predict] keys ['max_idz']"),
+])
+def test_a_predict_budget_mistake_is_one_line_before_any_peer(trained, child_env, budget, needle):
+    local, _ = trained
+    bank, insurer = _next_month()
+    configs = _predict_job(local, "badbudget", "none", bank, insurer, edit=_with_budget(budget))
+    proc = subprocess.run([sys.executable, "-m", "vflsec", "party", "--config", str(configs["passive1"])],
+                          capture_output=True, text=True, env={**os.environ, **child_env}, timeout=60)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
 
 
 def test_a_training_job_refuses_a_model_and_a_fallback_for_another_loss(tmp_path, fast_network, child_env):

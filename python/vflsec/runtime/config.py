@@ -40,6 +40,12 @@ Format (relative paths are relative to the file)::
     engine_link = "wan"             # MPC jobs only, a rehearsal: the link (a profile or "100mbit,20ms") the
                                     # relay in front of this party's engine port emulates (default unshaped)
 
+    [predict]                       # a passive party of predict jobs: what it answers (runtime.predict_budget);
+    max_ids_per_job = 100000        # these are the defaults: a budget is always finite
+    max_jobs = 1000
+    max_scores = 10000000
+    repeat_window_days = 0.0        # 0: repeats allowed (the same model and row give the same score)
+
     [compute]                       # optional: where the party's HE vector work runs (vflsec.he.executor)
     engine = "ray"                  # "local" (default): this machine's process pool; "ray": a Ray cluster
     address = "10.0.0.5:6379"       # the Ray head's HOST:PORT, or "auto"; without it a Ray instance of the
@@ -51,6 +57,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
+
+from .predict_budget import budget_from_table
 
 __all__ = ["PartyConfig", "load_party_config", "read_toml"]
 
@@ -98,6 +106,7 @@ class PartyConfig:
     compute: Mapping[str, Any] = field(default_factory=dict)
     shard_dir: Optional[Path] = None
     keep_shards: bool = False
+    predict: Optional[Mapping[str, float]] = None  # [predict]: a passive party's budget (runtime.predict_budget)
 
 
 PARTY_KEYS = ("name", "listen", "job", "data", "id_column", "label_column", "output", "checkpoint_dir", "test_data",
@@ -167,10 +176,10 @@ def load_party_config(path: Path) -> PartyConfig:
     path = Path(path)
     raw = read_toml(path)
     base = path.parent
-    unknown = set(raw) - {"party", "peers", "tls", "network", "preprocess", "compute"}
+    unknown = set(raw) - {"party", "peers", "tls", "network", "preprocess", "compute", "predict"}
     if unknown:
         raise ValueError(f"{path}: unknown tables {sorted(unknown)} (a party file has [party], [peers], [tls], "
-                         "[preprocess], [network] and [compute])")
+                         "[preprocess], [network], [compute] and [predict])")
     party = _table(raw, "party", path)
     for key in ("name", "listen", "job"):
         if key not in party:
@@ -210,4 +219,5 @@ def load_party_config(path: Path) -> PartyConfig:
         model=resolve(party.get("model")),
         compute=_compute(raw, path),
         shard_dir=resolve(party.get("shard_dir")), keep_shards=keep_shards,
+        predict=budget_from_table(_table(raw, "predict", path), str(path)) if "predict" in raw else None,
     )

@@ -507,6 +507,11 @@ def _finish(channel, cfg, role: str, summary: Dict[str, Any]) -> Dict[str, Any]:
         _write_json(cfg.output, summary)
     if role == "active":
         logger.info("%s", _final_line(cfg.name, summary))
+    elif summary.get("released"):  # a passive party of a predict job: what it released, what is left
+        released = summary["released"]
+        logger.info("party %r released %s of %d customers; its predict ledger %s; left: %d jobs, %d customers",
+                    cfg.name, released["what"], released["customers"], released["ledger"], released["left"]["jobs"],
+                    released["left"]["scores"])
     channel.notify_done()
     return summary
 

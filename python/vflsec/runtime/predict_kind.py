@@ -41,6 +41,11 @@ Customers of the active party that some partner does not hold (``missing``):
   (training job ``active_only_model = true``), ``source = active_only``: a weaker, honest score
   that uses no partner column.
 
+A passive party answers within its ``[predict]`` budget (:mod:`.predict_budget`: customers per job,
+jobs and customers over the model's life, an optional repeat window), checked on the aligned
+customers before any score leaves it and counted in a ledger beside its model; past it the job
+stops at every party with one line naming the limit.
+
 Customers only a passive party holds are never scored and the active party never learns them
 (PSI). What this shows: as the held-out evaluation does, the active party learns each passive
 party's partial scores of the aligned customers, which no training epsilon covers, and every
@@ -112,6 +117,7 @@ class SavedPartyModel:
     preprocessor: Any = None
     preprocessor_path: Optional[Path] = None
     label_names: Optional[Tuple[Any, Any]] = None  # the labels' own names of the classes coded 0 and 1
+    budget: Any = None  # a passive party's predict budget (runtime.predict_budget.PredictBudget)
 
     @property
     def training_run(self) -> str:
@@ -325,17 +331,21 @@ class PredictJobKind(JobKind[PredictJob]):
         from .predict_trees import SavedTreesModel, trees_scores
 
         trees = isinstance(model, SavedTreesModel)
+        if model.role != "active" and common and model.budget is not None:
+            refused = model.budget.refusal(common)  # before any score leaves this party
+            if refused is not None:
+                raise _over_budget(model.party, refused)
         aligned = X[row_order(ids, common)] if common else X[:0]
         if trees:
             joint = trees_scores(channel, job.active, model, aligned, PHASE_PREDICTION) if common else np.zeros(0)
             if model.role != "active":
-                return {"scored_rows_sent": len(common)}
+                return _released(model, common)
         else:
             own = model.scores(aligned) if common else np.zeros(0)
             if model.role != "active":
                 if common:
                     channel.send(job.active, TAG_PREDICT_SCORES, np.ascontiguousarray(own, dtype=np.float64))
-                return {"scored_rows_sent": len(common)}
+                return _released(model, common)
             joint = (receive_partial_scores(channel, job.passives, own, TAG_PREDICT_SCORES, PHASE_PREDICTION,
                                             "partial scores") if common else own)
         order = np.argsort(np.asarray(ids, dtype=object).astype(str), kind="stable")
@@ -366,6 +376,24 @@ class PredictJobKind(JobKind[PredictJob]):
                     out["threshold"] = labels.threshold
             out["scores"] = str(target)
         return out
+
+
+def _over_budget(party: str, why: str) -> Exception:
+    from ..errors import CommandError
+
+    what = f"passive party {party!r} refuses to score: {why}"
+    fix = ("ask that party to raise its [predict] budget in its party file (max_ids_per_job, max_jobs, max_scores, "
+           "repeat_window_days), or ask for fewer or other customers")
+    return CommandError(what, fix, shared=f"{what} -- {fix}")
+
+
+def _released(model: Any, common: Sequence[str]) -> Dict[str, Any]:
+    """A passive party's summary entries: what it released (and, with a budget, its ledger and what is left)."""
+    out: Dict[str, Any] = {"scored_rows_sent": len(common)}
+    if common and model.budget is not None:
+        out["released"] = {"what": "split masks" if model.__class__.__name__ == "SavedTreesModel" else
+                           "partial scores x_p . w_p", **model.budget.record(common)}
+    return out
 
 
 PRIVACY_NOTE = ("prediction showed the active party every passive party's partial scores x_p . w_p of the aligned "

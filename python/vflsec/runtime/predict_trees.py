@@ -53,6 +53,7 @@ class SavedTreesModel:
     preprocessor: Any = None
     preprocessor_path: Optional[Path] = None
     label_names: Optional[Tuple[Any, Any]] = None  # the labels' own names of classes (predict_kind)
+    budget: Any = None  # a passive party's predict budget (runtime.predict_budget.PredictBudget)
 
     @property
     def training_run(self) -> str:

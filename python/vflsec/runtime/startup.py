@@ -65,6 +65,7 @@ from .job_spec import JobSpec, load_job_spec
 from .party_csv import read_party_csv
 from .party_shards import check_shard_parent
 from .party_table import read_party_table, uses_table_reader
+from .predict_budget import PredictBudget, budget_from_table
 
 __all__ = ["PartyRows", "PartyStart", "prepare_party"]
 
@@ -420,6 +421,9 @@ def _load_model(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, confi
         if cfg.model is not None:
             raise CommandError(f"[party] model is set but a {spec.kind.name} job trains a model, it reads none",
                                f"remove model from {config} (a predict job, [job] kind = \"predict\", reads it)")
+        if cfg.predict is not None:
+            raise CommandError(f"[predict] sets a passive party's budget for predict jobs, but this is a "
+                               f"{spec.kind.name} job", f"remove [predict] from {config}")
         return None
     if cfg.model is None:
         raise CommandError(f"a predict job needs [party] model: party {cfg.name!r}'s output of the training job",
@@ -431,5 +435,13 @@ def _load_model(cfg: PartyConfig, spec: JobSpec, probe: VFLJob, role: str, confi
         raise CommandError("the active party of a predict job needs [party] output: the scores are written "
                            "beside it (<output>.scores.csv)", f"set [party] output in {config}")
     with _fix(f"correct [party] model in {config}", str(cfg.model)):
-        return spec.kind.load_model(cfg.model, cfg.name, role, probe)
+        model = spec.kind.load_model(cfg.model, cfg.name, role, probe)
+    if role == "active":
+        if cfg.predict is not None:
+            raise CommandError("[predict] sets what a passive party answers in predict jobs; the active party "
+                               "answers nothing", f"remove [predict] from {config}")
+        return model
+    # A passive party answers within its budget, the defaults where the file sets none (runtime.predict_budget).
+    limits = cfg.predict if cfg.predict is not None else budget_from_table({}, str(config))
+    return dataclasses.replace(model, budget=PredictBudget(limits, cfg.model, model.training_run, spec.digest))
 
