@@ -145,6 +145,33 @@ class _Node:
     choices: Dict[int, Optional[SplitChoice]] = field(default_factory=dict)
 
 
+def _same_sum(actual: float, claimed: float, values: np.ndarray) -> bool:
+    """Equal up to float64 summation order (the gradients sit on the job's fixed-point grid, where
+    every sum is exact; the slack covers releases off that grid)."""
+    return abs(actual - claimed) <= 1e-9 * (float(np.abs(values).sum()) + 1.0)
+
+
+def _check_histogram(hist: Histogram, layout: BinLayout, totals: Tuple[float, float, int], party: str,
+                     node_id: int) -> None:
+    """What the active party knows of a node checks every histogram a passive party sends for it: per
+    feature, the bins' row counts are non-negative and sum to the node's rows, and their gradient and
+    hessian sums to the node's totals (the bins of a feature partition the node's rows). A crafted bin
+    (a row's ciphertext raised to a power, sums made up) fails here, naming the party."""
+    G, H, count = totals
+    bound = float(np.abs(hist.G).sum() + np.abs(hist.H).sum())
+    offsets = layout.offsets
+    for feature in range(len(layout.n_bins)):
+        a, b = int(offsets[feature]), int(offsets[feature + 1])
+        counts = hist.C[a:b]
+        if np.any(counts < 0) or int(counts.sum()) != int(count):
+            raise ValueError(f"party {party!r} sent a histogram of node {node_id} whose feature {feature} counts "
+                             f"{int(counts.sum())} rows; the node has {int(count)}")
+        for what, sums, total in (("gradient", hist.G[a:b], G), ("hessian", hist.H[a:b], H)):
+            if abs(float(sums.sum()) - total) > 1e-9 * (bound + abs(total) + 1.0):
+                raise ValueError(f"party {party!r} sent a histogram of node {node_id} whose feature {feature} "
+                                 f"{what}s sum to {float(sums.sum()):.6g}; the node's sum to {total:.6g}")
+
+
 class _Grower:
     """The active party's state while it grows one tree."""
 
@@ -186,6 +213,7 @@ class _Grower:
                 raise ValueError(f"party {party!r} sent a histogram for another node than {node_id}")
             with self.clock.crypto():
                 node.hists[i] = self.protection.open(message, self.layouts[i], party)
+            _check_histogram(node.hists[i], self.layouts[i], node.totals, party, node_id)
 
     def _collect_choices(self, node_ids: Sequence[int]) -> None:
         """Each passive party's best split of each of ``node_ids`` (the nodes it was sent the totals of)."""
@@ -274,6 +302,13 @@ class _Grower:
             if int(goes_left.sum()) != choice.n_left:
                 raise ValueError(f"party {owner!r} sent {int(goes_left.sum())} rows left of node {node_id}; its "
                                  f"histogram counted {choice.n_left}")
+            left_rows = node.rows[goes_left]
+            # the rows it sends left must carry the sums the chosen split was scored with
+            for what, values, claimed in (("gradient", self.g, choice.G_left), ("hessian", self.h, choice.H_left)):
+                if not _same_sum(float(values[left_rows].sum()), float(claimed), values[left_rows]):
+                    raise ValueError(f"party {owner!r} sent rows left of node {node_id} whose {what} sum "
+                                     f"{float(values[left_rows].sum()):.6g} is not the {float(claimed):.6g} its "
+                                     "histogram gave that split")
         left_id = self._new_node(node.rows[goes_left], node.depth + 1)
         right_id = self._new_node(node.rows[~goes_left], node.depth + 1)
         self.owner[node_id], self.record[node_id] = party_index, record

@@ -18,6 +18,15 @@ What each party learns: the passive parties only ciphertexts (and, as in every
 SecureBoost, each node's instance space, which the active party announces:
 :mod:`vflsec.trees.protocol`); the active party each bin's sums and count, no row
 of a passive party's features.
+
+A passive party that deviates: the active party checks every histogram it decrypts against what
+it knows (each feature's bins count the node's rows and sum to its gradient and hessian totals)
+and the rows a passive party sends left against the sums its histogram gave the chosen split;
+crafted bins (a row's ciphertext raised to a power, an encrypted offset, a swapped row) fail the
+job naming the party (``tests/trees/test_secureboost_deviation.py``). What remains to a passive
+party whose answers pass the checks is what a binning of its own columns can show: each node's
+instance space (as in every SecureBoost), with groups no smaller than ``min_samples_leaf`` rows on
+either side of a split; not measured.
 """
 from __future__ import annotations
 
