@@ -238,6 +238,8 @@ def mpc_against_he_over_links(payload: Dict[str, Any]) -> List[str]:
     out = []
     for mpc in dict.fromkeys(r["method"] for r in rows if r["method"].startswith("mpc_")):
         parts, fastest = [], []
+        ahead: Dict[str, List[str]] = {"paillier": [], "ckks": []}
+        behind: Dict[str, List[str]] = {"paillier": [], "ckks": []}
         for link in links:
             times = {m: by[(m, link)]["seconds"] for m in ("paillier", "ckks", mpc) if (m, link) in by}
             if mpc not in times:
@@ -245,10 +247,16 @@ def mpc_against_he_over_links(payload: Dict[str, Any]) -> List[str]:
             parts.append(f"{link} {times[mpc]:.3g} s (" + ", ".join(f"{m} {t:.3g} s" for m, t in times.items()
                                                                    if m != mpc) + ")")
             fastest.append(f"{link} {min(times, key=lambda m: times[m])}")
+            for he in ("paillier", "ckks"):
+                if he in times:
+                    (ahead if times[mpc] < times[he] else behind)[he].append(link)
         rounds = (payload.get("links_calibration") or {}).get(mpc, {})
         if parts:
+            versus = [f"than {he} on {', '.join(ahead[he]) or 'no link'}" for he in ("paillier", "ckks")
+                      if ahead[he] or behind[he]]
             out.append(f"Secret sharing ({mpc}) against HE, same job and links, measured: " + "; ".join(parts)
-                       + ". Fastest per link: " + ", ".join(fastest) + "."
+                       + ". Fastest per link: " + ", ".join(fastest) + ". " + mpc + " is faster "
+                       + " and ".join(versus) + "."
                        + (f" Its engine makes about {rounds['engine_round_trips']:.0f} sequential round trips "
                           f"(fitted on {rounds['fitted_on']}), against the HE methods' "
                           + ", ".join(f"{m} {by[(m, links[0])]['rounds']}" for m in ("paillier", "ckks")
