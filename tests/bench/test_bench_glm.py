@@ -177,6 +177,8 @@ def test_a_configured_he_accuracy_cell_runs(tmp_path):
     taylor = [r for r in rows if r["method"] == "taylor"]
     assert len(paillier) == 1 and paillier[0]["accuracy"] is not None and paillier[0]["key_bits"] == 2048
     assert paillier[0]["accuracy"] == pytest.approx(taylor[0]["accuracy"], abs=0.05)
+    # its cost beside the MPC cells' (the Conclusion's equal-protection paragraph)
+    assert paillier[0]["cpu_seconds"] > 0 and paillier[0]["bytes"] > 0 and not paillier[0]["engine_bytes_counted"]
 
 
 def test_cli_errors_are_one_line_with_exit_code_2(capsys):

@@ -117,6 +117,8 @@ def test_mpc_accuracy_cell_matches_plain_at_plains_configuration():
     assert mpc["config"] == plain["config"] and mpc["split_seed"] == 0
     assert abs(mpc["accuracy"] - plain["accuracy"]) <= 0.01
     assert mpc["cpu_seconds"] > 0 and mpc["auc"] is not None
+    # the engine's bytes are counted on the wire, beside the Channel's (the input shares and the reveal)
+    assert mpc["engine_bytes_counted"] and mpc["bytes"] > 100_000
 
 
 @NEEDS_SPU

@@ -256,11 +256,13 @@ def _reference_rows(rows: _Rows, prep: PreparedSplit, headline: HyperParams, con
         return
     for method in config.he_accuracy_methods(prep.dataset):
         log(f"[glm] {method} on {prep.dataset} split {prep.split_seed} ({hp.label()})")
+        traffic: Dict[str, Any] = {}
         start = time.perf_counter()
         with CPUClock() as cpu:  # beside the MPC cells': equal protection, its cost per dataset
-            acc, area, pr, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+            acc, area, pr, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits,
+                                                       traffic=traffic)
         rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, key_bits=config.he_key_bits, auc=area,
-                 pr_auc=pr, seconds=time.perf_counter() - start, cpu_seconds=cpu.seconds)
+                 pr_auc=pr, seconds=time.perf_counter() - start, cpu_seconds=cpu.seconds, **traffic)
 
 
 def _mpc_rows(rows: _Rows, prep: PreparedSplit, hp: HyperParams, config: GLMBenchConfig,
@@ -268,7 +270,7 @@ def _mpc_rows(rows: _Rows, prep: PreparedSplit, hp: HyperParams, config: GLMBenc
     """The MPC accuracy cells ``mpc_accuracy`` names for this dataset, at plain VFL's configuration
     ``hp`` (they compute its recursion on secret shares, so plain is their like-for-like reference);
     without the ``mpc`` extra each is a row labelled not run."""
-    from .mpc_cells import NOT_INSTALLED, spu_installed
+    from .mpc_cells import NOT_INSTALLED, counted_engine_links, spu_installed
 
     for method in config.mpc_accuracy_methods(prep.dataset):
         if not spu_installed():
@@ -276,11 +278,14 @@ def _mpc_rows(rows: _Rows, prep: PreparedSplit, hp: HyperParams, config: GLMBenc
             rows.add(prep, "reference", method, None, hp=hp, not_run=NOT_INSTALLED)
             continue
         log(f"[glm] {method} on {prep.dataset} split {prep.split_seed} ({hp.label()})")
+        traffic: Dict[str, Any] = {}
         start = time.perf_counter()
-        with CPUClock() as cpu:
-            acc, area, pr, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits)
+        # on loopback TCP through a relay that counts the engine's bytes, as the runtime cells
+        with counted_engine_links(), CPUClock() as cpu:
+            acc, area, pr, warned = reference_accuracy(method, prep, hp, key_bits=config.he_key_bits,
+                                                       traffic=traffic)
         rows.add(prep, "reference", method, acc, hp=hp, warnings=warned, auc=area, pr_auc=pr,
-                 seconds=time.perf_counter() - start, cpu_seconds=cpu.seconds)
+                 seconds=time.perf_counter() - start, cpu_seconds=cpu.seconds, **traffic)
 
 
 def _private_selection_rows(rows: _Rows, prep: PreparedSplit, config: GLMBenchConfig) -> None:

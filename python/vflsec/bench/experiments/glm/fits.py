@@ -205,8 +205,9 @@ def cv_plain_accuracy(prep: PreparedSplit, grid: Sequence[HyperParams], *, folds
     return _cross_validate(prep, grid, 1, folds=folds, jobs_for=jobs_for)[:, 0]
 
 
-def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
-                       key_bits: int) -> Tuple[float, Optional[float], Optional[float], List[str]]:
+def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *, key_bits: int,
+                       traffic: Optional[Dict[str, Any]] = None) -> Tuple[float, Optional[float], Optional[float],
+                                                                          List[str]]:
     """Test accuracy, AUC and PR-AUC (None unless positives are rare) of a reference method, and the
     warnings it raised
     (recorded, never silenced: the report labels the row with them).
@@ -217,7 +218,8 @@ def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
     parties' scaled features; ``taylor``, ``paillier``, ``ckks``: the HE-VFL
     protocols (and their message flow in the clear) with ``hp``; ``mpc_<protocol>``
     (:data:`.grid.MPC_METHODS`): plain VFL's recursion on secret shares with ``hp``, on the
-    engine's in-memory link (SPU, the ``mpc`` extra)."""
+    engine's in-memory link (SPU, the ``mpc`` extra). ``traffic``: a dict that receives the fit's bytes
+    sent (``bytes``: the Channel's, and an MPC fit's engine bytes where its link counts them)."""
     from ....glm import VerticalLogisticRegression
 
     if method == "majority":
@@ -243,4 +245,9 @@ def reference_accuracy(method: str, prep: PreparedSplit, hp: HyperParams, *,
         scores = model.decision_function(prep.raw_test)
         area, precision_area = auc(scores, prep.y_test), pr_auc(scores, prep.y_test)
     messages = sorted({str(w.message).splitlines()[0] for w in caught})
+    if traffic is not None:
+        history = getattr(model, "history_", {}) or {}
+        if "total_bytes" in history:
+            traffic["bytes"] = int(history["total_bytes"]) + int(history.get("engine_total_bytes", 0))
+            traffic["engine_bytes_counted"] = "engine_total_bytes" in history
     return float(acc), area, precision_area, messages

@@ -399,8 +399,11 @@ def equal_protection(rows: Sequence[Dict[str, Any]], links: Optional[Dict[str, A
         he_best = min((m for m in timed if m in HE_METHODS), key=lambda m: timed[m]["cpu_seconds"])
         ratio = timed[mpc_best]["cpu_seconds"] / timed[he_best]["cpu_seconds"]
         out.append(f"**{name}**, one fit each at plain VFL's configuration (split 0; the parties are threads of one "
-                   "process, links in memory): " + ", ".join(f"{m} {r['accuracy']:.3f} in {r['cpu_seconds']:.3g} "
-                                                             "CPU-s" for m, r in timed.items())
+                   "process; HE's messages in memory, MPC's engine "
+                   + ("on loopback TCP" if any(r.get("engine_bytes_counted") for r in timed.values()) else
+                      "on its in-memory link") + "): "
+                   + ", ".join(f"{m} {r['accuracy']:.3f} in {r['cpu_seconds']:.3g} CPU-s"
+                               + (f", {r['bytes'] / 1e6:.3g} MB" if r.get("bytes") else "") for m, r in timed.items())
                    + f". Cheapest: {cheapest}; the cheapest MPC ({mpc_best}) takes {ratio:.3g}x the CPU of the "
                    f"cheapest HE ({he_best})."
                    + ("" if len({str(c) for c in configs.values()}) == 1 else
