@@ -163,7 +163,7 @@ def test_glm_defaults_equal_the_removed_literals():
     dp_runtime = dict(runtime_methods=("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp"))
     # The secret-sharing MPC rows (new keys): semi2k and cheetah in full, semi2k alone in quick.
     mpc_full = dict(runtime_methods=dp_runtime["runtime_methods"] + ("mpc_semi2k", "mpc_cheetah"),
-                    mpc_accuracy={"mpc_semi2k": ("breast", "adult"), "mpc_cheetah": ("breast",)},
+                    mpc_accuracy={"mpc_semi2k": ("breast", "adult"), "mpc_cheetah": ("breast", "adult")},
                     runtime_mpc_batches={"mpc_cheetah": 8})
     mpc_quick = dict(runtime_methods=dp_runtime["runtime_methods"] + ("mpc_semi2k",),
                      mpc_accuracy={"mpc_semi2k": ("breast",)}, runtime_mpc_batches={})

@@ -194,7 +194,7 @@ class GLMBenchConfig:
     # plain VFL's configuration: the same recursion on secret shares). Left out of a table (a copy of
     # glm.toml from before these rows): none.
     mpc_accuracy: Optional[Dict[str, Tuple[str, ...]]] = field(
-        default_factory=lambda: {"mpc_semi2k": ("breast", "adult"), "mpc_cheetah": ("breast",)},
+        default_factory=lambda: {"mpc_semi2k": ("breast", "adult"), "mpc_cheetah": ("breast", "adult")},
         metadata=optional_field(keys=MPC_METHODS))
     he_key_bits: int = field(default=2048, metadata=spec(low=2048))
     figure2: bool = True
