@@ -82,6 +82,10 @@ MPC_DP_METHODS = ("mpc_dp_semi2k", "mpc_dp_cheetah")
 RUNTIME_METHODS = ("plain", "hdp", "ckks", "paillier", "ckks_dp", "paillier_dp") + MPC_METHODS
 
 
+#: the full run's MPC accuracy cells (glm.toml's [full] mpc_accuracy)
+_MPC_ACCURACY: Dict[str, Tuple[str, ...]] = {"mpc_semi2k": ("breast", "adult"), "mpc_cheetah": ("breast", "adult")}
+
+
 @dataclass(frozen=True)
 class PaperSettings:
     lam: float = field(metadata=spec(low=0))
@@ -194,7 +198,7 @@ class GLMBenchConfig:
     # plain VFL's configuration: the same recursion on secret shares). Left out of a table (a copy of
     # glm.toml from before these rows): none.
     mpc_accuracy: Optional[Dict[str, Tuple[str, ...]]] = field(
-        default_factory=lambda: {"mpc_semi2k": ("breast", "adult"), "mpc_cheetah": ("breast", "adult")},
+        default_factory=lambda: dict(_MPC_ACCURACY),
         metadata=optional_field(keys=MPC_METHODS))
     he_key_bits: int = field(default=2048, metadata=spec(low=2048))
     figure2: bool = True
