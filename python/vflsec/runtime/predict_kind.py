@@ -339,13 +339,13 @@ class PredictJobKind(JobKind[PredictJob]):
         if trees:
             joint = trees_scores(channel, job.active, model, aligned, PHASE_PREDICTION) if common else np.zeros(0)
             if model.role != "active":
-                return _released(model, common)
+                return _released(model, common, trees)
         else:
             own = model.scores(aligned) if common else np.zeros(0)
             if model.role != "active":
                 if common:
                     channel.send(job.active, TAG_PREDICT_SCORES, np.ascontiguousarray(own, dtype=np.float64))
-                return _released(model, common)
+                return _released(model, common, trees)
             joint = (receive_partial_scores(channel, job.passives, own, TAG_PREDICT_SCORES, PHASE_PREDICTION,
                                             "partial scores") if common else own)
         order = np.argsort(np.asarray(ids, dtype=object).astype(str), kind="stable")
@@ -387,12 +387,12 @@ def _over_budget(party: str, why: str) -> Exception:
     return CommandError(what, fix, shared=f"{what} -- {fix}")
 
 
-def _released(model: Any, common: Sequence[str]) -> Dict[str, Any]:
+def _released(model: Any, common: Sequence[str], trees: bool) -> Dict[str, Any]:
     """A passive party's summary entries: what it released (and, with a budget, its ledger and what is left)."""
     out: Dict[str, Any] = {"scored_rows_sent": len(common)}
     if common and model.budget is not None:
-        out["released"] = {"what": "split masks" if model.__class__.__name__ == "SavedTreesModel" else
-                           "partial scores x_p . w_p", **model.budget.record(common)}
+        out["released"] = {"what": "split masks" if trees else "partial scores x_p . w_p",
+                           **model.budget.record(common)}
     return out
 
 
