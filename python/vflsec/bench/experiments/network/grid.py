@@ -113,12 +113,10 @@ def mpc_protocol(method: str) -> str:
 def _check_engine_parties(method: str, stage: PartiesAndData) -> None:
     from ....mpc.engine import MPC_PROTOCOLS
 
-    protocol = MPC_PROTOCOLS[mpc_protocol(method)]
-    if not protocol.fits(len(stage.parties)):
-        count = (f"exactly {protocol.min_parties}" if protocol.max_parties == protocol.min_parties
-                 else f"at least {protocol.min_parties}")
-        raise BenchConfigError(f"{stage._table_prefix}{method} runs between {count} parties, the table has "
-                               f"{len(stage.parties)} -- give {count} parties or leave {method} out")
+    try:  # the engine protocol's own rule and message
+        MPC_PROTOCOLS[mpc_protocol(method)].check_parties(len(stage.parties))
+    except ValueError as exc:
+        raise BenchConfigError(f"{stage._table_prefix}{method}: {exc}, or leave {method} out") from None
 
 
 def parse_links_option(text: str) -> List[Any]:
