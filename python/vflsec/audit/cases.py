@@ -51,12 +51,19 @@ class Scores:
     """The distinguisher's scores in world 0 and world 1 (one per run), and,
     where the case can compute it, the distance between the two worlds'
     noiseless outputs over the mechanism's stated sensitivity (> 1: the
-    stated bound does not hold on this pair)."""
+    stated bound does not hold on this pair).
+
+    ``stated_mu``: where the release is one Gaussian of a sigma the mechanism
+    states and the pair's noiseless outputs are fixed, the Gaussian-DP ``mu``
+    that noise gives this very pair (their distance over sigma): the scores
+    of an honest release separate by that much, whatever the pair's strength
+    (the auditor's noise check, :func:`vflsec.audit.runner.violations`)."""
 
     world0: np.ndarray
     world1: np.ndarray
     realized_sensitivity_ratio: Optional[float] = None
     notes: Dict[str, Any] = field(default_factory=dict)
+    stated_mu: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,10 @@ class AuditCase:
     seed) -> Scores``, the runs per world of a full and a ``--quick`` audit, and
     ``fit``: how the fitted epsilon reads the scores ("gaussian": Gaussian DP's
     mu; "discrete": a release of few output values, such as randomized
-    response, by its outputs' frequencies)."""
+    response, by its outputs' frequencies). ``limit``: why the case cannot
+    catch a copy of the mechanism with half its noise (its best known pair
+    stays below half the claim and its release has no stated per-pair
+    noise to check), or None: it must (``vflsec audit --self-test``)."""
 
     name: str
     mechanism: str
@@ -76,6 +86,7 @@ class AuditCase:
     runs_full: int
     runs_quick: int
     fit: str = "gaussian"
+    limit: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.fit not in FITS:
@@ -134,7 +145,8 @@ def learned_direction(sample: Callable[[int, int, int], np.ndarray], calibration
 
 def sampled_scores(sample: Callable[[int, int, int], np.ndarray], runs: int, seed: int, *,
                    direction: Optional[np.ndarray] = None, calibration_runs: Optional[int] = None,
-                   realized: Optional[float] = None, notes: Optional[Dict[str, Any]] = None) -> Scores:
+                   realized: Optional[float] = None, notes: Optional[Dict[str, Any]] = None,
+                   stated_mu: Optional[float] = None) -> Scores:
     """Runs ``sample`` in both worlds and projects on ``direction`` (or one learned
     from separate calibration runs: a fifth of ``runs`` unless given)."""
     if direction is None:
@@ -142,7 +154,7 @@ def sampled_scores(sample: Callable[[int, int, int], np.ndarray], runs: int, see
     out0 = sample(0, runs, case_seed(seed, "world", 0))
     out1 = sample(1, runs, case_seed(seed, "world", 1))
     scores = project(out0, out1, direction)
-    return Scores(scores.world0, scores.world1, realized, dict(notes or {}))
+    return Scores(scores.world0, scores.world1, realized, dict(notes or {}), stated_mu)
 
 
 def stack_runs(run_once: Callable[[Any], np.ndarray], runs: int, state: Any, desc: str = "runs") -> np.ndarray:

@@ -88,7 +88,8 @@ def _output_run(runs: int, seed: int) -> Scores:
     scores = project(outs[0], outs[1], clean[1] - clean[0])
     distance = float(np.linalg.norm(clean[1] - clean[0]))
     return Scores(scores.world0, scores.world1, distance / mechanism.sensitivity,
-                  {"clean distance": distance, "stated sensitivity": mechanism.sensitivity})
+                  {"clean distance": distance, "stated sensitivity": mechanism.sensitivity},
+                  stated_mu=distance / mechanism.sigma)
 
 
 def _objective_run(runs: int, seed: int) -> Scores:
@@ -130,7 +131,8 @@ def _sgd_run(runs: int, seed: int) -> Scores:
     scores = project(outs[0], outs[1], -(sums[1] - sums[0]))  # the step moves against the sum
     distance = float(np.linalg.norm(sums[1] - sums[0]))
     return Scores(scores.world0, scores.world1, distance / (2.0 * SGD_CLIP),
-                  {"clean distance": f"{distance:g} (2C = {2 * SGD_CLIP:g})"})
+                  {"clean distance": f"{distance:g} (2C = {2 * SGD_CLIP:g})"},
+                  stated_mu=distance / mechanism.sigma(SGD_CLIP))
 
 
 register_case(AuditCase(
@@ -142,7 +144,14 @@ register_case(AuditCase(
     name="central_objective_perturbation", mechanism="central_objective_perturbation",
     pair="8 signed rows u = (0.6, 0.8), row 0 = +u or -u; lam at the theorem's minimum",
     claim=_claim(_objective_mechanism, "objective_perturbation_mechanism(...).privacy_spent()"),
-    run=_objective_run, runs_full=20_000, runs_quick=2_000))
+    run=_objective_run, runs_full=20_000, runs_quick=2_000,
+    limit=("the release is the minimiser of an objective perturbed by b ~ N(0, sigma^2 I), not a Gaussian of a "
+           "stated sigma, so there is no per-pair noise to check; and the claim (Kifer, Smith & Thakurta, Theorem "
+           "2) charges a Jacobian term (the map from b to the minimiser stretching densities, jacobian epsilon in "
+           "the pair's notes) plus b's part at the worst gradient shift 2 zeta over every theta. The best pair "
+           "known realizes half of that shift (pair / stated sensitivity) and a Jacobian ratio near 1, so its "
+           "empirical epsilon stays well below half of the claim, and halving b's noise does not lift it above "
+           "the claim. Catching a 2x break here needs a pair that realizes the Jacobian term, not more runs.")))
 register_case(AuditCase(
     name="central_dp_sgd[one step, q = 1]", mechanism="central_dp_sgd",
     pair="8 signed rows u = (0.6, 0.8), row 0 = +u or -u, theta = 0, clip 1/4: clipped sums 2C apart",

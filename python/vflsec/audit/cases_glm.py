@@ -191,7 +191,8 @@ def _hdp_runner(role: str, sequence, scale: float, values: Tuple[float, ...]) ->
             outs.append(np.stack(rows))
         scores = project(outs[0], outs[1], direction)
         return Scores(scores.world0, scores.world1, gap / sensitivity,
-                      {"malicious peer": label, "clean distance": gap, "stated sensitivity": sensitivity})
+                      {"malicious peer": label, "clean distance": gap, "stated sensitivity": sensitivity},
+                      stated_mu=gap / _mechanisms(clean)[role].sigma)
     return run
 
 
@@ -234,7 +235,7 @@ def _score_run(runs: int, seed: int) -> Scores:
                                   NoiseGenerator(case_seed(seed, "score", world))).reshape(runs, 1)
             for world in (0, 1)]
     scores = project(outs[0], outs[1], np.ones(1))
-    return Scores(scores.world0, scores.world1, 1.0 / mechanism.sensitivity)
+    return Scores(scores.world0, scores.world1, 1.0 / mechanism.sensitivity, stated_mu=1.0 / mechanism.sigma)
 
 
 register_case(AuditCase(
@@ -335,7 +336,7 @@ def _he_dp_runner(protocol: str) -> Callable[[int, int], Scores]:
         gap = float(np.linalg.norm(clean[1] - clean[0]))
         return Scores(scores.world0, scores.world1, gap / mechanism.sensitivity,
                       {"clean distance": gap, "stated sensitivity": mechanism.sensitivity,
-                       "sigma": mechanism.sigma})
+                       "sigma": mechanism.sigma}, stated_mu=gap / mechanism.sigma)
     return run
 
 

@@ -48,7 +48,8 @@ def _runner(dtype):
             generator = NoiseGenerator(case_seed(seed, "lattice", str(batch.dtype), world))
             outs.append(mechanism.release(batch, generator=generator))
         scores = project(outs[0], outs[1], x1.astype(np.float64) - x0.astype(np.float64))
-        return Scores(scores.world0, scores.world1, realized, {"sigma": mechanism.sigma})
+        return Scores(scores.world0, scores.world1, realized, {"sigma": mechanism.sigma},
+                      stated_mu=realized * SENSITIVITY / mechanism.sigma)
     return run
 
 

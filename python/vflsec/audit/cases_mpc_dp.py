@@ -123,7 +123,8 @@ def _run(runs: int, seed: int) -> Scores:
     distance = float(np.linalg.norm(clean[1] - clean[0]))
     return Scores(scores.world0, scores.world1, distance / (2.0 * plan.clip),
                   {"clean distance": f"{distance:.6g} (2C = {2 * plan.clip:.6g})",
-                   "sigma per share": plan.sigma, "lattice spacing (engine fixed point)": plan.spacing})
+                   "sigma per share": plan.sigma, "lattice spacing (engine fixed point)": plan.spacing},
+                  stated_mu=distance / plan.sigma)  # the view keeps the other party's share: one sigma
 
 
 register_case(AuditCase(

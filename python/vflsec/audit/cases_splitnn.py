@@ -102,10 +102,11 @@ def _vfl_afe_runner(params: Dict[str, Any], others: float, exact_direction: bool
     def run(runs: int, seed: int) -> Scores:
         gap = _vfl_afe_batch(1, others) - _vfl_afe_batch(0, others)
         direction = gap.ravel() if exact_direction else None
-        realized = None
+        realized = stated_mu = None
         if exact_direction:  # without +R the clean release is the clipped batch itself
             realized = float(np.linalg.norm(gap)) / (2.0 * T)
-        return sampled_scores(sample, runs, seed, direction=direction, realized=realized)
+            stated_mu = float(np.linalg.norm(gap)) / _vfl_afe(params, seed).release_sigma(WIDTH, ROWS)
+        return sampled_scores(sample, runs, seed, direction=direction, realized=realized, stated_mu=stated_mu)
     return run
 
 
@@ -174,8 +175,10 @@ def _dp_sgd_run(runs: int, seed: int) -> Scores:
     direction[0] = 1.0                    # W[0, 0] (x[0, 0] = 1)
     direction[SGD_IN * SGD_OUT] = 1.0     # b[0]
     direction *= -1.0                     # world 1 has the negative gradient
+    # The released sum is a fixed 2C apart in the two worlds (sample 0 clipped to C either way).
+    sigma = _dp_sgd_step(0, 0)[1].mechanisms_[PARTY].sigma(SGD_CLIP)
     return sampled_scores(sample, runs, seed, direction=direction,
-                          notes={"clean distance": f"2C = {2 * SGD_CLIP:g}"})
+                          notes={"clean distance": f"2C = {2 * SGD_CLIP:g}"}, stated_mu=2.0 * SGD_CLIP / sigma)
 
 
 register_case(AuditCase(

@@ -88,7 +88,7 @@ def _one_round(runs: int, seed: int) -> Scores:
     scores = project(outs[0], outs[1], clean[1] - clean[0])
     distance = float(np.linalg.norm(clean[1] - clean[0]))
     return Scores(scores.world0, scores.world1, distance / protection.mechanism.sensitivity,
-                  {"sigma": protection.mechanism.sigma})
+                  {"sigma": protection.mechanism.sigma}, stated_mu=distance / protection.mechanism.sigma)
 
 
 def _codes(n: int) -> List[np.ndarray]:

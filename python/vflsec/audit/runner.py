@@ -1,7 +1,22 @@
-"""``vflsec audit [--quick] [--mechanism NAME] [--seed N] [--out DIR] [--rerender DIR]``:
+"""``vflsec audit [--quick] [--self-test] [--mechanism NAME] [--seed N] [--out DIR] [--rerender DIR]``:
 run every audit case (:mod:`.cases`), write ``audit.json``, ``audit.md`` and
 ``audit.png``, and exit 1 if any empirical lower bound exceeds the epsilon the
-product claims (or a construction exceeds the stated sensitivity).
+product claims, a construction exceeds the stated sensitivity, or a release
+is less noisy than its mechanism states (the noise check below).
+
+Noise check. Where a case's release is one Gaussian of a stated sigma and its
+pair's noiseless outputs are fixed, the scores of an honest release separate
+by exactly ``mu = distance / sigma`` (``Scores.stated_mu``); a fitted mu whose
+one-sided 99.95% lower bound (``NOISE_CHECK_Z``) lies above that by more than
+``NOISE_TOLERANCE`` means less noise than stated, however weak the pair is
+against the claim.
+
+Self-test (``--self-test``). Every case runs a second time against a copy of
+the product with half its noise (:func:`.faults.halved_noise`); for each
+mechanism with a claim, some case must fail that copy (lower bound above the
+claim, or the noise check) or a case must state why it cannot
+(``AuditCase.limit``). A mechanism that passes fails the audit: an auditor
+that would pass a mechanism twice as leaky proves nothing for it.
 
 For each case: the claimed epsilon (the product's own report), the empirical
 lower bound at the claimed delta (:func:`.statistics.epsilon_lower_bound`,
@@ -27,6 +42,12 @@ from .statistics import DEFAULT_CONFIDENCE, epsilon_lower_bound, fit_discrete_dp
 __all__ = ["AuditFailed", "add_arguments", "main", "render", "run", "violations"]
 
 SENSITIVITY_TOLERANCE = 1e-6
+#: how far above the stated mu (relative) a fitted mu's whole 95% interval must lie to fail the noise check
+#: (the lattice rounds sigma up by at most 0.39%: an honest release never separates more than stated)
+NOISE_TOLERANCE = 0.1
+#: the noise check's one-sided normal quantile (99.95%): with ~20 checked cases an honest audit
+#: fails it about once in a hundred seeds, a copy with half the noise (twice the mu) at ordinary runs always
+NOISE_CHECK_Z = 3.29
 
 
 class AuditFailed(RuntimeError):
@@ -54,12 +75,20 @@ def audit_case(case: AuditCase, *, runs: int, seed: int) -> Dict[str, Any]:
     if case.fit == "discrete":
         discrete = fit_discrete_dp(scores.world0, scores.world1)
         fitted_mu: Optional[float] = None
+        mu_interval: List[float] = []
         fitted = (discrete.epsilon, discrete.epsilon_low, discrete.epsilon_high)
     else:
         fit = fit_gaussian_dp(scores.world0, scores.world1, delta)
         fitted_mu = fit.mu
+        mu_interval = [fit.mu_low, fit.mu_high]
         fitted = (fit.epsilon, fit.epsilon_low, fit.epsilon_high)
     ratio = bound.epsilon / claim.epsilon if claim.epsilon else None
+    noise = None
+    if scores.stated_mu is not None and fitted_mu is not None:
+        se = (mu_interval[1] - fitted_mu) / 1.96  # the fit's standard error (its interval is +-1.96 se)
+        noise = {"stated_mu": scores.stated_mu, "fitted_mu": fitted_mu, "fitted_mu_interval": mu_interval,
+                 "fitted_mu_lower": fitted_mu - NOISE_CHECK_Z * se,
+                 "fitted_over_stated": fitted_mu / scores.stated_mu if scores.stated_mu > 0 else None}
     return {
         "case": case.name, "mechanism": case.mechanism, "pair": case.pair,
         "runs_per_world": int(len(scores.world0)),
@@ -71,14 +100,15 @@ def audit_case(case: AuditCase, *, runs: int, seed: int) -> Dict[str, Any]:
         "fit": case.fit, "fitted_mu": fitted_mu, "fitted_epsilon": fitted[0],
         "fitted_epsilon_interval": [fitted[1], fitted[2]],
         "fitted_over_claim": fitted[0] / claim.epsilon if claim.epsilon else None,
-        "realized_sensitivity_ratio": scores.realized_sensitivity_ratio,
-        "notes": scores.notes, "seconds": time.perf_counter() - t0,
+        "realized_sensitivity_ratio": scores.realized_sensitivity_ratio, "noise_check": noise,
+        "limit": case.limit, "notes": scores.notes, "seconds": time.perf_counter() - t0,
     }
 
 
 def violations(rows: List[Dict[str, Any]]) -> List[str]:
-    """What makes an audit fail: a lower bound above a finite claim, or a
-    construction beyond the stated sensitivity."""
+    """What makes an audit fail: a lower bound above a finite claim, a
+    construction beyond the stated sensitivity, or scores that separate more
+    than the stated noise lets them (the noise check)."""
     out = []
     for r in rows:
         claim = r["claimed_epsilon"]
@@ -87,12 +117,45 @@ def violations(rows: List[Dict[str, Any]]) -> List[str]:
         ratio = r.get("realized_sensitivity_ratio")
         if ratio is not None and ratio > 1.0 + SENSITIVITY_TOLERANCE:
             out.append(f"{r['case']}: the pair's clean outputs are {ratio:.3g}x the stated sensitivity apart")
+        noise = r.get("noise_check")
+        if noise is not None and noise["fitted_mu_lower"] > noise["stated_mu"] * (1.0 + NOISE_TOLERANCE):
+            out.append(f"{r['case']}: the scores separate by mu = {noise['fitted_mu']:.3g} (99.95% from "
+                       f"{noise['fitted_mu_lower']:.3g}), the stated noise gives this pair "
+                       f"{noise['stated_mu']:.3g}: "
+                       "the release is less noisy than its mechanism states")
     return out
 
 
+def self_test_misses(rows: List[Dict[str, Any]]) -> List[str]:
+    """Mechanisms with a claim whose halved-noise copy passed every one of their
+    cases (the audit of the mechanism passes) although no case states a limit."""
+    tested = [r for r in rows if r["claimed_epsilon"] is not None and r.get("halved_noise") is not None]
+    out = []
+    for mechanism in dict.fromkeys(r["mechanism"] for r in tested):
+        own = [r for r in tested if r["mechanism"] == mechanism]
+        if not any(r["halved_noise"]["caught"] or r.get("limit") for r in own):
+            out.append(f"{mechanism}: a copy with half the noise passes every case of it "
+                       f"({', '.join(r['case'] for r in own)})")
+    return out
+
+
+def _halved_noise_row(case: AuditCase, runs: int, seed: int) -> Dict[str, Any]:
+    from .faults import halved_noise
+
+    with halved_noise():
+        row = audit_case(case, runs=runs, seed=seed)
+    found = violations([row])
+    noise = row["noise_check"]
+    return {"lower_bound": row["lower_bound"], "lower_bound_over_claim": row["lower_bound_over_claim"],
+            "fitted_over_claim": row["fitted_over_claim"],
+            "fitted_over_stated_mu": None if noise is None else noise["fitted_over_stated"],
+            "caught": bool(found), "violations": found, "seconds": row["seconds"]}
+
+
 def run(quick: bool = False, mechanisms: Optional[List[str]] = None, seed: int = 0, out: Optional[Path] = None,
-        runs: Optional[int] = None, rerender: Optional[Path] = None) -> Dict[str, Any]:
-    """Run the selected cases; write and render the results; AuditFailed on a violation."""
+        runs: Optional[int] = None, rerender: Optional[Path] = None, self_test: bool = False) -> Dict[str, Any]:
+    """Run the selected cases (``self_test``: each also against the halved-noise
+    copy); write and render the results; AuditFailed on a violation or a miss."""
     from .._progress import progress
     from ..bench.common import write_json
     from ..bench.envelope import close_envelope, open_envelope
@@ -110,12 +173,15 @@ def run(quick: bool = False, mechanisms: Optional[List[str]] = None, seed: int =
     rows = []
     for case in progress(selected, desc="vflsec audit", unit="case"):
         n = runs if runs is not None else (case.runs_quick if quick else case.runs_full)
-        rows.append(audit_case(case, runs=n, seed=seed))
+        row = audit_case(case, runs=n, seed=seed)
+        if self_test and row["claimed_epsilon"] is not None:
+            row["halved_noise"] = _halved_noise_row(case, n, seed)
+        rows.append(row)
     result.update({
-        "confidence": DEFAULT_CONFIDENCE,
+        "confidence": DEFAULT_CONFIDENCE, "noise_tolerance": NOISE_TOLERANCE, "self_test": self_test,
         "noise": f"seeded ChaCha20 streams derived from --seed {seed} (an experiment setting; the product's "
                  "default is OS entropy)",
-        "cases": rows, "violations": violations(rows),
+        "cases": rows, "violations": violations(rows) + self_test_misses(rows),
     })
     close_envelope(result)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,8 +213,11 @@ def conclusion(rows: List[Dict[str, Any]], violations_found: List[str]) -> str:
     if violations_found:
         parts.append(f"{len(violations_found)} violation(s): " + "; ".join(violations_found) + ".")
     else:
+        checked = sum(1 for r in rows if r.get("noise_check"))
         parts.append(f"No mechanism's empirical lower bound exceeds the epsilon the product claims for it "
-                     f"({len(claimed)} cases with a claim).")
+                     f"({len(claimed)} cases with a claim)"
+                     + (f", and no release of the {checked} cases with a stated per-pair noise separates more than "
+                        "that noise allows." if checked else "."))
     if claimed:
         ratios = [r["lower_bound_over_claim"] for r in claimed]
         fitted = [r["fitted_over_claim"] for r in claimed if r["fitted_over_claim"] is not None]
@@ -160,6 +229,16 @@ def conclusion(rows: List[Dict[str, Any]], violations_found: List[str]) -> str:
                 f"{r['lower_bound_over_claim']:.2f} of its claim at {r['runs_per_world']:,} runs per world "
                 f"({r['case']})" for r in lattice) + ": the auditor is tight enough to catch a mechanism that "
                 "gives twice the epsilon it claims.")
+    tested = [r for r in claimed if r.get("halved_noise") is not None]
+    if tested:
+        caught = [r for r in tested if r["halved_noise"]["caught"]]
+        by_mechanism: Dict[str, bool] = {}
+        for r in tested:
+            by_mechanism[r["mechanism"]] = by_mechanism.get(r["mechanism"], False) or r["halved_noise"]["caught"]
+        missed = [m for m, hit in by_mechanism.items() if not hit]
+        parts.append(f"Against a copy of the product with half its noise, {len(caught)} of {len(tested)} cases fail "
+                     f"(the audit catches it for {len(by_mechanism) - len(missed)} of {len(by_mechanism)} mechanisms"
+                     + (f"; not for {', '.join(missed)}: see the limits above)." if missed else ")."))
     unclaimed = [r for r in rows if r["claimed_epsilon"] is None]
     if unclaimed:
         parts.append("Without a claim (no guarantee): " + ", ".join(
@@ -167,19 +246,70 @@ def conclusion(rows: List[Dict[str, Any]], violations_found: List[str]) -> str:
     return "## Conclusion\n\n" + " ".join(parts) + "\n"
 
 
+def _caught_text(half: Dict[str, Any], row: Dict[str, Any]) -> str:
+    if not half["caught"]:
+        return "**no** (limit stated)" if row.get("limit") else "**no**"
+    how = []
+    if any("exceeds the claimed" in v for v in half["violations"]):
+        how.append("lower bound")
+    if any("less noisy" in v for v in half["violations"]):
+        how.append("noise check")
+    return "yes (" + ", ".join(how or ["sensitivity"]) + ")"
+
+
+def _method_notes(result: Dict[str, Any], noise_column: bool) -> str:
+    text = ""
+    if noise_column:
+        text += (" \"fitted mu / stated mu\": where the release is one Gaussian of a stated sigma and the pair's "
+                 "noiseless outputs are fixed, the fitted Gaussian-DP mu over the mu that noise gives this very pair "
+                 f"(distance / sigma; near 1 when honest); the audit fails where the fitted mu's one-sided 99.95% "
+                 f"lower bound lies more than {result.get('noise_tolerance', NOISE_TOLERANCE):.0%} above it "
+                 "(the noise check).")
+    if result.get("self_test"):
+        text += (" Self-test: every case with a claim ran again against a copy of the product whose releases draw half "
+                 "their noise (vflsec.audit.faults.halved_noise; randomized response keeps labels as often as twice "
+                 "its epsilon allows); \"caught\" says which rule failed that copy.")
+    return text
+
+
+def _limits(rows: List[Dict[str, Any]]) -> str:
+    limited = [r for r in rows if r.get("limit")]
+    if not limited:
+        return ""
+    return ("### Where a case cannot catch half the noise\n\n"
+            + "\n".join(f"- **{r['case']}** (lower bound {_fmt(r['lower_bound_over_claim'])} of the claim): "
+                         f"{r['limit']}" for r in limited) + "\n\n")
+
+
 def render(result: Dict[str, Any], out: Path) -> str:
     """Write ``audit.md`` and ``audit.png`` into ``out``; returns the markdown."""
     from ..bench.common import markdown_table
 
     rows = result["cases"]
-    table = markdown_table(
-        ["case", "mechanism", "claimed epsilon", "runs/world", "lower bound", "lower/claim", "fitted epsilon [95%]",
-         "fitted/claim", "pair / stated sensitivity"],
-        [[r["case"], r["mechanism"], _claim_text(r), f"{r['runs_per_world']:,}", _fmt(r["lower_bound"]),
-          _fmt(r["lower_bound_over_claim"]),
-          f"{_fmt(r['fitted_epsilon'])} [{_fmt(r['fitted_epsilon_interval'][0])}, "
-          f"{_fmt(r['fitted_epsilon_interval'][1])}]" + (" (discrete)" if r.get("fit") == "discrete" else ""),
-          _fmt(r["fitted_over_claim"]), _fmt(r["realized_sensitivity_ratio"])] for r in rows])
+    self_test = bool(result.get("self_test"))
+    header = ["case", "mechanism", "claimed epsilon", "runs/world", "lower bound", "lower/claim",
+              "fitted epsilon [95%]", "fitted/claim", "pair / stated sensitivity"]
+    # Columns said only where the run has them: earlier results re-render unchanged.
+    noise_column = any(r.get("noise_check") for r in rows)
+    if noise_column:
+        header.append("fitted mu / stated mu")
+    if self_test:
+        header += ["half noise: lower/claim", "half noise caught"]
+
+    def line(r: Dict[str, Any]) -> List[str]:
+        cells = [r["case"], r["mechanism"], _claim_text(r), f"{r['runs_per_world']:,}", _fmt(r["lower_bound"]),
+                 _fmt(r["lower_bound_over_claim"]),
+                 f"{_fmt(r['fitted_epsilon'])} [{_fmt(r['fitted_epsilon_interval'][0])}, "
+                 f"{_fmt(r['fitted_epsilon_interval'][1])}]" + (" (discrete)" if r.get("fit") == "discrete" else ""),
+                 _fmt(r["fitted_over_claim"]), _fmt(r["realized_sensitivity_ratio"])]
+        if noise_column:
+            cells.append(_fmt((r.get("noise_check") or {}).get("fitted_over_stated")))
+        if self_test:
+            half = r.get("halved_noise")
+            cells += [_fmt(None if half is None else half["lower_bound_over_claim"]),
+                      "n/a (no claim)" if half is None else _caught_text(half, r)]
+        return cells
+    table = markdown_table(header, [line(r) for r in rows])
     pairs = "\n".join(f"- **{r['case']}**: {r['pair']}" + (
         "; " + ", ".join(f"{k}: {_fmt(v) if isinstance(v, float) else v}" for k, v in r["notes"].items())
         if r["notes"] else "") + f" (claim from {r['claim_source']})" for r in rows)
@@ -200,9 +330,10 @@ def render(result: Dict[str, Any], out: Path) -> str:
             "is the empirical epsilon at the claimed delta with one-sided "
             f"{result['confidence']:.1%} Clopper-Pearson bounds on both error rates (threshold chosen on a "
             "quarter of the runs, evaluated on the other three quarters); the fitted epsilon treats the scores "
-            f"as Gaussian (Gaussian DP's mu{discrete}); the last column is the distance between the pair's noiseless "
-            "outputs over the sensitivity "
-            f"the mechanism states (n/a where the outputs are not fixed).\n\n{table}\n\n### The pairs\n\n{pairs}\n\n"
+            f"as Gaussian (Gaussian DP's mu{discrete}); \"pair / stated sensitivity\" is the distance between "
+            "the pair's noiseless outputs over the sensitivity "
+            f"the mechanism states (n/a where the outputs are not fixed).{_method_notes(result, noise_column)}"
+            f"\n\n{table}\n\n### The pairs\n\n{pairs}\n\n{_limits(rows)}"
             f"{conclusion(rows, result['violations'])}")
     out = Path(out)
     (out / "audit.md").write_text(text)
@@ -247,6 +378,9 @@ def add_arguments(parser: Any) -> None:
 
     parser.add_argument("--quick", action="store_true",
                         help="fewer runs per case (2e5 for the lattice release; about 2-3 minutes on 2 cores)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="also run every case against a copy with half its noise; fail where a case with a "
+                             "claim does not catch it (about twice the time)")
     parser.add_argument("--mechanism", action="append", choices=sorted(MECHANISMS), metavar="NAME",
                         help=f"audit only this mechanism (repeatable; one of {', '.join(sorted(MECHANISMS))})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the audit's noise streams and data")
@@ -266,7 +400,7 @@ def main(args: Any) -> int:
         raise CommandError(f"--runs must be >= 8, got {args.runs}", "pass more runs per world")
     try:
         run(quick=args.quick, mechanisms=args.mechanism, seed=args.seed, out=args.out, runs=args.runs,
-            rerender=args.rerender)
+            rerender=args.rerender, self_test=args.self_test)
     except AuditFailed as exc:
         import sys
 
