@@ -363,12 +363,18 @@ def plot(rows: List[Dict[str, Any]], path: Path) -> None:
     ax.barh(ys, lower, height=0.4, color="tab:blue", label=f"empirical lower bound / claim ({n_text})")
     ax.errorbar(fitted, ys, xerr=[lo, hi], fmt="o", color="tab:orange",
                 label="fitted epsilon / claim, 95% interval")
+    halved = [(y, r["halved_noise"]["lower_bound_over_claim"], r["halved_noise"]["caught"])
+              for y, r in zip(ys, claimed) if r.get("halved_noise")]
+    if halved:  # the self-test: the same case against the copy with half the noise (must pass the 1.0 line)
+        ax.scatter([h[1] for h in halved], [h[0] for h in halved], marker="x", s=40,
+                   c=["tab:red" if h[2] else "tab:gray" for h in halved],
+                   label="copy with half the noise: lower bound / claim (red: the audit fails it)")
     ax.axvline(1.0, color="black", lw=1, label="the claim")
     ax.set_yticks(ys, [r["case"] for r in claimed], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("epsilon measured / epsilon claimed (> 1: the claim does not hold)")
     ax.set_title("vflsec audit: every DP mechanism against its claimed epsilon")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)  # below: no bar hidden
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)  # below: no bar hidden
     fig.tight_layout()
     save_figure(fig, path)
 
