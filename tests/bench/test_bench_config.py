@@ -121,6 +121,9 @@ def test_privacy_defaults_equal_the_removed_literals():
     assert dataclasses.asdict(full.train) == dict(epochs=30, batch_size=32, lr=5e-3)
     assert (quick.max_rows, full.max_rows, quick.n_targets, full.n_targets) == (1200, 4000, 100, 300)
     assert (quick.shadow_models, full.shadow_models, quick.seed, full.seed) == (2, 4, 0, 0)
+    # New with issue 39 (the literals were delta 1e-3 and the percentile clip, which has no guarantee):
+    # a clip norm fixed before the run, and DPSGD's own delta rule (no delta key).
+    assert dataclasses.asdict(quick.dp_sgd) == dataclasses.asdict(full.dp_sgd) == dict(clip=1.0, delta=None)
     assert (quick.glm.epochs, quick.glm.hdp_epsilons, quick.glm.encrypted) == (25, (1.0, 100.0), ("ckks",))
     assert (full.glm.epochs, full.glm.hdp_epsilons, full.glm.encrypted) == (25, (0.1, 1.0, 10.0, 100.0, 1000.0),
                                                                              ("ckks", "paillier"))
@@ -214,8 +217,8 @@ def test_splitnn_defaults_equal_the_removed_literals():
             return dict(common, epochs=3, batch_size=128, seeds=seeds or 1, adult_rows=(3000, 1000),
                         mnist_rows=(2000, 1000), timing_rows=1024, timing_batch_size=128, timing_epochs=2,
                         timing_rounds=2,
-                        dp_vfl=dict(datasets=("energy",), owners=(3,), epsilons=(1.0, 10.0, 100.0), epochs=5,
-                                    batch_size=100, lr=0.05, max_rows=1000),
+                        dp_vfl=dict(datasets=("energy",), owners=(3,), epsilons=(1.0, 10.0, 100.0), clips=(1.0,),
+                                    epochs=5, batch_size=100, lr=0.05, max_rows=1000),
                         fedpass=dict(settings=((100.0, 5.0),), epochs=2, max_rows=2000),
                         rescale=dict(seeds=seeds or 1))
         fedpass_settings = ((2.0, 1.0), (10.0, 1.0), (50.0, 1.0), (100.0, 1.0), (200.0, 1.0),
@@ -224,15 +227,16 @@ def test_splitnn_defaults_equal_the_removed_literals():
                     mnist_rows=(10000, 2000), timing_rows=5000, timing_batch_size=256, timing_epochs=3,
                     timing_rounds=3,
                     dp_vfl=dict(datasets=("adult", "energy", "california_housing"), owners=(3, 4, 5),
-                                epsilons=(1.0, 1.5, 2.0, 5.0, 10.0, 50.0, 100.0), epochs=10, batch_size=100,
-                                lr=0.05, max_rows=10000),
+                                epsilons=(1.0, 1.5, 2.0, 5.0, 10.0, 50.0, 100.0), clips=(1.0,), epochs=10,
+                                batch_size=100, lr=0.05, max_rows=10000),
                     fedpass=dict(settings=fedpass_settings, epochs=10, max_rows=10000),
                     rescale=dict(seeds=seeds or 2))
 
     for quick in (True, False):
         for seeds in (None, 3):
             new = load_splitnn_grid(quick, seeds=seeds).run_settings()
-            # --sections and --seed were flags with these defaults; now grid keys (noise_seed None: OS entropy)
+            # --sections and --seed were flags with these defaults; now grid keys (noise_seed None: OS entropy).
+            # clips is new (issue 39): DP-SGD's clip fixed at C = 1 before the run, where the paper's percentile was.
             old = dict(old_config(quick, seeds), sections=("table2", "table3", "dp_vfl", "fedpass"), noise_seed=None)
             assert json.dumps(new) == json.dumps(old)  # values, types as JSON records them, and key order
 
@@ -307,6 +311,33 @@ def test_a_bad_value_in_another_variant_or_a_nested_table_is_reported(tmp_path):
                                                                   "features_per_party = [4, 3]"))
     with pytest.raises(C.BenchConfigError, match=r"\[quick\] features_per_party has 2 entries for 3 parties"):
         network.load_grid(True, path)
+
+
+@pytest.mark.parametrize("bad, value", [("0", 0), ("-1", -1), ('"q80"', "q80"), ('"p0"', "p0"), ('"p101"', "p101")])
+def test_a_bad_dp_sgd_clip_is_refused_with_the_rule(tmp_path, bad, value):
+    """DP-SGD's clip (splitnn's [dp_vfl] clips, privacy's [dp_sgd] clip): a clip norm > 0 or "pNN", 0 < NN <= 100."""
+    rule = "expected a clip norm C > 0 (a number, fixed before the run) or 'pNN' with 0 < NN <= 100"
+    path = _shipped_copy(tmp_path, "splitnn", lambda t: t.replace("clips = [1.0]\nepochs = 5",
+                                                                  f'clips = [1.0, "p80", {bad}]\nepochs = 5'))
+    with pytest.raises(C.BenchConfigError) as info:
+        load_splitnn_grid(False, path)  # the full grid is fine, the [quick] one is not
+    message = str(info.value)
+    assert message.startswith(str(path)) and "\n" not in message
+    assert f"[quick.dp_vfl] clips[2]: {rule}" in message and message.endswith(f"got {value!r}"), message
+    path = _shipped_copy(tmp_path, "privacy", lambda t: t.replace("[quick.dp_sgd]\nclip = 1.0",
+                                                                  f"[quick.dp_sgd]\nclip = {bad}"))
+    with pytest.raises(C.BenchConfigError) as info:
+        privacy.load_grid(True, path)
+    assert f"[quick.dp_sgd] clip: {rule}" in str(info.value) and str(info.value).endswith(f"got {value!r}")
+
+
+def test_dp_sgd_clips_accept_numbers_and_percentiles():
+    grid = load_splitnn_grid(True)
+    assert grid.dp_vfl.clips == (1.0,) and load_splitnn_grid(False).dp_vfl.clips == (1.0,)
+    changed = C.with_overrides(grid, "test", dp_vfl=dataclasses.replace(grid.dp_vfl, clips=(2, "p80", "p99.5")))
+    assert changed.dp_vfl.clips == (2.0, "p80", "p99.5")
+    with pytest.raises(C.BenchConfigError, match=r"clips: each clip at most once"):
+        C.with_overrides(grid, "test", dp_vfl=dataclasses.replace(grid.dp_vfl, clips=(1.0, 1)))
 
 
 def test_cli_config_mistakes_are_one_line_with_exit_code_2(tmp_path, capsys):

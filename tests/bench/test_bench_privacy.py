@@ -59,6 +59,56 @@ def test_split_attack_rows_follow_the_schema_and_cap(data):
     assert by_attack["model_completion"] == pytest.approx(mc["main_accuracy"] * (1 - mc["value"]))
 
 
+def test_dp_sgd_rows_carry_their_clip_and_delta_and_the_report_labels_them(data, tmp_path):
+    """The default dp_sgd cell (clip C = 1 fixed before the run, DPSGD's delta rule) has a
+    guarantee; the percentile clip ("p80") none, and a delta of at least 1/n is warned
+    about and labelled in the report, not silenced."""
+    import dataclasses
+
+    from vflsec.bench.config import with_overrides
+    from vflsec.bench.experiments.privacy.grid import DPSGDSettings, load_grid
+    from vflsec.bench.experiments.privacy.report import write_report
+    from vflsec.dp import PrivacyWarning, default_delta
+
+    grid = load_grid(True)
+    assert grid.dp_sgd == DPSGDSettings(clip=1.0, delta=None)
+
+    def rows_of(g):
+        kw = dict(KW, epochs=1, defense_settings={"dp_sgd": g.dp_sgd.defense_kwargs()})
+        model = train_split("dp_sgd", 2.0, data.Xp_train, data.Xa_train, data.y_train, seed=0, **kw)
+        return P.split_attacks(model, data, kind="dp_sgd", strength=2.0, train_kw=kw, n_targets=10,
+                               shadow_models=0, seed=0)
+
+    rows = rows_of(grid)
+    row = rows[0]
+    assert all(r["variant"] == "clip=1" and r["epsilon_composed"] == row["epsilon_composed"] for r in rows)
+    assert 1.9 < row["epsilon_composed"] <= 2.0
+    assert row["delta"] == default_delta(len(data.y_train)) and row["privacy_warning"] is None
+    weak_grid = with_overrides(grid, "test", dp_sgd=dataclasses.replace(grid.dp_sgd, clip="p80", delta=0.01))
+    with pytest.warns(PrivacyWarning, match="at least 1/n"):  # 150 training rows
+        weak_rows = rows_of(weak_grid)
+    weak = weak_rows[0]
+    assert weak["variant"] == "clip=p80" and weak["epsilon_composed"] is None and weak["delta"] == 0.01
+    assert all("delta=0.01 is at least 1/n" in r["privacy_warning"] for r in weak_rows)
+
+    def report(g, rows):
+        result = {"settings": P.settings(g, True), "attacks": rows, "cap": [], "git": "x", "dp_layer": 1,
+                  "machine": {"cpu": "x", "logical_cores": 2}}
+        write_report(result, tmp_path, [])
+        return (tmp_path / "report.md").read_text()
+
+    text = report(grid, rows)
+    assert ("DP-SGD clip: C = 1, fixed before the run, not read from the data; delta: DPSGD's default "
+            "min(1e-5, 1/(10 n)) for the n training rows; in force: breast 1e-05.") in text
+    assert f"| breast | dp_sgd | 2 | {row['epsilon_composed']:.4g}" in text and "PrivacyWarning" not in text
+    text = report(weak_grid, weak_rows)
+    assert ("DP-SGD clip: the 80th percentile of the per-sample gradient norms over the first 10 steps (clip=p80), "
+            "which reads the gradients the noise protects") in text
+    assert "delta: the configured delta = 0.01; in force: breast 0.01." in text
+    assert "| breast | dp_sgd | 2 | no guarantee (PrivacyWarning, below) |" in text
+    assert "their training raised a PrivacyWarning" in text and "delta=0.01 is at least 1/n" in text
+
+
 TINY_GRID = """
 [full]
 datasets = ["breast"]
@@ -69,6 +119,7 @@ n_targets = 10
 shadow_models = 0
 train = {epochs = 1, batch_size = 32, lr = 5e-3}
 strengths = {sparsify = [0.5]}
+dp_sgd = {clip = 1.0}
 glm = {epochs = 1, hdp_epsilons = [], encrypted = []}
 """
 

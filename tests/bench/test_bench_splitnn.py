@@ -87,10 +87,14 @@ def test_kernel_timing_rows():
 @pytest.mark.slow  # DP-SGD's calibration and accounting: 15 to 60 s on 2 shared cores
 def test_dp_vfl_and_fedpass_sections_tag_rows_and_render(tmp_path, empty):
     """The DP-VFL and FedPass sections put their rows in "accuracy" with their
-    section name, the report has their tables, and Table 2 ignores them."""
+    section name, the report has their tables, and Table 2 ignores them. DP-VFL
+    runs once per clip entry: the default clip (fixed) has a guarantee, the
+    paper's percentile none, and the report says which clip each row used."""
     cfg = _settings(empty)
+    assert cfg["dp_vfl"]["clips"] == (1.0,)  # the default: C = 1, fixed before the run
     # two epsilons: the plot leaves out curves of one point
-    cfg["dp_vfl"] = dict(cfg["dp_vfl"], datasets=("energy",), epsilons=(1.0, 2.0), epochs=1, max_rows=200)
+    cfg["dp_vfl"] = dict(cfg["dp_vfl"], datasets=("energy",), epsilons=(1.0, 2.0), clips=(1.0, "p80"), epochs=1,
+                         max_rows=200)
     cfg["fedpass"] = dict(cfg["fedpass"], epochs=1, max_rows=200)
     rows = cells.section_dp_vfl({}, cfg)
     assert cells.section_fedpass({}, cfg, rows) is rows  # appended to the run's rows as they finish
@@ -98,8 +102,13 @@ def test_dp_vfl_and_fedpass_sections_tag_rows_and_render(tmp_path, empty):
     assert {r["dataset"] for r in rows if r["section"] == "dp_vfl"} == {"diabetes"}
     assert {r["dataset"] for r in rows if r["section"] == "fedpass"} == {"breast"}
     dp = [r for r in rows if r["defense"] == "dp_sgd"]
-    # The paper's percentile clip reads the data it protects: no guarantee, labelled as such in the report.
-    assert dp and all(r["metric"] == "mse" and r["epsilon_composed"] is None for r in dp)
+    assert [(r["epsilon"], r["variant"]) for r in dp] == [(1.0, "clip=1"), (1.0, "clip=p80"), (2.0, "clip=1"),
+                                                          (2.0, "clip=p80")]
+    assert all(r["metric"] == "mse" for r in dp)
+    # C fixed before the run: a guarantee within the target. The paper's percentile clip reads the data it
+    # protects: no guarantee, labelled as such in the report.
+    assert all(0 < r["epsilon_composed"] <= r["epsilon"] for r in dp if r["variant"] == "clip=1")
+    assert all(r["epsilon_composed"] is None for r in dp if r["variant"] == "clip=p80")
     assert any(r["defense"] == "centralized" for r in rows)
     assert {r["defense"] for r in rows if r["section"] == "fedpass"} == {"none", "fedpass"}
     result = {"machine": MACHINE, "config": cfg, "accuracy": rows, "timing": []}
@@ -107,8 +116,15 @@ def test_dp_vfl_and_fedpass_sections_tag_rows_and_render(tmp_path, empty):
     assert written == ["report.md", "dp_vfl.png"]
     report = (tmp_path / "out" / "report.md").read_text()
     assert "## DP-VFL" in report and "## FedPass" in report and "## Table 2" not in report
-    assert "| no guarantee |" in report and "Claims of `papers/dp_vfl.toml`" in report
-    assert "DP-VFL on diabetes: at epsilon = 1" in report and "FedPass on breast" in report  # the Conclusion
+    assert "| clip=p80 | 1 | no guarantee |" in report and "Claims of `papers/dp_vfl.toml`" in report
+    assert "| clip=1 | 1 | 0.99" in report or "| clip=1 | 1 | 1 " in report
+    assert ("Clip thresholds (each DP-SGD cell once per clip): C = 1, fixed before the run, not read from the data; "
+            "the 80th percentile of the per-sample gradient norms over the first 50 steps (clip=p80)") in report
+    # the Conclusion, per clip
+    assert "DP-VFL on diabetes with the clip fixed before the run (clip=1): at epsilon = 1" in report
+    assert "DP-VFL on diabetes with the paper's percentile clip (clip=p80, read from the gradients: no guarantee)" \
+        in report
+    assert "FedPass on breast" in report
     assert (tmp_path / "out" / "dp_vfl.png").stat().st_size > 1000
     assert not (tmp_path / "out" / "table2_accuracy.png").exists()
 
@@ -195,6 +211,7 @@ lr = 1e-3
 datasets = ["energy"]
 owners = [3]
 epsilons = [1.0, 2.0]
+clips = [1.0]
 epochs = 1
 batch_size = 40
 lr = 0.05

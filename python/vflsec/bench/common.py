@@ -1,13 +1,15 @@
 """What the benchmarks share besides the runner: timing (median wall and CPU time), seeds and
-the DP-noise label, strict JSON, markdown tables with epsilon and audit cells, and figures."""
+the DP-noise label, strict JSON, markdown tables with epsilon and audit cells, the
+PrivacyWarnings a DP row carries, and figures."""
 from __future__ import annotations
 
 import json
 import math
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 
 def derived_seed(base: Optional[int], *parts: Any) -> Optional[int]:
@@ -134,6 +136,58 @@ def epsilon_cell(epsilon: Optional[float], *, claims_dp: bool, mechanisms: Seque
     if epsilon is None or not mechanisms:
         return epsilon
     return f"{epsilon:.4g} ({audit_cell(mechanisms)})"
+
+
+@contextmanager
+def privacy_warnings() -> Iterator[List[str]]:
+    """The messages of every :class:`~vflsec.dp.PrivacyWarning` raised inside the
+    block (each once, in order: e.g. a delta of at least 1/n), so the row it
+    trains can carry them (``"privacy_warning"``) and its report label it
+    (:func:`warned_cell`). Every warning is still shown: labelled, not silenced."""
+    import warnings
+
+    from ..dp.gaussian import PrivacyWarning
+
+    messages: List[str] = []
+    with warnings.catch_warnings():
+        # Every cell's warning, not only the first from a line (which the registry would hide).
+        warnings.simplefilter("always", PrivacyWarning)
+        shown = warnings.showwarning
+
+        def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                 line: Optional[str] = None) -> None:
+            if issubclass(category, PrivacyWarning) and str(message) not in messages:
+                messages.append(str(message))
+            shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show  # restored by catch_warnings on leaving
+        yield messages
+
+
+def warning_text(messages: Sequence[str]) -> Optional[str]:
+    """A row's ``"privacy_warning"``: the messages joined, None when there are none."""
+    return "; ".join(messages) or None
+
+
+WARNED = "PrivacyWarning, below"
+
+
+def warned_cell(cell: Any, warning: Optional[str]) -> Any:
+    """A table's epsilon ``cell`` of a row whose training raised a PrivacyWarning
+    (its ``"privacy_warning"``), labelled; the messages go under the table (:func:`warning_notes`)."""
+    if not warning:
+        return cell
+    shown = "n/a" if cell is None else (f"{cell:.4g}" if isinstance(cell, float) else str(cell))
+    return f"{shown} ({WARNED})"
+
+
+def warning_notes(rows: Iterable[Dict[str, Any]]) -> List[str]:
+    """Markdown lines under a table whose rows :func:`warned_cell` labelled: the distinct messages."""
+    distinct = list(dict.fromkeys(r["privacy_warning"] for r in rows if r.get("privacy_warning")))
+    if not distinct:
+        return []
+    return [f"Rows marked '{WARNED}': their training raised a PrivacyWarning (the guarantee is weaker than the "
+            "epsilon suggests): " + " | ".join(distinct), ""]
 
 
 DP_LAYER = 1

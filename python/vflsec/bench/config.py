@@ -9,9 +9,10 @@ and the defaults work from an installed wheel.
 
 A variant table is read into a frozen dataclass: every field is required,
 unknown keys are refused, and each value is checked against its annotation
-(``int``, ``float``, ``bool``, ``str``, ``Optional[...]``, ``Tuple[X, ...]``,
-``Dict[str, X]``, nested dataclasses) and the bounds or choices in the field's
-metadata (:func:`spec`). Mistakes raise :class:`BenchConfigError`, one line
+(``int``, ``float``, ``bool``, ``str``, ``Optional[...]``, a union of scalar types
+such as ``Union[float, str]``, ``Tuple[X, ...]``, ``Dict[str, X]``, nested
+dataclasses) and the bounds or choices in the field's metadata (:func:`spec`;
+bounds apply to numbers only). Mistakes raise :class:`BenchConfigError`, one line
 naming the file, the table, the key and what is allowed.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import dataclasses
 import typing
 from importlib import resources
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Any, Dict, Mapping, NoReturn, Optional, Sequence, Tuple, Type, TypeVar
 
 from .errors import BenchConfigError
 
@@ -44,7 +45,8 @@ def spec(*, low: Optional[float] = None, high: Optional[float] = None, low_inclu
          choices: Optional[Sequence[Any]] = None, keys: Optional[Sequence[str]] = None, non_empty: bool = False,
          help: str = "") -> Dict[str, Any]:
     """Field metadata: numeric bounds (of the value or of every element),
-    allowed ``choices``, allowed mapping ``keys``, ``non_empty`` sequences."""
+    allowed ``choices``, allowed mapping ``keys``, ``non_empty`` sequences;
+    ``help`` describes what a union of types (``Union[float, str]``) accepts."""
     return {"low": low, "high": high, "low_inclusive": low_inclusive, "choices": None if choices is None else
             tuple(choices), "keys": None if keys is None else tuple(keys), "non_empty": non_empty, "help": help}
 
@@ -187,8 +189,10 @@ def _from_table(cls: Type[T], table: Mapping[str, Any], source: str, where: str)
 def _describe(tp: Any, meta: Mapping[str, Any]) -> str:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is typing.Union:
-        inner = [a for a in args if a is not type(None)][0]
-        return _describe(inner, meta) + " (leave the key out for none)"
+        members = [a for a in args if a is not type(None)]
+        if len(members) > 1:
+            return meta.get("help") or " or ".join(_describe(m, meta) for m in members)
+        return _describe(members[0], meta) + " (leave the key out for none)"
     if origin in (tuple, list):
         return f"a{' non-empty' if meta.get('non_empty') else 'n'} array of {_describe(args[0], meta)}s"
     if origin in (dict, Dict):
@@ -208,15 +212,25 @@ def _describe(tp: Any, meta: Mapping[str, Any]) -> str:
 
 
 def _convert(value: Any, tp: Any, meta: Mapping[str, Any], source: str, table: str, key: str, sub: str) -> Any:
-    def fail() -> None:
+    def fail() -> NoReturn:
         raise BenchConfigError(f"{_where(source, table, key)}: expected {_describe(tp, meta)}, got {value!r}")
 
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is typing.Union:
-        if value is None:
+        members = [a for a in args if a is not type(None)]
+        if value is None and len(members) < len(args):
             return None
-        inner = [a for a in args if a is not type(None)][0]
-        return _convert(value, inner, meta, source, table, key, sub)
+        if len(members) == 1:
+            return _convert(value, members[0], meta, source, table, key, sub)
+        # Several scalar types (Union[float, str]): the one the TOML value is; a rule on the
+        # form of a string is the dataclass's (__post_init__).
+        for member in members:
+            if _is_scalar(value, member):
+                try:
+                    return _convert(value, member, meta, source, table, key, sub)
+                except BenchConfigError:
+                    fail()
+        fail()
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or (meta.get("non_empty") and not value):
             fail()
@@ -257,9 +271,24 @@ def _convert(value: Any, tp: Any, meta: Mapping[str, Any], source: str, table: s
     choices = meta.get("choices")
     if choices is not None and value not in choices:
         fail()
+    if tp is str:  # bounds are numeric (a union of a number and a string shares one spec)
+        return value
     low, high = meta.get("low"), meta.get("high")
     if low is not None and (value < low or (value == low and not meta.get("low_inclusive", True))):
         fail()
     if high is not None and value > high:
         fail()
     return value
+
+
+def _is_scalar(value: Any, tp: Any) -> bool:
+    """Whether the TOML value is of scalar type ``tp`` (an integer counts as a float, a bool as neither)."""
+    if tp is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if tp is int:
+        return isinstance(value, int)
+    if tp is float:
+        return isinstance(value, (int, float))
+    return tp is str and isinstance(value, str)

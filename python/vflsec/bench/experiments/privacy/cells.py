@@ -20,7 +20,14 @@ from ...._progress import progress
 from ...common import DP_LAYER
 from .grid import PrivacyGrid
 from .scoring import cap_table
-from .training import EMBED_DIM, PrivacyData, TrainedSplit, load_privacy_data, train_split
+from .training import (
+    DP_SGD_CALIBRATION_STEPS,
+    EMBED_DIM,
+    PrivacyData,
+    TrainedSplit,
+    load_privacy_data,
+    train_split,
+)
 
 __all__ = ["GRADIENT_DEFENSES", "N_AUX_LABELS", "N_ESA_AUX", "direct_label_rows", "glm_cells", "run_cells",
            "settings", "split_attacks"]
@@ -43,7 +50,7 @@ def split_attacks(model: TrainedSplit, data: PrivacyData, *, kind: str, strength
     main_acc = model.accuracy(data.Xp_test, data.Xa_test, data.y_test)
 
     def add(attack: str, metric: str, value: float) -> None:
-        rows.append({"dataset": data.name, "defense": kind, "strength": strength, "epsilon_composed": model.epsilon,
+        rows.append({"dataset": data.name, "defense": kind, "strength": strength, **model.row_fields(),
                      "attack": attack, "metric": metric, "value": float(value), "main_accuracy": main_acc})
 
     # Active party: the embeddings it received in the last epoch (one per training row).
@@ -123,7 +130,7 @@ def direct_label_rows(data: PrivacyData, kind: str, strength: Optional[float], t
                         **train_kw)
     rows, G = A.last_epoch(A.passive_party_gradients(model.transcript, model.job))
     acc = A.label_attack_accuracy(data.y_train[rows], A.direct_label_inference(G).labels)
-    return [{"dataset": data.name, "defense": kind, "strength": strength, "epsilon_composed": model.epsilon,
+    return [{"dataset": data.name, "defense": kind, "strength": strength, **model.row_fields(),
              "attack": "direct_label", "metric": "accuracy", "value": acc,
              "main_accuracy": model.accuracy(data.Xp_test, data.Xa_test, data.y_test),
              "note": "plain softmax head over summed party logits"}]
@@ -185,11 +192,20 @@ def _train_kw(grid: PrivacyGrid) -> Dict[str, Any]:
     return dict(epochs=grid.train.epochs, batch_size=grid.train.batch_size, lr=grid.train.lr)
 
 
+def _cell_kw(grid: PrivacyGrid) -> Dict[str, Any]:
+    """What every training of a cell takes (its shadow models' too): the split MLP's settings and
+    the grid's defense settings (DP-SGD's clip and delta)."""
+    return dict(_train_kw(grid), defense_settings={"dp_sgd": grid.dp_sgd.defense_kwargs()})
+
+
 def settings(grid: PrivacyGrid, quick: bool) -> Dict[str, Any]:
     """``results.json``'s ``"settings"``: the grid as the report describes it, and the
-    benchmark's fixed choices (model shape, auxiliary rows) that are not grid keys."""
+    benchmark's fixed choices (model shape, auxiliary rows, the percentile clip's
+    window) that are not grid keys."""
     return {"quick": quick, "datasets": list(grid.datasets), "seed": grid.seed, "grid": grid.cells(),
             "split": dict(_train_kw(grid), passive_bottom=f"MLP 64 -> {EMBED_DIM}", head="linear"),
+            "dp_sgd": dict(clip=grid.dp_sgd.clip, delta=grid.dp_sgd.delta,
+                           calibration_steps=DP_SGD_CALIBRATION_STEPS),
             "n_aux_labels": N_AUX_LABELS, "esa_aux_rows": N_ESA_AUX, "max_rows": grid.max_rows}
 
 
@@ -208,7 +224,7 @@ def run_cells(grid: PrivacyGrid, result: Dict[str, Any], *, data_dir: Optional[P
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's RDP convergence chatter
     torch.set_num_threads(1)  # tiny models: threads cost more than they give on a shared machine
     seed, cells_by_defense = grid.seed, grid.cells()
-    train_kw = _train_kw(grid)
+    train_kw = _cell_kw(grid)
 
     def add(new_rows: List[Dict[str, Any]]) -> None:
         rows.extend(new_rows)

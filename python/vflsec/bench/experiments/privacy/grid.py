@@ -4,14 +4,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ....data.partition import PAPER_SPLITS
-from ...config import load_variant, spec
+from ...config import load_variant, optional_field, spec
+from ...dp_sgd_clip import CLIP_RULE, check_clip, clip_kwargs
+from ...errors import BenchConfigError
 from ...experiment import Experiment, Override, comma_list
 
-__all__ = ["DATASETS", "DEFENSES", "EXPERIMENT", "GLMAttackSettings", "PrivacyExperiment", "PrivacyGrid",
-           "TrainSettings", "load_grid"]
+__all__ = ["DATASETS", "DEFENSES", "DPSGDSettings", "EXPERIMENT", "GLMAttackSettings", "PrivacyExperiment",
+           "PrivacyGrid", "TrainSettings", "load_grid"]
 
 DEFENSES = ("noise_embedding", "noise_gradient", "sparsify", "vfl_afe", "dp_sgd", "fedpass")
 # Every cell splits the columns between the parties as HDP-VFL did: only its datasets have that split.
@@ -25,6 +27,28 @@ class TrainSettings:
     epochs: int = field(metadata=spec(low=1))
     batch_size: int = field(metadata=spec(low=1))
     lr: float = field(metadata=spec(low=0, low_inclusive=False))
+
+
+@dataclass(frozen=True)
+class DPSGDSettings:
+    """DP-SGD's settings in every dp_sgd cell (``[<variant>.dp_sgd]``)."""
+
+    # A clip norm C fixed before the run, or "pNN": the paper's percentile rule (no guarantee).
+    clip: Union[float, str] = field(metadata=spec(low=0, low_inclusive=False, help=CLIP_RULE))
+    # Left out: DPSGD's rule, min(1e-5, 1/(10 n)) for n training rows.
+    delta: Optional[float] = field(metadata=optional_field(low=0, low_inclusive=False, high=1))
+
+    def __post_init__(self) -> None:
+        try:
+            check_clip(self.clip)
+        except ValueError as exc:
+            raise BenchConfigError(str(exc)) from None
+        if self.delta is not None and self.delta >= 1:
+            raise BenchConfigError(f"delta: expected a number > 0 and < 1 (or the key left out), got {self.delta!r}")
+
+    def defense_kwargs(self) -> Dict[str, Any]:
+        """The :class:`~vflsec.splitnn.defenses.dp_sgd.DPSGD` arguments these settings fix."""
+        return dict(clip_kwargs(self.clip), **({} if self.delta is None else {"delta": self.delta}))
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,7 @@ class PrivacyGrid:
     train: TrainSettings
     strengths: Dict[str, Tuple[float, ...]] = field(metadata=spec(keys=DEFENSES, low=0, low_inclusive=False,
                                                                    non_empty=True))
+    dp_sgd: DPSGDSettings
     glm: GLMAttackSettings
 
     def cells(self) -> Dict[str, List[Optional[float]]]:

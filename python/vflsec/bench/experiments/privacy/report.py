@@ -17,7 +17,10 @@ from ...common import (
     n_label,
     pyplot,
     save_figure,
+    warned_cell,
+    warning_notes,
 )
+from ...dp_sgd_clip import clip_text
 from ...envelope import load_text
 from .scoring import FEATURE_ATTACKS, LABEL_ATTACKS, recovery_error
 
@@ -108,6 +111,24 @@ def _value(rows, dataset, defense, strength, attack, metric):
     return None
 
 
+def _dp_sgd_settings(s: Dict[str, Any], rows: List[Dict[str, Any]]) -> List[str]:
+    """The DP-SGD cells' clip and delta (``settings["dp_sgd"]``; runs from before those were
+    recorded used the paper's percentile clip and delta 1e-3), with each dataset's delta in force."""
+    if "dp_sgd" not in s["grid"]:
+        return []
+    dp = s.get("dp_sgd")
+    if dp is None:
+        return ["DP-SGD clip: the 80th percentile of the per-sample gradient norms over the first 10 steps, which "
+                "reads the gradients the noise protects (no guarantee); delta 1e-3 (this run predates the grid's "
+                "[dp_sgd] table, which records both).", ""]
+    used = {r["dataset"]: r["delta"] for r in rows if r["defense"] == "dp_sgd" and r.get("delta") is not None}
+    rule = ("the configured delta" if dp["delta"] is not None else
+            "DPSGD's default min(1e-5, 1/(10 n)) for the n training rows")
+    in_force = "; in force: " + ", ".join(f"{d} {v:g}" for d, v in used.items()) if used else ""
+    return [f"DP-SGD clip: {clip_text(dp['clip'], dp['calibration_steps'])}; delta: {rule}"
+            + (f" = {dp['delta']:g}" if dp["delta"] is not None else "") + f"{in_force}.", ""]
+
+
 def write_report(result: Dict[str, Any], out: Path, plots: List[str]) -> None:
     """``report.md`` of one run's ``results.json`` content, linking ``plots``."""
     rows, caps = result.get("attacks", []), result.get("cap", [])
@@ -128,6 +149,7 @@ def write_report(result: Dict[str, Any], out: Path, plots: List[str]) -> None:
              "Every attack reads only the messages addressed to its adversary (hub transcript), the models "
              "released to it and the auxiliary data its threat model grants (see `vflsec.attacks`). "
              "Recovery errors are on the parties' scaled features (each row of a party has L2 norm <= 1).", ""]
+    lines += _dp_sgd_settings(s, rows)
     if result.get("partial"):
         lines += ["**Partial run** (interrupted or failed): only the finished cells are shown.", ""]
     split_sets = sorted({(r["dataset"], r["defense"], r["strength"])
@@ -147,19 +169,23 @@ def write_report(result: Dict[str, Any], out: Path, plots: List[str]) -> None:
             cell = (dataset, defense, strength)
             acc = next(r["main_accuracy"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell
                        and r["attack"] != "direct_label")
-            eps = next(r["epsilon_composed"] for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell)
+            first = next(r for r in rows if (r["dataset"], r["defense"], r["strength"]) == cell)
+            eps = first["epsilon_composed"]
             mechanisms = audit_mechanisms(result, AUDITED.get(defense, ()))
             if eps is not None and not mechanisms and defense in ("vfl_afe", "dp_sgd"):
                 # Before the mechanism layer these rows had no guarantee (VFL-AFE +R's batch factor, DP-SGD's
                 # percentile clip) but reported a number: label it as the run's, not as a guarantee.
                 eps_text: Any = f"{NO_GUARANTEE} (the run reported {eps:.4g})"
             else:
-                eps_text = epsilon_cell(eps, claims_dp=defense in DP_DEFENSES, mechanisms=mechanisms)
+                # A PrivacyWarning in training (e.g. DP-SGD's delta >= 1/n) labels the cell; notes below.
+                eps_text = warned_cell(epsilon_cell(eps, claims_dp=defense in DP_DEFENSES, mechanisms=mechanisms),
+                                       first.get("privacy_warning"))
             table.append([dataset, defense, strength, eps_text, acc]
                          + [_value(rows, dataset, defense, strength, a, m) for a, m in cols])
         lines += [markdown_table(["dataset", "defense", "strength", "epsilon (composed)", "main acc"]
                                  + [f"{a} {m}".replace("model_inversion_", "MI ").replace("_", " ") for a, m in cols],
                                  table), ""]
+        lines += warning_notes([r for r in rows if r["attack"] != "equality_solving"])
         lines += ["Strength: " + "; ".join(f"{k}: {STRENGTH_NAMES[k]}" for k in result["settings"]["grid"]), "",
                   audit_legend() if audit_mechanisms(result, ("dp_sgd",)) else f"Audit: {PREDATES_DP_LAYER}.", ""]
     if caps:

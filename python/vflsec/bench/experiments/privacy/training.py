@@ -8,14 +8,18 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, cast
+from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
 
 import numpy as np
 
-__all__ = ["DEFENSE_SETTINGS", "EMBED_DIM", "PrivacyData", "TrainedSplit", "load_privacy_data", "make_defense",
-           "train_split"]
+from ...dp_sgd_clip import DEFAULT_CLIP_NORM
+
+__all__ = ["DEFENSE_SETTINGS", "DP_SGD_CALIBRATION_STEPS", "EMBED_DIM", "PrivacyData", "TrainedSplit",
+           "load_privacy_data", "make_defense", "train_split"]
 
 EMBED_DIM = 16
+# The window of DP-SGD's percentile clip (clip = "pNN" only) on these small training sets.
+DP_SGD_CALIBRATION_STEPS = 10
 
 
 @dataclass
@@ -63,20 +67,24 @@ DEFENSE_SETTINGS: Dict[str, Tuple[Optional[str], Dict[str, Any], bool]] = {
     "sparsify": ("keep_fraction", {}, False),
     # analytic: the paper's classic formula does not give epsilon >= ~6 and is refused there
     "vfl_afe": ("epsilon_per_release", {"t": 1.0, "delta": 1e-2, "calibration": "analytic"}, True),
-    "dp_sgd": ("epsilon", {"delta": 1e-3, "calibration_steps": 10}, True),
+    # A clip norm fixed before the run (the grid's [dp_sgd] clip may change it); no delta: DPSGD's rule,
+    # min(1e-5, 1/(10 n)). calibration_steps is the percentile rule's window, used only by clip = "pNN".
+    "dp_sgd": ("epsilon", {"clip_norm": DEFAULT_CLIP_NORM, "calibration_steps": DP_SGD_CALIBRATION_STEPS}, True),
     "fedpass": ("sigma2", {"n_range": 100.0}, True),
 }
 
 
-def make_defense(kind: str, strength: Optional[float], seed: int) -> Any:
+def make_defense(kind: str, strength: Optional[float], seed: int,
+                 settings: Optional[Mapping[str, Any]] = None) -> Any:
     """The registered defense ``kind`` (:mod:`vflsec.splitnn.defenses.registry`)
-    at ``strength`` with the benchmark's fixed settings."""
+    at ``strength`` with the benchmark's fixed settings, ``settings`` (the
+    grid's, e.g. DP-SGD's clip and delta) replacing those it names."""
     from ....splitnn.defenses import make_defense as make_registered
 
     if kind not in DEFENSE_SETTINGS:
         raise ValueError(f"unknown defense {kind!r}")
     strength_param, fixed, seeded = DEFENSE_SETTINGS[kind]
-    params: Dict[str, Any] = dict(fixed)
+    params: Dict[str, Any] = dict(fixed, **(settings or {}))
     if strength_param is not None:
         params[strength_param] = strength
     if seeded:
@@ -93,6 +101,14 @@ class TrainedSplit:
     own_bottom: Any
     head: Any
     epsilon: Optional[float]
+    delta: Optional[float] = None  # of the guarantee (a DP defense's privacy_spent)
+    variant: Optional[str] = None  # DP-SGD's clip: "clip=1", "clip=p80" (no guarantee)
+    privacy_warning: Optional[str] = None  # the PrivacyWarnings training raised (e.g. delta >= 1/n)
+
+    def row_fields(self) -> Dict[str, Any]:
+        """What every attack row on this model records about its defense's guarantee."""
+        return {"epsilon_composed": self.epsilon, "delta": self.delta, "variant": self.variant,
+                "privacy_warning": self.privacy_warning}
 
     def release(self, Xp: np.ndarray) -> np.ndarray:
         """What the passive party releases for rows ``Xp`` (its trained bottom
@@ -138,7 +154,11 @@ def _sum_logits_head(n_classes: int) -> Any:
 
 
 def train_split(kind: str, strength: Optional[float], Xp, Xa, y, *, epochs: int, batch_size: int, lr: float,
-                seed: int, logits_head: bool = False) -> TrainedSplit:
+                seed: int, logits_head: bool = False,
+                defense_settings: Optional[Mapping[str, Mapping[str, Any]]] = None) -> TrainedSplit:
+    """The two-party split MLP trained with defense ``kind`` at ``strength``;
+    ``defense_settings``: per defense, the grid's settings replacing
+    :data:`DEFENSE_SETTINGS`' (e.g. ``{"dp_sgd": {"clip_norm": 1.0}}``)."""
     import torch
 
     from ....federation import InMemoryHub
@@ -146,6 +166,8 @@ def train_split(kind: str, strength: Optional[float], Xp, Xa, y, *, epochs: int,
     from ....splitnn.defenses.base import DefenseContext
     from ....splitnn.job import SplitPartyResult
     from ....splitnn.models import linear_head, mlp_bottom
+    from ...common import privacy_warnings, warning_text
+    from ...dp_sgd_clip import clip_variant
 
     n_classes = 2
     width = n_classes if logits_head else EMBED_DIM
@@ -154,22 +176,26 @@ def train_split(kind: str, strength: Optional[float], Xp, Xa, y, *, epochs: int,
         bottom = mlp_bottom(Xp.shape[1], (64,), width)
         own = mlp_bottom(Xa.shape[1], (32,), width)
         head = _sum_logits_head(n_classes) if logits_head else linear_head(2 * width, n_classes)
-    defense = make_defense(kind, strength, seed)
+    defense = make_defense(kind, strength, seed, (defense_settings or {}).get(kind))
     n = len(y)
-    defense.setup(DefenseContext(n_classes=n_classes, passive_parties=("passive",), n_samples=n,
-                                 batch_size=batch_size, epochs=epochs, seed=None,
-                                 extra={"model_seed": seed, "embedding_dims": {"passive": width}}))
-    job = SplitJob(n_samples=n, n_classes=n_classes, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-                   passives=("passive",), active_features=True)
-    data = {"passive": SplitPartyData(X=Xp, bottom=bottom, defense=copy.deepcopy(defense)),
-            "active": SplitPartyData(X=Xa, bottom=own, defense=copy.deepcopy(defense), y=y, head=head)}
-    hub = InMemoryHub(keep_payloads=True)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        result = run_split_job(job, data, hub)
+    with privacy_warnings() as warned:  # e.g. delta >= 1/n: the rows are labelled, the warning still shown
+        defense.setup(DefenseContext(n_classes=n_classes, passive_parties=("passive",), n_samples=n,
+                                     batch_size=batch_size, epochs=epochs, seed=None,
+                                     extra={"model_seed": seed, "embedding_dims": {"passive": width}}))
+        job = SplitJob(n_samples=n, n_classes=n_classes, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+                       passives=("passive",), active_features=True)
+        data = {"passive": SplitPartyData(X=Xp, bottom=bottom, defense=copy.deepcopy(defense)),
+                "active": SplitPartyData(X=Xa, bottom=own, defense=copy.deepcopy(defense), y=y, head=head)}
+        hub = InMemoryHub(keep_payloads=True)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            result = run_split_job(job, data, hub)
     # cast: split-learning party programs return SplitPartyResult (JobResult holds the base type).
     results = cast(Dict[str, SplitPartyResult], result.results)
     passive, active = results["passive"], results["active"]
     spent = passive.defense.privacy_spent()
     return TrainedSplit(job, hub.transcript, passive.bottom, passive.defense, active.bottom, active.head,
-                        None if spent is None or spent.epsilon is None else float(spent.epsilon))
+                        None if spent is None or spent.epsilon is None else float(spent.epsilon),
+                        delta=None if spent is None else spent.delta,
+                        variant=clip_variant(defense.clip_norm, defense.clip_percentile) if kind == "dp_sgd" else None,
+                        privacy_warning=warning_text(warned))

@@ -236,7 +236,8 @@ def _collect(rows: Rows, section: str, total: int) -> Callable[[Dict[str, Any]],
 
 def section_dp_vfl(datasets: Dict[str, Any], cfg: Dict[str, Any], rows: Optional[Rows] = None) -> Rows:
     """DP-VFL (Ranbaduge & Ding) curves: Adult accuracy, Energy and California
-    housing MSE against epsilon for 3/4/5 owners, with the references."""
+    housing MSE against epsilon for 3/4/5 owners, once per clip entry of the
+    grid's ``clips``, with the references."""
     from .dp import dp_vfl_estimator_factory, run_dp_vfl
 
     rows = [] if rows is None else rows
@@ -245,9 +246,9 @@ def section_dp_vfl(datasets: Dict[str, Any], cfg: Dict[str, Any], rows: Optional
     sets = dict(load_or_fallback(name, fallbacks[name], cfg["data_dir"], d["max_rows"]) for name in d["datasets"])
     make = dp_vfl_estimator_factory(epochs=d["epochs"], batch_size=d["batch_size"], lr=d["lr"],
                                     device=cfg["device"])
-    total = len(sets) * len(d["owners"]) * (len(d["epsilons"]) + 1) + len(sets)
-    run_dp_vfl(sets, make, epsilons=d["epsilons"], owners=d["owners"], progress=_collect(rows, "dp_vfl", total),
-               noise_seed=cfg.get("noise_seed"))
+    total = len(sets) * len(d["owners"]) * (len(d["epsilons"]) * len(d["clips"]) + 1) + len(sets)
+    run_dp_vfl(sets, make, epsilons=d["epsilons"], owners=d["owners"], clips=d["clips"],
+               progress=_collect(rows, "dp_vfl", total), noise_seed=cfg.get("noise_seed"))
     return rows
 
 

@@ -8,9 +8,9 @@ per section that ran:
   ``papers/vfl_afe.toml``'s "learns" threshold of the majority-class rate;
 * Table 3: the kernels' speed-up over the baseline implementation in training
   and alone, and the defense's share of a training step;
-* DP-VFL: what DP-SGD costs against non-private VFL at the smallest and the
-  largest epsilon (accuracy points, or the MSE ratio), and whether that cost
-  changes by less than ``papers/dp_vfl.toml``'s threshold;
+* DP-VFL: per clip, what DP-SGD costs against non-private VFL at the smallest
+  and the largest epsilon (accuracy points, or the MSE ratio), and whether that
+  cost changes by less than ``papers/dp_vfl.toml``'s threshold;
 * FedPass: the range of accuracy the passport settings cost;
 * rescale: what dropping the shrink of the rescale rule changes.
 """
@@ -20,8 +20,19 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from ...dp_sgd_clip import is_percentile_variant
 from .papers import PAPER_TABLE2
-from .verdicts import accuracy_cost, by_dataset, dp_vfl_costs, mean, section_rows, table2_means, threshold
+from .verdicts import (
+    accuracy_cost,
+    by_dataset,
+    clip_rows,
+    dp_vfl_clips,
+    dp_vfl_costs,
+    mean,
+    section_rows,
+    table2_means,
+    threshold,
+)
 
 __all__ = ["conclusion", "lattice_run"]
 
@@ -120,10 +131,20 @@ def _table3(result: Dict[str, Any]) -> List[str]:
     return out
 
 
+def _clip_words(clip: Any) -> str:
+    """How the Conclusion names a DP-SGD clip (a row's ``variant``)."""
+    if clip is None:  # the first runs did not name it
+        return ""
+    if is_percentile_variant(clip):
+        return f" with the paper's percentile clip ({clip}, read from the gradients: no guarantee)"
+    return f" with the clip fixed before the run ({clip})"
+
+
 def _dp_vfl(result: Dict[str, Any]) -> List[str]:
     rows = section_rows(result, "dp_vfl")
     out = []
-    for name, sub in by_dataset(rows):
+    for (name, all_rows), clip in ((d, c) for d in by_dataset(rows) for c in dp_vfl_clips(d[1])):
+        sub = clip_rows(all_rows, clip)
         metric = sub[0]["metric"]
         eps = sorted({r["epsilon"] for r in sub if r["defense"] == "dp_sgd"})
         if not eps:
@@ -143,7 +164,7 @@ def _dp_vfl(result: Dict[str, Any]) -> List[str]:
                     pieces.append(f"at epsilon = {e:g}, DP-SGD's {metric} is {np.mean(ratio):.2f}x non-private "
                                   f"VFL's (mean over {len(ratio)} owner counts)")
         if pieces:
-            text = f"DP-VFL on {name}: " + "; ".join(pieces)
+            text = f"DP-VFL on {name}{_clip_words(clip)}: " + "; ".join(pieces)
             # papers/dp_vfl.toml's claim on the cost's change: below its threshold either way, "hardly changes"
             limit = threshold("dp_vfl", f"dp_vfl.{name}.cost_drop")
             if limit is not None and len(mean_cost) == 2 and abs(mean_cost[0] - mean_cost[1]) < limit:

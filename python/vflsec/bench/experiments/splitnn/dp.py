@@ -4,7 +4,10 @@
   MSE (Energy, California housing) of the split MLP trained with DP-SGD on
   every data owner's bottom model, for epsilon in {1, 1.5, 2, 5, 10, 50, 100}
   at delta = 1e-3, with 3, 4 and 5 owners holding equal shares of the
-  attributes; plus the non-private VFL and the centralized references.
+  attributes, once per per-sample clip (default: C = 1, fixed before the run;
+  the paper's percentile rule, which has no guarantee, on request:
+  :mod:`vflsec.bench.dp_sgd_clip`); plus the non-private VFL and the
+  centralized references.
 * :func:`run_fedpass` -- FedPass test accuracy against the passport range
   ``N`` and variance ``sigma^2`` (the paper's Tables 8 and 9 sweeps), with the
   unprotected model as reference.
@@ -13,7 +16,11 @@ Both take already-loaded :class:`vflsec.data.Dataset` objects and a callable
 that builds the estimator, and return result rows::
 
     {"dataset", "defense", "variant", "parties", "epsilon", "epsilon_composed",
-     "delta", "seed", "metric" ("accuracy" or "mse"), "value"}
+     "delta", "seed", "metric" ("accuracy" or "mse"), "value", "privacy_warning"}
+
+(``variant``: a DP-SGD row's clip, ``"clip=1"`` or ``"clip=p80"``;
+``privacy_warning``: the PrivacyWarnings its training raised, e.g. a delta
+of at least 1/n, else None.)
 
 The paper's training settings (SGD, lr 2e-4, batch 100, 100 epochs) are the
 defaults of :func:`dp_vfl_estimator_factory`; they are expensive on a CPU
@@ -23,11 +30,12 @@ pass smaller ``epochs`` for a quick run.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ...._arrays import check_positive_int, check_real
+from ...dp_sgd_clip import DEFAULT_CLIP_NORM, check_clip, clip_kwargs, clip_variant
 from .papers import DP_VFL, FEDPASS
 
 __all__ = [
@@ -156,9 +164,11 @@ def _composed(estimator: Any) -> Optional[float]:
 
 
 def _row(dataset: str, defense: str, variant: Optional[str], parties: int, epsilon: Optional[float],
-         composed: Optional[float], delta: Optional[float], seed: int, metric: str, value: float) -> Dict[str, Any]:
+         composed: Optional[float], delta: Optional[float], seed: int, metric: str, value: float,
+         privacy_warning: Optional[str] = None) -> Dict[str, Any]:
     return {"dataset": dataset, "defense": defense, "variant": variant, "parties": parties, "epsilon": epsilon,
-            "epsilon_composed": composed, "delta": delta, "seed": seed, "metric": metric, "value": value}
+            "epsilon_composed": composed, "delta": delta, "seed": seed, "metric": metric, "value": value,
+            "privacy_warning": privacy_warning}
 
 
 def _check_datasets(datasets: Any) -> Dict[str, Any]:
@@ -181,25 +191,31 @@ def _quiet_accountant() -> None:
 
 def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None, *,
                epsilons: Sequence[float] = DP_VFL_EPSILONS, owners: Sequence[int] = DP_VFL_OWNERS,
-               delta: float = DP_VFL_DELTA, seeds: Iterable[int] = (0,), references: bool = True,
+               delta: float = DP_VFL_DELTA, clips: Sequence[Union[float, str]] = (DEFAULT_CLIP_NORM,),
+               seeds: Iterable[int] = (0,), references: bool = True,
                dp_kwargs: Optional[Dict[str, Any]] = None, test_fraction: float = 0.2,
                progress: Optional[Callable[[Dict[str, Any]], None]] = None,
                noise_seed: Optional[int] = None) -> List[Dict[str, Any]]:
-    """DP-VFL curves: one row per (dataset, owners, epsilon, seed), plus the
-    non-private VFL (``defense="none"``, ``variant="vfl"``) per owner count and
-    the centralized model (``defense="centralized"``, ``parties=1``).
+    """DP-VFL curves: one row per (dataset, owners, epsilon, clip, seed), plus
+    the non-private VFL (``defense="none"``, ``variant="vfl"``) per owner count
+    and the centralized model (``defense="centralized"``, ``parties=1``).
 
     ``datasets``: a mapping name -> Dataset or a sequence of Datasets.
     ``make_estimator(task, owners, defense, seed, centralized=False)``:
     default :func:`dp_vfl_estimator_factory` (the paper's settings).
-    ``dp_kwargs``: extra :class:`~vflsec.splitnn.defenses.dp_sgd.DPSGD`
-    arguments (e.g. ``clip_norm``, ``calibration_steps``, ``seed``).
+    ``clips``: DP-SGD's per-sample clip, every epsilon cell once per entry
+    (:func:`vflsec.bench.dp_sgd_clip.check_clip`): a clip norm ``C > 0``
+    fixed before the run (default 1.0: each row's epsilon is a guarantee)
+    or ``"pNN"``, the paper's percentile rule (``variant="clip=pNN"``: no
+    guarantee). ``dp_kwargs``: other
+    :class:`~vflsec.splitnn.defenses.dp_sgd.DPSGD` arguments (e.g.
+    ``calibration_steps``, ``seed``; the clip is ``clips``'s).
     ``noise_seed``: the benchmark's ``--seed``; each DP-SGD cell's noise then
     comes from a generator seeded from it and the cell (an experiment setting;
     default None: OS entropy). A ``seed`` in ``dp_kwargs`` wins.
     """
     from ....splitnn.defenses.dp_sgd import DPSGD
-    from ...common import derived_seed
+    from ...common import derived_seed, privacy_warnings, warning_text
 
     _quiet_accountant()
     datasets = _check_datasets(datasets)
@@ -207,7 +223,13 @@ def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None,
     epsilons = [check_real(e, "epsilons[]", low=0.0, low_inclusive=False) for e in epsilons]
     owners = [check_positive_int(m, "owners[]") for m in owners]
     seeds = [check_positive_int(s, "seeds[]", minimum=0) for s in seeds]
+    if isinstance(clips, (str, bytes)) or not clips:
+        raise ValueError(f"clips must be a non-empty sequence of clip entries, got {clips!r}")
+    clip_settings = [clip_kwargs(check_clip(c, f"clips[{i}]")) for i, c in enumerate(clips)]
     dp_kwargs = dict(dp_kwargs or {})
+    given = sorted({"clip_norm", "clip_percentile"} & set(dp_kwargs))
+    if given:
+        raise ValueError(f"dp_kwargs must not set {', '.join(given)}: the clip is given by clips")
     rows: List[Dict[str, Any]] = []
 
     def emit(row: Dict[str, Any]) -> None:
@@ -233,15 +255,18 @@ def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None,
                     metric, value = _metric(est, test, split)
                     emit(_row(name, "none", "vfl", m, None, None, None, seed, metric, value))
                 for eps in epsilons:
-                    cell_kwargs = dict(dp_kwargs)
-                    if noise_seed is not None:
-                        cell_kwargs.setdefault("seed", derived_seed(noise_seed, "dp_vfl", name, m, eps, seed))
-                    defense = DPSGD(epsilon=eps, delta=delta, **cell_kwargs)
-                    est = make(task, m, defense, seed).fit(train, split["y_train"])
-                    metric, value = _metric(est, test, split)
-                    variant = ("clip=p{:g}".format(defense.clip_percentile) if defense.clip_norm is None
-                               else "clip={:g}".format(defense.clip_norm))
-                    emit(_row(name, "dp_sgd", variant, m, eps, _composed(est), delta, seed, metric, value))
+                    for clip in clip_settings:
+                        cell_kwargs = dict(dp_kwargs, **clip)
+                        if noise_seed is not None:
+                            # One noise stream per cell, shared by its clip entries: they differ only in the clip.
+                            cell_kwargs.setdefault("seed", derived_seed(noise_seed, "dp_vfl", name, m, eps, seed))
+                        defense = DPSGD(epsilon=eps, delta=delta, **cell_kwargs)
+                        with privacy_warnings() as warned:  # e.g. delta >= 1/n: the row is labelled
+                            est = make(task, m, defense, seed).fit(train, split["y_train"])
+                        metric, value = _metric(est, test, split)
+                        variant = clip_variant(defense.clip_norm, defense.clip_percentile)
+                        emit(_row(name, "dp_sgd", variant, m, eps, _composed(est), delta, seed, metric, value,
+                                  warning_text(warned)))
     return rows
 
 

@@ -12,9 +12,10 @@ import argparse
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ...config import load_variant, optional_field, spec, with_overrides
+from ...dp_sgd_clip import CLIP_RULE, check_clip
 from ...errors import BenchConfigError
 from ...experiment import Experiment, Override, comma_list
 
@@ -49,10 +50,23 @@ class DPVFLSection:
                                                     non_empty=True))
     owners: Tuple[int, ...] = field(metadata=spec(low=1, non_empty=True))
     epsilons: Tuple[float, ...] = field(metadata=spec(low=0, low_inclusive=False, non_empty=True))
+    # DP-SGD's per-sample clip, each entry one run of every epsilon cell: a clip norm C fixed before the
+    # run, or "pNN", the paper's percentile rule (no guarantee; vflsec.bench.dp_sgd_clip).
+    clips: Tuple[Union[float, str], ...] = field(metadata=spec(low=0, low_inclusive=False, non_empty=True,
+                                                               help=CLIP_RULE))
     epochs: int = field(metadata=spec(low=1))
     batch_size: int = field(metadata=spec(low=1))
     lr: float = field(metadata=spec(low=0, low_inclusive=False))
     max_rows: int = field(metadata=spec(low=10))
+
+    def __post_init__(self) -> None:
+        for i, clip in enumerate(self.clips):
+            try:
+                check_clip(clip, f"clips[{i}]")
+            except ValueError as exc:
+                raise BenchConfigError(str(exc)) from None
+        if len(set(self.clips)) != len(self.clips):
+            raise BenchConfigError(f"clips: each clip at most once, got {list(self.clips)}")
 
 
 @dataclass(frozen=True)
@@ -112,8 +126,8 @@ class SplitnnGrid:
             timing_batch_size=self.timing_batch_size, timing_epochs=self.timing_epochs,
             timing_rounds=self.timing_rounds,
             dp_vfl=dict(datasets=self.dp_vfl.datasets, owners=self.dp_vfl.owners, epsilons=self.dp_vfl.epsilons,
-                        epochs=self.dp_vfl.epochs, batch_size=self.dp_vfl.batch_size, lr=self.dp_vfl.lr,
-                        max_rows=self.dp_vfl.max_rows),
+                        clips=self.dp_vfl.clips, epochs=self.dp_vfl.epochs, batch_size=self.dp_vfl.batch_size,
+                        lr=self.dp_vfl.lr, max_rows=self.dp_vfl.max_rows),
             fedpass=dict(settings=self.fedpass.settings, epochs=self.fedpass.epochs,
                          max_rows=self.fedpass.max_rows),
             rescale=dict(seeds=self.rescale.seeds), sections=self.sections, noise_seed=self.noise_seed)

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from ...common import n_label, pyplot, save_figure
+from ...dp_sgd_clip import is_percentile_variant
 from .baseline import IMPLS
 from .papers import PAPER_TABLE2, TIMING_STEPS
 
@@ -94,20 +95,27 @@ def plot_table3(rows: List[Dict[str, Any]], path: Path, epochs_timed: int) -> No
 
 def plot_dp_vfl(rows: List[Dict[str, Any]], path: Path) -> bool:
     """Per dataset: DP-SGD's metric against epsilon, one curve per number of data
-    owners, with the non-private VFL (dashed, the curve's colour) and centralized
+    owners and clip (a percentile clip, which has no guarantee, dotted and named
+    so), with the non-private VFL (dashed, the curve's colour) and centralized
     (black) references, n in every legend entry. A dataset whose curves all have
     fewer than 2 epsilons is left out; False, and no file, when none is left."""
     plt = pyplot()
 
-    def curves(name: str) -> Dict[int, List[Tuple[float, float, int]]]:
+    def curves(name: str) -> Dict[Tuple[int, Any], List[Tuple[float, float, int]]]:
         sub = [r for r in rows if r["dataset"] == name and r["defense"] == "dp_sgd"]
         out = {}
         for m in sorted({r["parties"] for r in sub}):
-            eps = sorted({r["epsilon"] for r in sub if r["parties"] == m})
-            values = [[r["value"] for r in sub if r["parties"] == m and r["epsilon"] == e] for e in eps]
-            if len(eps) >= 2:
-                out[m] = [(e, float(np.mean(v)), len(v)) for e, v in zip(eps, values)]
+            for clip in dict.fromkeys(r.get("variant") for r in sub if r["parties"] == m):
+                own = [r for r in sub if r["parties"] == m and r.get("variant") == clip]
+                eps = sorted({r["epsilon"] for r in own})
+                values = [[r["value"] for r in own if r["epsilon"] == e] for e in eps]
+                if len(eps) >= 2:
+                    out[(m, clip)] = [(e, float(np.mean(v)), len(v)) for e, v in zip(eps, values)]
         return out
+
+    def curve_label(m: int, clip: Any, n: int) -> str:
+        clip_words = "" if clip is None else f" {clip}{', no guarantee' if is_percentile_variant(clip) else ''}"
+        return f"DP-SGD{clip_words}, {m} owners ({n_label(n, 'run/point')})"
 
     names = [name for name in dict.fromkeys(r["dataset"] for r in rows) if curves(name)]
     if not names:
@@ -115,9 +123,15 @@ def plot_dp_vfl(rows: List[Dict[str, Any]], path: Path) -> bool:
     fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.4), squeeze=False)
     for ax, name in zip(axes[0], names):
         sub = [r for r in rows if r["dataset"] == name]
-        for m, pts in curves(name).items():
-            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                            label=f"DP-SGD, {m} owners ({n_label(max(p[2] for p in pts), 'run/point')})")
+        colours: Dict[int, Any] = {}
+        for (m, clip), pts in curves(name).items():
+            percentile = is_percentile_variant(clip)
+            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="s" if percentile else "o",
+                            color=colours.get(m), ls=":" if percentile else "-",
+                            label=curve_label(m, clip, max(p[2] for p in pts)))
+            if m in colours:
+                continue  # one reference line per owner count, in its curves' colour
+            colours[m] = line.get_color()
             ref = [r["value"] for r in sub if r["variant"] == "vfl" and r["parties"] == m]
             if ref:
                 ax.axhline(np.mean(ref), color=line.get_color(), ls="--", lw=1,
@@ -126,7 +140,8 @@ def plot_dp_vfl(rows: List[Dict[str, Any]], path: Path) -> bool:
         if central:
             ax.axhline(np.mean(central), color="k", ls="-", lw=1.4, label=f"centralized ({n_label(len(central))})")
         ax.set_xscale("log")
-        ax.set_xlabel("epsilon (delta = 1e-3)")
+        deltas = sorted({r["delta"] for r in sub if r["defense"] == "dp_sgd" and r.get("delta") is not None})
+        ax.set_xlabel("epsilon" + (f" (delta = {deltas[0]:g})" if len(deltas) == 1 else ""))
         ax.set_ylabel(sub[0]["metric"])
         ax.set_title(name)
         ax.grid(alpha=0.3)

@@ -6,9 +6,11 @@ the replaceable parts timed alone, the DP-VFL table with the claim of
 (:mod:`.conclusion`)."""
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any, Callable, Dict, List
 
+from ....splitnn.defenses.dp_sgd import DPSGD
 from ...claims import verdict_table
 from ...common import (
     NO_GUARANTEE,
@@ -18,7 +20,10 @@ from ...common import (
     dp_noise_label,
     epsilon_cell,
     markdown_table,
+    warned_cell,
+    warning_notes,
 )
+from ...dp_sgd_clip import clip_text, is_percentile_variant
 from ...envelope import load_text
 from .afe import DELTA
 from .baseline import IMPLS
@@ -117,30 +122,51 @@ def _report_table3(result: Dict[str, Any]) -> List[str]:
 
 def _dp_sgd_epsilon(result: Dict[str, Any], r: Dict[str, Any]) -> Any:
     """A DP-VFL row's epsilon cell: with the percentile clip there is no guarantee,
-    also in runs from before that was reported (their number is shown as theirs)."""
+    also in runs from before that was reported (their number is shown as theirs);
+    a row whose training raised a PrivacyWarning (e.g. delta >= 1/n) is labelled."""
     eps = r["epsilon_composed"]
-    if str(r.get("variant") or "").startswith("clip=p") and eps is not None:
+    if is_percentile_variant(r.get("variant")) and eps is not None:
         return f"{NO_GUARANTEE} (the run reported {eps:.4g}; its clip reads the gradients)"
-    return epsilon_cell(eps, claims_dp=r["defense"] == "dp_sgd", mechanisms=audit_mechanisms(result, ("dp_sgd",)))
+    cell = epsilon_cell(eps, claims_dp=r["defense"] == "dp_sgd", mechanisms=audit_mechanisms(result, ("dp_sgd",)))
+    return warned_cell(cell, r.get("privacy_warning"))
+
+
+# DPSGD's calibration_steps, which the DP-VFL section leaves at its default: the percentile rule's window.
+_PERCENTILE_STEPS = int(inspect.signature(DPSGD).parameters["calibration_steps"].default)
+
+
+def _clip_sentence(d: Dict[str, Any]) -> str:
+    """What the run's clip was: the grid's ``clips`` (runs from before that key used the paper's 80th percentile)."""
+    clips = d.get("clips")
+    if clips is None:
+        return (f"Clip threshold: {clip_text('p80', _PERCENTILE_STEPS)}; runs from before the grid key clips had "
+                "only this clip.")
+    head = "Clip threshold" if len(clips) == 1 else "Clip thresholds (each DP-SGD cell once per clip)"
+    text = f"{head}: " + "; ".join(clip_text(c, _PERCENTILE_STEPS) for c in clips) + "."
+    if any(not isinstance(c, str) for c in clips):
+        text += (" With a clip fixed before the run the composed epsilon is the whole run's (PLD, replace-one "
+                 "neighbours, Poisson-sampling assumption as Opacus) and meets the target by construction.")
+    return text
 
 
 def _report_dp_vfl(result: Dict[str, Any]) -> List[str]:
     d = result["config"]["dp_vfl"]
+    found = section_rows(result, "dp_vfl")
+    deltas = sorted({r["delta"] for r in found if r["defense"] == "dp_sgd" and r.get("delta") is not None})
     lines = ["## DP-VFL (Ranbaduge & Ding): DP-SGD on every data owner's bottom model", "",
-             f"Split MLP of the paper (bottom p -> 48 -> 32, head 32 x owners -> 196 -> out), delta = 1e-3, "
-             f"SGD lr {d['lr']}, batch {d['batch_size']}, {d['epochs']} epochs (the paper: lr 2e-4, 100 epochs; "
-             f"reduced to fit 2 CPU cores), at most {d['max_rows']} rows per dataset. Clip threshold: 80th "
-             "percentile of per-sample gradient norms over the first 50 steps: that threshold reads the data "
-             "the noise protects, so such a run has no DP guarantee ('no guarantee'); with a fixed clip the "
-             "composed epsilon is the whole run's (PLD, replace-one neighbours, Poisson-sampling assumption "
-             "as Opacus) and meets the target by construction.", ""]
+             "Split MLP of the paper (bottom p -> 48 -> 32, head 32 x owners -> 196 -> out), "
+             + (f"delta = {', '.join(f'{x:g}' for x in deltas)} (the paper's), " if deltas else "")
+             + f"SGD lr {d['lr']}, batch {d['batch_size']}, {d['epochs']} epochs (the paper: lr 2e-4, 100 epochs; "
+             f"reduced to fit 2 CPU cores), at most {d['max_rows']} rows per dataset. {_clip_sentence(d)}", ""]
     rows = []
-    for r in section_rows(result, "dp_vfl"):
+    for r in found:
         model = {"centralized": "centralized", "none": "non-private VFL"}.get(r["defense"], r["defense"])
-        rows.append([r["dataset"], model, r["parties"], r["epsilon"], _dp_sgd_epsilon(result, r), r["metric"],
+        clip = r.get("variant") if r["defense"] == "dp_sgd" else None
+        rows.append([r["dataset"], model, r["parties"], clip, r["epsilon"], _dp_sgd_epsilon(result, r), r["metric"],
                      r["value"]])
-    lines += [markdown_table(["dataset", "model", "owners", "epsilon", "composed epsilon", "metric", "value"], rows),
-              "", _audit_line(result), ""]
+    lines += [markdown_table(["dataset", "model", "owners", "clip", "epsilon", "composed epsilon", "metric", "value"],
+                             rows), ""]
+    lines += warning_notes(found) + [_audit_line(result), ""]
     return lines + _claims("dp_vfl", dp_vfl_verdicts(result))
 
 

@@ -3,7 +3,8 @@ computed from a run's rows alone, and their verdicts (:mod:`vflsec.bench.claims`
 
 ``papers/vfl_afe.toml`` judges the Table 2 means (``table2.<dataset>.R_gain``,
 ``D_gain``, ``least_over_majority``: accuracy points), ``papers/dp_vfl.toml``
-the DP-VFL curves (``dp_vfl.<dataset>.cost_drop``). The report prints the
+the DP-VFL curves (``dp_vfl.<dataset>.cost_drop``, on the rows of one clip:
+:func:`judged_clip`). The report prints the
 verdicts (:func:`~vflsec.bench.claims.verdict_table`) and its Conclusion
 reads the claims' thresholds (:func:`threshold`), so what counts as "learns"
 or "hardly changes" is data, never code.
@@ -15,9 +16,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...claims import Claim, Verdict, judge, load_claims
+from ...dp_sgd_clip import is_percentile_variant
 
-__all__ = ["AFE_COMPONENTS", "accuracy_cost", "by_dataset", "dp_vfl_costs", "dp_vfl_verdicts", "mean", "section_rows",
-           "table2_means", "table2_verdicts", "threshold"]
+__all__ = ["AFE_COMPONENTS", "accuracy_cost", "by_dataset", "clip_rows", "dp_vfl_clips", "dp_vfl_costs",
+           "dp_vfl_verdicts", "judged_clip", "mean", "section_rows", "table2_means", "table2_verdicts", "threshold"]
 
 # VFL-AFE's components in Table 2 (the variants of the defense).
 AFE_COMPONENTS = ("vanilla", "R", "D", "full")
@@ -83,8 +85,26 @@ def table2_verdicts(result: Dict[str, Any]) -> List[Verdict]:
     return _judged("vfl_afe", *_table2_quantities(result))
 
 
+def dp_vfl_clips(rows: List[Dict[str, Any]]) -> List[Any]:
+    """The clips (``variant``: ``"clip=1"``, ``"clip=p80"``; None in the first runs) of the
+    DP-SGD rows, in order of first appearance."""
+    return list(dict.fromkeys(r.get("variant") for r in rows if r["defense"] == "dp_sgd"))
+
+
+def clip_rows(rows: List[Dict[str, Any]], clip: Any) -> List[Dict[str, Any]]:
+    """The DP-SGD rows of one clip (``variant``) with every reference row."""
+    return [r for r in rows if r["defense"] != "dp_sgd" or r.get("variant") == clip]
+
+
+def judged_clip(rows: List[Dict[str, Any]]) -> Any:
+    """The clip the papers' claims are judged on: the first with a guarantee (a fixed
+    clip norm), else the first run (the percentile rule)."""
+    clips = dp_vfl_clips(rows)
+    return next((c for c in clips if not is_percentile_variant(c)), clips[0] if clips else None)
+
+
 def dp_vfl_costs(rows: List[Dict[str, Any]]) -> List[Tuple[float, List[Tuple[int, float, float]]]]:
-    """One dataset's DP-VFL rows at its smallest and largest epsilon: ``(epsilon,
+    """One dataset's DP-VFL rows (of one clip: :func:`clip_rows`) at its smallest and largest epsilon: ``(epsilon,
     [(owners, DP-SGD's mean value, non-private VFL's mean value), ...])`` for every
     owner count that has both (epsilons with none are left out)."""
     eps = sorted({r["epsilon"] for r in rows if r["defense"] == "dp_sgd"})
@@ -112,12 +132,14 @@ def _dp_vfl_quantities(result: Dict[str, Any]) -> Tuple[Dict[str, Optional[float
     measured: Dict[str, Optional[float]] = {}
     notes: Dict[str, str] = {}
     for name, sub in by_dataset(section_rows(result, "dp_vfl")):
-        costs = dp_vfl_costs(sub)
+        clip = judged_clip(sub)
+        costs = dp_vfl_costs(clip_rows(sub, clip))
         if sub[0]["metric"] == "accuracy" and len(costs) == 2:
             (e_low, gaps_low), (e_high, gaps_high) = costs
             low, high = float(np.mean(accuracy_cost(gaps_low))), float(np.mean(accuracy_cost(gaps_high)))
             measured[f"dp_vfl.{name}.cost_drop"] = low - high
-            notes[f"dp_vfl.{name}.cost_drop"] = f"{low:.2f} at epsilon {e_low:g}, {high:.2f} at {e_high:g}"
+            notes[f"dp_vfl.{name}.cost_drop"] = ((f"{clip}: " if clip else "")
+                                                 + f"{low:.2f} at epsilon {e_low:g}, {high:.2f} at {e_high:g}")
     return measured, notes
 
 
