@@ -57,7 +57,12 @@ point's error (what that exposes is what the other party did not hold already: t
 columns and, from the active party, the labels; the skipper gains nothing, the share it does not
 know is still full sigma); with three, one skipper leaves a full-sigma share
 unknown to each other party. And a wrong program or input corrupts the model (no engine protocol
-here is maliciously secure).
+here is maliciously secure). Not prevented, measured (``tests/glm/test_mpc_dp_deviation.py``): the
+unit ball is checked by each block's owner before sharing, not inside the engine, so a party that
+inputs a row of norm M at a coordinate no other row uses reads that row's clamped slope times M
+from its own revealed block; with M = 1e4 sigma it read every targeted label of the active party
+(400 of 400; honest rows of norm 1: 0.54, chance). The guarantee holds for parties that input rows
+in the unit ball.
 
 Cost: every step touches every row (the sample is secret), so a step costs what a batch of
 ``n`` rows costs in "mpc"; the steps are ``ceil(1 / q)`` per expected epoch.
