@@ -85,11 +85,17 @@ from ...dp.mechanisms import SubsampledGaussianMechanism
 from .base import BatchInfo, Defense, DefenseContext, check_seed
 from .registry import register_defense
 
-__all__ = ["DPSGD", "LOSS_REDUCTIONS", "dp_vfl_centralized_model", "dp_vfl_models", "split_features_equally"]
+__all__ = ["DPSGD", "LOSS_REDUCTIONS", "SCOPE", "dp_vfl_centralized_model", "dp_vfl_models",
+           "split_features_equally"]
 
 LOSS_REDUCTIONS = ("mean", "sum")
 NON_PRIVATE_CLIP = ("the clip threshold is a non-private percentile of the gradient norms (clip_norm=None); "
                     "pass clip_norm for a guarantee")
+#: What a DP-SGD epsilon does not cover (PrivacySpent prints it as "not covered: ..."; measured in
+#: tests/splitnn/test_deviating_parties.py, stated in docs/threat-model.md).
+SCOPE = ("the embeddings each owner sends in its forward passes (the epsilon covers its bottom-model weights: its "
+         "noisy sums of clipped per-sample gradients), and an active party that returns a row's gradient computed "
+         "from other rows' embeddings")
 # Guards the clip factor C / ||g_i|| against a zero gradient (Opacus uses 1e-6).
 _NORM_FLOOR = 1e-12
 
@@ -370,7 +376,7 @@ class DPSGD(Defense):
             key = (party, counts[party])
             spent = self._spent_cache.get(key)
             if spent is None:
-                spent = self._spent_cache[key] = mech.privacy_spent(steps=counts[party])
+                spent = self._spent_cache[key] = mech.privacy_spent(steps=counts[party], caveat=SCOPE)
             if worst is None or float(spent.epsilon or 0.0) > float(worst.epsilon or 0.0):
                 worst = spent
         assert worst is not None  # callers check that a mechanism exists
