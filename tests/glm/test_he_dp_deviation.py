@@ -5,9 +5,9 @@ mask), adds the noise of the job's mechanism and answers. A passive party that r
 product to a plaintext power ``M`` before adding its mask -- honest width, honest header -- gets
 ``M x_P + noise`` back and divides by ``M``: its gradient with noise ``sigma / M``. The masked value
 ``M x_P + R_P`` is uniformly spread like an honest one, so the key holder cannot tell it from one
-(its range check only bounds what the lattice rounding needs). The guarantee is stated for data
-parties that follow the protocol (:mod:`vflsec.glm.he_dp`, docs/threat-model.md); this test measures
-what the deviation gains and that nothing detects it."""
+(its range check bounds the honest range of a masked value, which a scaled one still lies in). The
+guarantee is stated for data parties that follow the protocol (:mod:`vflsec.glm.he_dp`,
+docs/threat-model.md); this test measures what the deviation gains and that nothing detects it."""
 from __future__ import annotations
 
 import warnings

@@ -100,9 +100,41 @@ divides by ``M`` -- its gradient with noise ``sigma / M`` (at ``M = 2^60`` the f
 exact value), from which a passive party reads the residuals (the labels) and the active
 party the other parties' partial scores. The key holder cannot tell: an honest masked value is
 uniform on a range far wider than any gradient (the mask must hide it), so a scaled one looks
-the same; its range check only bounds what the lattice rounding needs. Closing it needs the
-request's form proved (a zero-knowledge proof that it is ``X_P^T [[r]] + R_P`` with ``X_P`` of
-unit rows) or noise the requesting party cannot rescale; neither is implemented.
+the same; its range check ("Bounds on receipt") bounds what an honest request can be, and a
+scaled one stays within it. Closing it needs the request's form proved (a zero-knowledge proof
+that it is ``X_P^T [[r]] + R_P`` with ``X_P`` of unit rows) or noise the requesting party cannot
+rescale; neither is implemented.
+
+Bounds on receipt
+-----------------
+With ``R`` = :func:`residual_bound`, ``rho = 1 + ROW_NORM_TOLERANCE`` (``|x_ij| <= ||x_iP|| <=
+rho``), ``|S| < 2b`` the batch's rows (``b = job.batch_size``), ``alpha`` the residual model's
+factor (1/4 for the logistic Taylor residual, 2 for least squares: :mod:`.he_vfl`'s ``g = alpha
+X^T r / b``) and ``c`` the scheme's scale (:class:`DecryptedUnits`), an honest request decrypts to
+``x_j = c sum_{i in S} X_ij r_i`` plus the mask, so ``|x_j| <= c |S| rho R`` plus the scheme's
+value error (:meth:`ReceiptBounds.decrypted`). Every receiver checks the bound the honest sender's
+values satisfy, each times ``1 + RECEIPT_SLACK`` (``1e-6``, for rounding), and refuses a value
+beyond it, naming the sender (:func:`vflsec.vfl.check_received_array`,
+:class:`.he_vfl.DecryptionRefused`):
+
+* ``taylor_dp``'s values in the clear: the active party takes a passive party's partial scores
+  only with ``|u_P| <= rho k`` (the clip tolerance included), a passive party the residual only
+  with ``|r_i| <= R``;
+* the key holder answers a request only within the range of an honest one: ``|x_j| <= 2b rho c
+  R`` plus the value error (``taylor_dp``: the request is ``x_j`` itself), plus the mask's range
+  (Paillier: ``[0, 2^(key_bits - 8))``, every value in fixed point 2^-80; CKKS: ``|R_P| <=
+  2^18``, :data:`vflsec.he.ckks.DEFAULT_MASK_BOUND`) and, for CKKS, the flooding's support;
+* a data party keeps its unmasked gradient only with ``|g_j| <= (alpha / b) |S| rho R`` plus
+  ``alpha / (b c)`` times the value error, CKKS's flooding and the DP noise: a lattice release
+  moves a value by less than ``(SUPPORT_SIGMAS + 1) lattice_sigma(sigma)`` (:func:`release_support`).
+
+The encrypted residual is checked by no one: the active party forms it from the passive
+parties' ``[[u_k]]``, which it cannot read, and no data party can read it. A residual beyond
+``R`` shows up in the decrypted gradients only, so the refusal of a request (at the key holder)
+or of an unmasked gradient (at a data party) names, besides the sender of the message, the party
+whose encrypted values may have been inflated (:func:`residual_senders`,
+:meth:`ReceiptBounds.request_refusal`). The noise support makes the gradient bound loose (about
+131 sigma on the gradient): it stops a value no honest release can have, not a smaller deviation.
 
 Where this differs from the designs the issue names (from their abstracts):
 Xu, Yuan and Wu (IEEE BigData 2021) perturb the coefficients of the
@@ -146,6 +178,8 @@ __all__ = [
     "RESUME_REFUSAL",
     "DecryptedUnits",
     "GradientNoise",
+    "RECEIPT_SLACK",
+    "ReceiptBounds",
     "ResidualCheck",
     "base_sensitivity",
     "check_dp_job",
@@ -154,7 +188,9 @@ __all__ = [
     "he_dp_privacy_spent",
     "is_he_dp_protocol",
     "register_dp_protocol",
+    "release_support",
     "residual_bound",
+    "residual_senders",
     "shift_bound",
 ]
 
@@ -170,6 +206,10 @@ _COLLUSION = "a data party colluding with the key holder (which draws the noise)
 _UNIT_ROUNDOFF = 2.0 ** -53  # float64
 # Fixed-point iterations for the lattice rounding term (it grows with sigma, which grows with it).
 _MAX_LATTICE_ITERATIONS = 16
+#: Relative slack of every bound checked on receipt (:class:`ReceiptBounds`): it covers the rounding of the values
+#: (float64 sums, Paillier's 2^-41 fixed point, the 1e-9 row and clip tolerances: below 1e-9 of the bound, whose
+#: residual term is at least s_max >= 2), never an honest value.
+RECEIPT_SLACK = 1e-6
 
 
 @dataclass(frozen=True)
@@ -347,6 +387,76 @@ class ResidualCheck:
 
     def active_part(self, values: np.ndarray) -> np.ndarray:
         return self._check(values, self.residual, "the active party's part u_A + s(y) of the residual")
+
+
+def release_support(sigma: float) -> float:
+    """The largest ``|y - x|`` of the lattice release ``y`` of ``x`` at ``sigma``, the rounding to
+    its lattice included: ``(SUPPORT_SIGMAS + 1) lattice_sigma(sigma)`` (the sampler's finite
+    support; derivation in :func:`vflsec.glm.ir_exchange.release_limit`). It also covers the key
+    holder's rounding to the lattice before the release (a further ``g / 2 <= sigma' 2^-21``)."""
+    from ..kernels.noise import SUPPORT_SIGMAS, lattice_sigma
+
+    return (SUPPORT_SIGMAS + 1.0) * lattice_sigma(sigma)
+
+
+class ReceiptBounds:
+    """The bounds an honest sender's values satisfy in a job of an HE-DP protocol, which the
+    receivers check (module docstring, "Bounds on receipt"); ``units``: what the scheme's key
+    holder decrypts; ``flooding_sigma``: the sigma of noise the key holder adds before the DP
+    release (CKKS's flooding; None: none)."""
+
+    def __init__(self, job: GLMJob, units: DecryptedUnits, flooding_sigma: Optional[float] = None):
+        self.job, self.units = job, units
+        self.score = _score_bound(job) * (1.0 + RECEIPT_SLACK)
+        self.residual = residual_bound(job) * (1.0 + RECEIPT_SLACK)
+        self.batch_size = job.batch_size
+        self.flooding = release_support(flooding_sigma) if flooding_sigma is not None else 0.0
+        self.noise = release_support(gradient_mechanism(job, units).sigma) if job.noise else 0.0
+        self.to_gradient = he_vfl.residual_model(job).alpha / (units.scale * job.batch_size)
+
+    def decrypted(self, rows: int) -> float:
+        """``|x_j|`` of an honest request of ``rows`` batch rows before its mask, in the key
+        holder's units: ``scale |S| (1 + tol) R`` plus the scheme's value error."""
+        return (self.units.scale * rows * (1.0 + ROW_NORM_TOLERANCE) * self.residual
+                + self.units.value_error * (1.0 + RECEIPT_SLACK))
+
+    def request(self) -> float:
+        """``|x_j|`` of any honest request, flooded where the scheme floods: a batch has ``|S| < 2b`` rows."""
+        return self.decrypted(2 * self.batch_size) + self.flooding
+
+    def gradient(self, rows: int) -> float:
+        """``|g_j|`` of the gradient a data party unmasks from an honest answer to its request of
+        ``rows`` batch rows: ``(alpha / b) |S| (1 + tol) R`` plus the value error, the flooding and
+        the DP release's support, each divided by the scale."""
+        return self.to_gradient * (self.decrypted(rows) + self.flooding + self.noise) * (1.0 + RECEIPT_SLACK)
+
+    def check_gradient(self, values: np.ndarray, rows: int, receiver: str) -> None:
+        """ValueError unless every ``|g_j| <= gradient(rows)``: beyond it the key holder's answer
+        is no honest one, or the encrypted residual behind it exceeded ``R`` (:func:`residual_senders`)."""
+        bound = self.gradient(rows)
+        largest = float(np.max(np.abs(values))) if values.size else 0.0
+        if largest > bound:
+            raise ValueError(f"|value| up to {largest:.6g}, beyond the bound {bound:.6g} of an honest answer: the key "
+                             f"holder {self.job.coordinator!r} deviated, or {residual_senders(self.job, receiver)}")
+
+    def request_refusal(self, found: str) -> str:
+        """The key holder's reason to refuse a request whose value is ``found`` beyond the range of
+        an honest one (it does not know who the request is from: the refusal names that party)."""
+        return (f"{found}: the requesting party deviated, or the encrypted residual its request multiplies exceeded "
+                f"R = {self.residual:.6g} (the active party {self.job.active!r} forms it from the passive parties' "
+                "[[u_k]], which no data party can read)")
+
+
+def residual_senders(job: GLMJob, party: str) -> str:
+    """Who else can have made ``party``'s gradient exceed its bound: the encrypted residual, which
+    the active party forms from the passive parties' [[u_k]] and no data party can read."""
+    if party == job.active:
+        return (f"a passive party ({', '.join(map(repr, job.passives))}) sent encrypted partial scores [[u_k]] beyond "
+                "their bound (the active party sums them into the residual unread)")
+    others = [p for p in job.passives if p != party]
+    via = (f" (or a passive party it sums in, {', '.join(map(repr, others))}, sent [[u_k]] beyond their bound)"
+           if others else "")
+    return f"the active party {job.active!r} sent an encrypted residual [[r]] beyond its bound R{via}"
 
 
 class GradientNoise:

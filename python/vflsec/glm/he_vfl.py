@@ -45,7 +45,10 @@ rows (one value for the loss term), a value returned in the clear
 (CKKS's decrypted gradient, the loss) must be a finite float64 array of the
 expected shape (:func:`vflsec.vfl.check_received_array`); anything else is
 :class:`vflsec.vfl.PeerMessageRefused`, which fails the job naming the
-sender, the tag and the step.
+sender, the tag and the step. So is every vector of a scheme in the clear
+("taylor": ``plaintext_bound``, its bound per tag), and a DP scheme bounds the
+unmasked gradient (``check_gradient``) as its key holder bounds a request
+(:mod:`.he_dp`, "Bounds on receipt").
 
 Every data party tells its scheme the batch sizes to come (``prepare_fresh``, from
 :func:`he_batch_sizes`): the vector it makes fresh at each step (B's [[u_k]], A's
@@ -144,6 +147,9 @@ TAG_LOSS_VALUE = "he_loss_value"
 TAG_REGISTER = "he_register"
 TAGS = (TAG_PUBLIC_KEY, TAG_REGISTER, TAG_U_PASSIVE, TAG_U_SQUARED, TAG_RESIDUAL, TAG_MASKED_GRADIENT,
         TAG_GRADIENT, TAG_LOSS, TAG_LOSS_VALUE)
+
+# What a vector in the clear is, by tag (a plaintext scheme's refusals name it).
+_PLAINTEXT_NAMES = {TAG_U_PASSIVE: "partial score", TAG_U_SQUARED: "loss term", TAG_RESIDUAL: "residual"}
 
 PURPOSE_GRADIENT = "gradient"
 PURPOSE_LOSS = "loss"
@@ -308,6 +314,10 @@ def _load_ciphertext(endpoint: Channel, scheme: PartyScheme, clock: PhaseClock, 
     """``payload`` decoded as an encrypted vector of ``length`` values, or
     :class:`PeerMessageRefused` naming ``sender`` (the scheme's decoder checks
     the format, sizes and ranges)."""
+    plaintext_bound = getattr(scheme, "plaintext_bound", None)
+    if plaintext_bound is not None:  # the values themselves ("taylor"): every one checked, none cast
+        check_received_array(payload, receiver=endpoint.name, sender=sender, tag=tag, step=step, dtype=np.float64,
+                             shape=(length,), bound=plaintext_bound(tag), what=_PLAINTEXT_NAMES.get(tag, "vector"))
     with clock.crypto():
         try:
             enc = scheme.loads(payload)
@@ -367,7 +377,14 @@ def _masked_gradient(endpoint: Channel, job: GLMJob, scheme: PartyScheme, enc_re
             gradient = scheme.unmask(reply, state, width)
         except (ValueError, TypeError, OverflowError) as exc:
             raise PeerMessageRefused(endpoint.name, holder, TAG_GRADIENT, step, f"masked gradient: {exc}") from None
-    return checked(gradient, "unmasked gradient")
+    gradient = checked(gradient, "unmasked gradient")
+    check_bound = getattr(scheme, "check_gradient", None)  # a DP scheme: the bound of an honest answer
+    if check_bound is not None:
+        try:
+            check_bound(gradient, Xs.shape[0], endpoint.name)
+        except ValueError as exc:
+            raise PeerMessageRefused(endpoint.name, holder, TAG_GRADIENT, step, f"unmasked gradient: {exc}") from None
+    return gradient
 
 
 def active_program(endpoint: Channel, job: GLMJob, data: PartyData, make_scheme: SchemeFactory) -> PartyResult:

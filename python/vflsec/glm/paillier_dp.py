@@ -14,6 +14,14 @@ this module supplies Paillier's side of them:
   2^128 below the mask's range (statistical hiding from the key holder);
 * the sensitivity counts the fixed-point rounding of every encrypted value and
   feature (2^-41 each): the decrypted value is ``X~^T r~`` of the rounded ones.
+
+Bounds on receipt (:mod:`.he_dp`, "Bounds on receipt"): the key holder answers
+a request only if every masked value, as a signed integer in fixed point
+2^-80, lies in ``[-X, 2^(key_bits - 8) + X)``, the mask's range widened by the
+largest honest gradient ``X = 2^80 (2b rho R) (1 + RECEIPT_SLACK)``
+(:meth:`vflsec.glm.he_dp.ReceiptBounds.request`); a data party keeps its
+unmasked gradient only with ``|g_j| <= (alpha / b) (|S| rho R + (SUPPORT_SIGMAS
++ 1) lattice_sigma(sigma))`` (:meth:`~vflsec.glm.he_dp.ReceiptBounds.gradient`).
 """
 from __future__ import annotations
 
@@ -70,6 +78,10 @@ class PaillierDPScheme(PaillierScheme):
         self._check = he_dp.ResidualCheck(job)
         self._mask_bits = mask_bits(self.public_key.key_bits)
         self._info = he_dp.dp_info(job, noise_units(job))
+        self._bounds = he_dp.ReceiptBounds(job, noise_units(job))
+
+    def check_gradient(self, values: np.ndarray, rows: int, receiver: str) -> None:
+        self._bounds.check_gradient(values, rows, receiver)
 
     def encrypt(self, values: np.ndarray):
         return super().encrypt(self._check.scores(values))
@@ -95,7 +107,10 @@ class PaillierDPKeyHolder(PaillierKeyHolder):
     def __init__(self, job: Any):
         super().__init__(job)
         self._noise = he_dp.GradientNoise(job, noise_units(job))
-        self._limit = 1 << (mask_bits(self.public_key.key_bits) + 1)
+        # An honest masked value: a mask in [0, 2^mask_bits) plus a gradient |x| <= largest, in fixed point.
+        self._bounds = he_dp.ReceiptBounds(job, noise_units(job))
+        largest = math.ceil(math.ldexp(self._bounds.request(), _PRODUCT_BITS))
+        self._range = (-largest, (1 << mask_bits(self.public_key.key_bits)) + largest)
         self._step = 0
         if self._noise.spacing is not None:
             exponent = math.frexp(self._noise.spacing)[1] - 1  # spacing = 2^exponent
@@ -107,16 +122,19 @@ class PaillierDPKeyHolder(PaillierKeyHolder):
     def answer_gradient(self, data: Any, size: int) -> bytes:
         # The length and level checks and the decryption are the parent's.
         plaintexts = self.public_key.plaintexts_from_bytes(super().answer_gradient(data, size))
+        n, (low, high) = self.public_key.n, self._range
+        signed = [value - n if value > n // 2 else value for value in plaintexts]
+        for value in signed:
+            if not low <= value < high:
+                raise ValueError(self._bounds.request_refusal(
+                    f"a masked value of {'-' if value < 0 else ''}2^{math.log2(abs(value) or 1):.1f} (fixed point "
+                    f"2^-{_PRODUCT_BITS}) outside [-2^{math.log2(-low):.1f}, 2^{mask_bits(self.public_key.key_bits)} "
+                    f"+ 2^{math.log2(-low):.1f}), the range of an honest request (its mask plus the largest gradient)"))
         if not self._noise.active:
             return self.public_key.plaintexts_to_bytes(plaintexts)
-        n, step = self.public_key.n, self._step
-        half, out = n // 2, []
-        for value, z in zip(plaintexts, self._noise.steps(size)):
-            signed = value - n if value > half else value
-            if not -self._limit < signed < self._limit:
-                raise ValueError("a masked value outside the range of the DP protocol's masks (uniform on "
-                                 f"[0, 2^{mask_bits(self.public_key.key_bits)}))")
-            nearest = (2 * signed + step) // (2 * step)  # round(signed / step), exact
+        step, out = self._step, []
+        for value, z in zip(signed, self._noise.steps(size)):
+            nearest = (2 * value + step) // (2 * step)  # round(value / step), exact
             out.append((nearest + int(z)) * step % n)
         return self.public_key.plaintexts_to_bytes(out)
 

@@ -8,14 +8,23 @@ private: it exists as a reference. Paillier decrypts to these values to about
 accuracy a Paillier run reaches at a tiny fraction of its cost -- which is how
 the GLM benchmark reports HE accuracy on datasets where running Paillier to the
 end would take hours (labelled as such, never as a Paillier measurement).
+
+What a party receives is the values themselves, checked as any array from a
+peer (:func:`vflsec.vfl.check_received_array`; :mod:`.he_vfl`): a float64
+vector of the expected length, every value finite, never cast (an int, bool or
+float32 vector, or a NaN, is refused naming its sender). The key holder
+refuses a request that is no such vector, naming the requesting party. Without
+DP no bound on the values is known (``job.k`` may be None, least-squares
+targets are not bounded); "taylor_dp" (:mod:`.taylor_dp`) adds its bounds.
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
 from ..he.scheme import KeyHolder, PartyScheme
+from ..vfl.received import describe_payload
 from . import he_vfl
 from .registry import register_protocol
 
@@ -23,10 +32,13 @@ __all__ = ["PROTOCOL", "PlaintextKeyHolder", "PlaintextScheme"]
 
 
 def _vector(data: Any, what: str) -> np.ndarray:
-    arr = np.asarray(data, dtype=np.float64)
-    if arr.ndim != 1:
-        raise ValueError(f"{what} must be a 1-d array, got shape {arr.shape}")
-    return arr
+    """``data`` if it is a 1-d float64 array of finite values (what an honest peer sends); else ValueError."""
+    if not isinstance(data, np.ndarray) or data.dtype != np.float64 or data.ndim != 1:
+        raise ValueError(f"{what} must be a 1-d float64 array, got {describe_payload(data)} (no conversion is made)")
+    finite = np.isfinite(data)
+    if not finite.all():
+        raise ValueError(f"{what} has {int(np.sum(~finite))} non-finite value(s) (first: {float(data[~finite][0])})")
+    return data
 
 
 class PlaintextScheme(PartyScheme):
@@ -35,6 +47,11 @@ class PlaintextScheme(PartyScheme):
     def __init__(self, payload: Any, job):
         if payload != {"scheme": "taylor"}:
             raise ValueError(f"expected the plaintext reference's key payload, got {payload!r}")
+
+    def plaintext_bound(self, tag: str) -> Optional[float]:
+        """The bound on ``|value|`` an honest sender respects under ``tag`` (None: finite is all
+        the protocol fixes); :mod:`.he_vfl` checks every received vector against it."""
+        return None
 
     def encrypt(self, values: np.ndarray) -> np.ndarray:
         return np.array(values, dtype=np.float64)
