@@ -57,8 +57,8 @@ from .protection import PlainRelease, register_protection
 from .weights import WEIGHT_REFUSALS
 
 __all__ = ["GRADIENT_MECHANISM", "LABEL_MECHANISM", "LABEL_NEIGHBOURS", "DPGradientRelease", "LabelDPRelease",
-           "gradient_mechanism", "label_gradients", "label_mechanism", "label_prior", "noise_generator",
-           "privacy_spent", "releases", "rr_with_prior_labels", "stage_rows"]
+           "gradient_mechanism", "gradient_release_limit", "label_gradients", "label_mechanism", "label_prior",
+           "noise_generator", "privacy_spent", "releases", "rr_with_prior_labels", "stage_rows"]
 
 GRADIENT_MECHANISM = "trees_gradient"
 LABEL_MECHANISM = "trees_label_rr"
@@ -175,6 +175,20 @@ class DPGradientRelease(PlainRelease):
 
     def grown_from(self, g: np.ndarray, h: np.ndarray, released: Any) -> Tuple[np.ndarray, np.ndarray]:
         return released["g"], released["h"]  # what the passive parties received, never the exact g
+
+    def received_bounds(self, job: Any) -> Tuple[Optional[float], Optional[float]]:
+        """An honest release: ``|g~| <=`` :func:`gradient_release_limit`, ``0 <= h = q (1 - q) <= 1/4``
+        (no row weights: :func:`_refuse_weight`)."""
+        return gradient_release_limit(job), 0.25
+
+
+def gradient_release_limit(job: Any) -> float:
+    """The largest ``|g~|`` an honest "dp" release has: ``|g| = |q - y| <= 1`` plus the lattice noise's
+    support, below ``(SUPPORT_SIGMAS + 1) sigma`` (:data:`vflsec.kernels.noise.SUPPORT_SIGMAS`; the bound
+    :func:`vflsec.glm.ir_exchange.release_limit` gives an HDP release), with a relative slack of 1e-6 on 1."""
+    from ..kernels.noise import SUPPORT_SIGMAS, lattice_sigma
+
+    return 1.0 + 1e-6 + (SUPPORT_SIGMAS + 1.0) * lattice_sigma(gradient_mechanism(job).sigma)
 
 
 # -- "label_dp": randomized response with a prior --------------------------------------------------

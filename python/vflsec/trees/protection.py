@@ -1,6 +1,6 @@
 """How the active party's gradients reach the passive parties and their histograms come back.
 
-A protection is a small class with five steps (a registry, as Opacus registers its
+A protection is a small class with six steps (a registry, as Opacus registers its
 accountants); one instance per party program:
 
 * ``start(endpoint, job, role)`` -- once, before the first tree (keys, say);
@@ -9,7 +9,9 @@ accountants); one instance per party program:
 * a passive party ``receive``s them once per round and ``aggregate``s them into a
   node's per-bin sums as often as asked;
 * the active party ``open``s what comes back into a
-  :class:`~vflsec.trees.histogram.Histogram`.
+  :class:`~vflsec.trees.histogram.Histogram`;
+* ``received_bounds(job)`` -- what bounds the clear gradients a passive party receives,
+  as far as the job tells it (:mod:`vflsec.trees.bounds`).
 
 The gradients handed to ``release`` are on the job's fixed-point grid
 (:meth:`~vflsec.trees.job.TreeJob.quantize`; weighted ones on it times a power of two,
@@ -83,6 +85,14 @@ class Protection:
 
     def open(self, payload: Any, layout: BinLayout, party: str) -> Histogram:
         raise NotImplementedError
+
+    def received_bounds(self, job: Any) -> Tuple[Optional[float], Optional[float]]:
+        """What a passive party that holds the round's gradients in the clear (``passive_scores``) knows
+        bounds them, from ``job`` alone: ``|g| <=`` the first, ``h <=`` the second (None: no bound known).
+        None, None by default: the job does not say whether the active party weights its rows, so an
+        honest ``g = w (p - y)``, ``h = w p (1 - p)`` has no bound but finiteness and ``h >= 0``
+        (:mod:`vflsec.trees.bounds`)."""
+        return None, None
 
     # -- the active party's side ----------------------------------------------------------
     def training_labels(self, y: np.ndarray, codes: np.ndarray, job: Any) -> np.ndarray:

@@ -48,6 +48,14 @@ left first); each such node's best split comes back on ``TAG_CANDIDATES``
 (:func:`~vflsec.trees.histogram.encode_choices`).
 Every party logs one line per tree and keeps each tree's seconds, leaves and bytes
 in its result's ``history`` (:mod:`vflsec.trees.progress`).
+
+Each party checks a message against what an honest sender's satisfies before it uses
+it (:mod:`vflsec.trees.bounds`): the active party every histogram against the node's
+totals, every best split's gain against its sums, a split's rows against the sums it
+was chosen for; a passive party the round's gradients, every step against the job's
+growth rules (``min_samples_leaf`` rows a child, ``max_depth``, ``max_leaf_nodes``,
+the smaller child built, only the splits it proposed where it scores its own) and node
+totals against its rows' sums. A deviation fails the job naming the sender.
 """
 from __future__ import annotations
 
@@ -59,6 +67,20 @@ import numpy as np
 
 from ..federation.channel import Channel
 from ..vfl.clock import PhaseClock
+from ..vfl.received import PeerMessageRefused
+from .bounds import (
+    Receipt,
+    built_child,
+    check_clear_gradients,
+    check_histogram,
+    check_may_split,
+    check_scored,
+    received_totals,
+    same_sum,
+    scored_children,
+    splittable,
+    unsplittable_reason,
+)
 from .histogram import (
     BinLayout,
     Histogram,
@@ -126,14 +148,6 @@ def _widened(release: Any) -> Any:
             for key, value in release.items()}
 
 
-def _totals(value: Any, count: int, who: str) -> np.ndarray:
-    """``count`` nodes' (G, H) sums: float64 ``(count, 2)``, finite."""
-    if not isinstance(value, np.ndarray) or value.dtype != np.float64 or value.shape != (count, 2) \
-            or not np.isfinite(value).all():
-        raise ValueError(f"{who} sent node totals that are not {count} finite (G, H) pairs")
-    return value
-
-
 @dataclass
 class _Node:
     rows: np.ndarray
@@ -143,33 +157,6 @@ class _Node:
     split: Optional[Tuple[int, SplitChoice]] = None
     #: the passive parties' best splits (by party index), where they score their own
     choices: Dict[int, Optional[SplitChoice]] = field(default_factory=dict)
-
-
-def _same_sum(actual: float, claimed: float, values: np.ndarray) -> bool:
-    """Equal up to float64 summation order (the gradients sit on the job's fixed-point grid, where
-    every sum is exact; the slack covers releases off that grid)."""
-    return abs(actual - claimed) <= 1e-9 * (float(np.abs(values).sum()) + 1.0)
-
-
-def _check_histogram(hist: Histogram, layout: BinLayout, totals: Tuple[float, float, int], party: str,
-                     node_id: int) -> None:
-    """What the active party knows of a node checks every histogram a passive party sends for it: per
-    feature, the bins' row counts are non-negative and sum to the node's rows, and their gradient and
-    hessian sums to the node's totals (the bins of a feature partition the node's rows). A crafted bin
-    (a row's ciphertext raised to a power, sums made up) fails here, naming the party."""
-    G, H, count = totals
-    bound = float(np.abs(hist.G).sum() + np.abs(hist.H).sum())
-    offsets = layout.offsets
-    for feature in range(len(layout.n_bins)):
-        a, b = int(offsets[feature]), int(offsets[feature + 1])
-        counts = hist.C[a:b]
-        if np.any(counts < 0) or int(counts.sum()) != int(count):
-            raise ValueError(f"party {party!r} sent a histogram of node {node_id} whose feature {feature} counts "
-                             f"{int(counts.sum())} rows; the node has {int(count)}")
-        for what, sums, total in (("gradient", hist.G[a:b], G), ("hessian", hist.H[a:b], H)):
-            if abs(float(sums.sum()) - total) > 1e-9 * (bound + abs(total) + 1.0):
-                raise ValueError(f"party {party!r} sent a histogram of node {node_id} whose feature {feature} "
-                                 f"{what}s sum to {float(sums.sum()):.6g}; the node's sum to {total:.6g}")
 
 
 class _Grower:
@@ -195,10 +182,7 @@ class _Grower:
         return len(self.nodes) - 1
 
     def _splittable(self, node: _Node) -> bool:
-        job = self.job
-        if job.max_depth is not None and node.depth >= job.max_depth:
-            return False
-        return node.totals[2] >= 2 * job.min_samples_leaf
+        return splittable(node.totals[2], node.depth, self.job)
 
     def _node_totals(self, node_ids: Sequence[int]) -> np.ndarray:
         return np.array([self.nodes[i].totals[:2] for i in node_ids], dtype=np.float64).reshape(len(node_ids), 2)
@@ -213,7 +197,7 @@ class _Grower:
                 raise ValueError(f"party {party!r} sent a histogram for another node than {node_id}")
             with self.clock.crypto():
                 node.hists[i] = self.protection.open(message, self.layouts[i], party)
-            _check_histogram(node.hists[i], self.layouts[i], node.totals, party, node_id)
+            check_histogram(node.hists[i], self.layouts[i], node.totals, party, node_id)
 
     def _collect_choices(self, node_ids: Sequence[int]) -> None:
         """Each passive party's best split of each of ``node_ids`` (the nodes it was sent the totals of)."""
@@ -223,6 +207,9 @@ class _Grower:
                                      min_samples_leaf=self.job.min_samples_leaf, min_gain=self.job.min_gain,
                                      who=f"party {party!r}")
             for node_id, choice in zip(node_ids, choices):
+                if choice is not None:
+                    check_scored(choice, self.nodes[node_id].totals, l2=self.job.l2_regularization,
+                                 min_hessian=self.job.min_hessian, who=f"party {party!r}", node=node_id)
                 self.nodes[node_id].choices[i] = choice
 
     def _choose(self, node_id: int) -> None:
@@ -305,7 +292,7 @@ class _Grower:
             left_rows = node.rows[goes_left]
             # the rows it sends left must carry the sums the chosen split was scored with
             for what, values, claimed in (("gradient", self.g, choice.G_left), ("hessian", self.h, choice.H_left)):
-                if not _same_sum(float(values[left_rows].sum()), float(claimed), values[left_rows]):
+                if not same_sum(float(values[left_rows].sum()), float(claimed), values[left_rows]):
                     raise ValueError(f"party {owner!r} sent rows left of node {node_id} whose {what} sum "
                                      f"{float(values[left_rows].sum()):.6g} is not the {float(claimed):.6g} its "
                                      "histogram gave that split")
@@ -386,13 +373,16 @@ def active_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tree
 
 
 class _PassiveTree:
-    """A passive party's state within one tree: the rows of each node it may be asked about, the
-    histograms it keeps to score children by subtraction, and the row mask of the split it last made."""
+    """A passive party's state within one tree: the rows and depth of each node it may be asked about, the
+    histograms it keeps to score children by subtraction, the best split it proposed for each node it
+    scored, the splits made so far and the row mask of the split it last made."""
 
     def __init__(self, gradients: Any, n_samples: int):
         self.gradients = gradients
         self.rows: Dict[int, np.ndarray] = {0: np.arange(n_samples)}
+        self.depth: Dict[int, int] = {0: 0}
         self.hists: Dict[int, Histogram] = {}
+        self.proposed: Dict[int, Optional[SplitChoice]] = {}
         self.next_node = 1
         self.splits = 0
         self.made: Optional[Tuple[int, np.ndarray]] = None
@@ -400,7 +390,8 @@ class _PassiveTree:
 
 def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> TreePartyResult:
     """A passive party: its own features; builds the histograms asked for (or scores its own splits)
-    and makes its own splits."""
+    and makes its own splits. Every step of the active party is checked against the job's growth rules
+    before it is followed (:mod:`vflsec.trees.bounds`), a deviation refused naming the active party."""
     clock = PhaseClock()
     data = data.checked(job, endpoint.name, needs_labels=False)
     codes = data.codes
@@ -409,43 +400,42 @@ def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tre
     protection = get_protection(job.protection)
     protection.start(metered, job, "passive")
     scores = bool(protection.passive_scores)
+    bounds = protection.received_bounds(job) if scores else (None, None)
     lookup = LookupTable()
     leader = job.active
+    receipt = Receipt(endpoint.name, leader)
     meter = TreeMeter(metered, job.max_iter)
     tree: Optional[_PassiveTree] = None
+    rounds = 0
     while True:
         step = metered.recv(leader, TAG_STEP)
         op = step.get("op") if isinstance(step, dict) else None
         if op == "tree":
+            if tree is not None or rounds == job.max_iter:
+                raise receipt.refuse(TAG_STEP, f"began tree {rounds + 1} " + (
+                    "before ending the last one" if tree is not None else f"of a job of max_iter {job.max_iter}"))
+            receipt.step, rounds = rounds, rounds + 1
             with clock.crypto():
-                gradients = protection.receive(_widened(metered.recv(leader, TAG_GRADIENTS)), job.n_samples)
+                gradients = _received_gradients(protection, metered.recv(leader, TAG_GRADIENTS), job, receipt,
+                                                 bounds)
             tree = _PassiveTree(gradients, job.n_samples)
             if not scores:
                 metered.send(leader, TAG_HIST, {**_histogram(protection, gradients, codes, tree.rows[0], layout,
                                                              clock), "node": 0})
                 continue
             if "totals" in step:  # the root can be split: score it (and keep its histogram for its children)
-                totals = _totals(step["totals"], 1, f"party {leader!r}")
+                totals = received_totals(step["totals"], [0], tree.rows, gradients, receipt, TAG_STEP)
                 g, h = gradients
                 tree.hists[0] = build_histogram(codes, tree.rows[0], g, h, layout)
                 metered.send(leader, TAG_CANDIDATES, _scored(job, layout, tree, [0], totals))
         elif op == "split":
             if tree is None:
-                raise ValueError(f"party {leader!r} asked for a split outside a tree")
-            node, feature, code = step.get("node"), step.get("feature"), step.get("code")
-            missing_left = step.get("missing_left")
-            if node not in tree.rows or not isinstance(feature, int) or not 0 <= feature < codes.shape[1] \
-                    or not isinstance(code, int) or not isinstance(missing_left, bool) \
-                    or not 0 <= code < split_codes(layout, feature, missing_left):
-                raise ValueError(f"party {leader!r} asked for a split this party cannot make: {step!r}")
-            record = lookup.add(feature, code, missing_left, int(layout.value_bins[feature]))
-            goes_left = lookup.goes_left(record, codes[tree.rows[node]])
-            tree.made = (node, goes_left)
-            metered.send(leader, TAG_SPLIT, {"record": record, "mask": _pack(goes_left)})
+                raise receipt.refuse(TAG_STEP, "asked for a split outside a tree")
+            metered.send(leader, TAG_SPLIT, _split(job, step, tree, lookup, codes, layout, receipt, scores))
         elif op == "children":
             if tree is None:
-                raise ValueError(f"party {leader!r} split a node outside a tree")
-            _children(metered, job, step, tree, protection, codes, layout, clock)
+                raise receipt.refuse(TAG_STEP, "split a node outside a tree")
+            _children(metered, job, step, tree, protection, codes, layout, clock, receipt)
         elif op == "end_tree":
             if tree is not None:
                 meter.tree_done(tree.splits + 1)
@@ -453,49 +443,127 @@ def passive_program(endpoint: Channel, job: TreeJob, data: TreePartyData) -> Tre
         elif op == "end":
             break
         else:
-            raise ValueError(f"party {leader!r} sent a step this party does not know: {op!r}")
+            raise receipt.refuse(TAG_STEP, f"sent a step this party does not know: {op!r}")
     history: Dict[str, List[float]] = dict(meter.record)
     return TreePartyResult(endpoint.name, "passive", lookup=lookup, history=history, timings=clock.timings(endpoint),
                            info={"seconds": dict(protection.seconds)})
 
 
+def _received_gradients(protection: Any, payload: Any, job: TreeJob, receipt: Receipt,
+                        bounds: Tuple[Optional[float], Optional[float]]) -> Any:
+    """The round's gradients as the protection receives them; what it refuses of the payload, and clear
+    gradients beyond what an honest release satisfies (``bounds``), refused naming the sender."""
+    try:
+        gradients = protection.receive(_widened(payload), job.n_samples)
+    except PeerMessageRefused:
+        raise
+    except ValueError as exc:  # receive reads nothing but the payload: what it refuses is the sender's
+        raise receipt.refuse(TAG_GRADIENTS, str(exc)) from exc
+    if protection.passive_scores:
+        check_clear_gradients(gradients, job.n_samples, receipt, TAG_GRADIENTS, bounds)
+    return gradients
+
+
+def _split(job: TreeJob, step: Dict[str, Any], tree: _PassiveTree, lookup: LookupTable, codes: np.ndarray,
+           layout: BinLayout, receipt: Receipt, scores: bool) -> Dict[str, Any]:
+    """A passive party's side of ``{"op": "split"}``: the split recorded in its lookup table, the reply
+    (record id, which of the node's rows go left). A split it cannot make, of a node the growth rules keep
+    a leaf, with fewer than ``min_samples_leaf`` rows a side or (where it scores its own splits) other than
+    the one it proposed for the node is refused: each such mask would show the active party a partition
+    of this party's rows no honest run shows it."""
+    node, feature, code = step.get("node"), step.get("feature"), step.get("code")
+    missing_left = step.get("missing_left")
+    if not isinstance(node, int) or node not in tree.rows or not isinstance(feature, int) \
+            or not 0 <= feature < codes.shape[1] \
+            or not isinstance(code, int) or not isinstance(missing_left, bool) \
+            or not 0 <= code < split_codes(layout, feature, missing_left):
+        raise receipt.refuse(TAG_STEP, f"asked for a split this party cannot make: {step!r}")
+    if tree.made is not None:
+        raise receipt.refuse(TAG_STEP, f"asked for a split of node {node} before announcing the children of "
+                                       f"node {tree.made[0]}, which this party split")
+    check_may_split(job, node, len(tree.rows[node]), tree.depth[node], tree.splits, receipt, TAG_STEP)
+    rows = tree.rows[node]
+    record = lookup.add(feature, code, missing_left, int(layout.value_bins[feature]))
+    goes_left = lookup.goes_left(record, codes[rows])
+    n_left, least = int(goes_left.sum()), job.min_samples_leaf
+    if not least <= n_left <= len(rows) - least:
+        raise receipt.refuse(TAG_STEP, f"asked for a split of node {node} that sends {n_left} of its {len(rows)} "
+                                       f"rows left; min_samples_leaf {least} keeps {least} to {len(rows) - least}")
+    if scores:
+        proposed = tree.proposed.get(node)
+        if proposed is None or (proposed.feature, proposed.code, proposed.missing_left) != (feature, code,
+                                                                                           missing_left):
+            offer = "no split" if proposed is None else (f"feature {proposed.feature}, code {proposed.code}, "
+                                                         f"missing_left {proposed.missing_left}")
+            raise receipt.refuse(TAG_STEP, f"asked for the split feature {feature}, code {code}, missing_left "
+                                           f"{missing_left} of node {node}; this party proposed {offer}")
+    tree.made = (node, goes_left)
+    return {"record": record, "mask": _pack(goes_left)}
+
+
 def _children(endpoint: Channel, job: TreeJob, step: Dict[str, Any], tree: _PassiveTree, protection: Any,
-              codes: np.ndarray, layout: BinLayout, clock: PhaseClock) -> None:
+              codes: np.ndarray, layout: BinLayout, clock: PhaseClock, receipt: Receipt) -> None:
     """A passive party's side of ``{"op": "children"}``: the node's rows split, then the smaller child's
-    histogram sent, or (where it scores its own splits) the children asked for scored and their best splits sent."""
+    histogram sent, or (where it scores its own splits) the children asked for scored and their best splits
+    sent. The split, the child built and those scored are checked against the growth rules first."""
     leader = job.active
     node = step.get("node")
-    if node not in tree.rows:
-        raise ValueError(f"party {leader!r} split node {node!r}, which this party does not hold")
-    parent = tree.rows.pop(node)
+    if not isinstance(node, int) or node not in tree.rows:
+        raise receipt.refuse(TAG_STEP, f"split node {node!r}, which this party does not hold")
+    if tree.made is not None and tree.made[0] != node:
+        raise receipt.refuse(TAG_STEP, f"split node {node} before announcing the children of node {tree.made[0]}, "
+                                       "which this party split")
+    check_may_split(job, node, len(tree.rows[node]), tree.depth[node], tree.splits, receipt, TAG_STEP)
+    parent, depth = tree.rows.pop(node), tree.depth.pop(node)
     if "mask" in step:
-        goes_left = _unpack(step["mask"], len(parent), f"party {leader!r}")
-    elif tree.made is not None and tree.made[0] == node:
+        if tree.made is not None:
+            raise receipt.refuse(TAG_STEP, f"sent a row mask of node {node}, whose split this party made")
+        mask = step["mask"]
+        if not isinstance(mask, (bytes, bytearray)) or len(mask) != (len(parent) + 7) // 8:
+            raise receipt.refuse(TAG_STEP, f"sent a row mask that is not {(len(parent) + 7) // 8} bytes")
+        goes_left = _unpack(mask, len(parent), f"party {leader!r}")
+    elif tree.made is not None:
         goes_left = tree.made[1]  # this party's own split: it made the mask
     else:
-        raise ValueError(f"party {leader!r} split node {node!r} without saying which rows go left")
+        raise receipt.refuse(TAG_STEP, f"split node {node!r} without saying which rows go left")
     tree.made = None
+    n_left = int(goes_left.sum())
+    n_right = len(parent) - n_left
+    if min(n_left, n_right) < job.min_samples_leaf:
+        raise receipt.refuse(TAG_STEP, f"split node {node} into children of {n_left} and {n_right} rows; "
+                                       f"min_samples_leaf {job.min_samples_leaf} keeps at least "
+                                       f"{job.min_samples_leaf} in each")
     left, right = tree.next_node, tree.next_node + 1
     tree.next_node += 2
     tree.splits += 1
     tree.rows[left], tree.rows[right] = parent[goes_left], parent[~goes_left]
+    tree.depth[left] = tree.depth[right] = depth + 1
+    tree.proposed.pop(node, None)
     parent_hist = tree.hists.pop(node, None)
-    build = step.get("build")
-    if build not in ("left", "right", "none"):
-        raise ValueError(f"party {leader!r} asked to build {build!r}")
+    reasons = [unsplittable_reason(count, depth + 1, job) for count in (n_left, n_right)]
+    can_split = [reason is None for reason in reasons]
+    build = built_child(n_left, n_right, *can_split)
+    if step.get("build") != build:
+        why = ("neither child can be split (left: " + "; right: ".join(str(r) for r in reasons) + ")"
+               if build == "none" else "the smaller child, the left one on a tie")
+        raise receipt.refuse(TAG_STEP, f"asked to build {step.get('build')!r} of node {node}'s children ({n_left} "
+                                       f"and {n_right} rows); the protocol builds {build!r}: {why}")
     if not protection.passive_scores:
         if build != "none":
             child = left if build == "left" else right
             endpoint.send(leader, TAG_HIST, {**_histogram(protection, tree.gradients, codes, tree.rows[child], layout,
                                                           clock), "node": child})
         return
-    score = {"none": [], "left": [left], "right": [right], "both": [left, right]}.get(str(step.get("score")))
-    if score is None or (build == "none") != (not score):
-        raise ValueError(f"party {leader!r} asked to score {step.get('score')!r} children, building {build!r}")
+    asked = scored_children(*can_split)
+    if step.get("score") != asked:
+        raise receipt.refuse(TAG_STEP, f"asked to score {step.get('score')!r} of node {node}'s children; the "
+                                       f"splittable ones are {asked!r}")
     if build == "none":
         return
     if parent_hist is None:
-        raise ValueError(f"party {leader!r} asked for the children of node {node!r}, which this party never scored")
+        raise receipt.refuse(TAG_STEP, f"asked for the children of node {node!r}, which this party never scored")
+    score = {"left": [left], "right": [right], "both": [left, right]}[asked]
+    totals = received_totals(step.get("totals"), score, tree.rows, tree.gradients, receipt, TAG_STEP)
     small, large = (left, right) if build == "left" else (right, left)
     g, h = tree.gradients
     tree.hists[small] = build_histogram(codes, tree.rows[small], g, h, layout)
@@ -503,16 +571,17 @@ def _children(endpoint: Channel, job: TreeJob, step: Dict[str, Any], tree: _Pass
     for child in (left, right):
         if child not in score:
             del tree.hists[child]  # a leaf for good: never split, never a parent
-    totals = _totals(step.get("totals"), len(score), f"party {leader!r}")
     endpoint.send(leader, TAG_CANDIDATES, _scored(job, layout, tree, score, totals))
 
 
 def _scored(job: TreeJob, layout: BinLayout, tree: _PassiveTree, nodes: List[int], totals: np.ndarray) -> Any:
-    """The best split of each of ``nodes`` among this party's features (``totals``: their G, H) as sent."""
+    """The best split of each of ``nodes`` among this party's features (``totals``: their G, H) as sent;
+    each kept as the split this party proposed for its node."""
     choices = [best_split(tree.hists[node], layout, (float(G), float(H), len(tree.rows[node])),
                           l2=job.l2_regularization, min_samples_leaf=job.min_samples_leaf,
                           min_hessian=job.min_hessian, min_gain=job.min_gain)
                for node, (G, H) in zip(nodes, totals)]
+    tree.proposed.update(zip(nodes, choices))
     return encode_choices(nodes, choices)
 
 

@@ -27,6 +27,16 @@ job naming the party (``tests/trees/test_secureboost_deviation.py``). What remai
 party whose answers pass the checks is what a binning of its own columns can show: each node's
 instance space (as in every SecureBoost), with groups no smaller than ``min_samples_leaf`` rows on
 either side of a split; not measured.
+
+An active party that deviates: each passive party checks its steps against the job's growth rules
+(:mod:`vflsec.trees.bounds`): no child of fewer than ``min_samples_leaf`` rows (a one-row child's
+histogram would show that row's bin on every feature), no split past ``max_depth`` or
+``max_leaf_nodes``, no second split of a node before its children, the smaller child built; a
+deviation fails the job naming the active party (``tests/trees/test_trees_bounds_on_receipt.py``).
+What the checks cannot see: the rows of the active party's own splits (so it can announce, in two
+rounds, nodes whose rows differ by one row: the difference of their histograms' counts is that row's
+bins) and which of a passive party's thresholds it asks for (it scores them itself, so any split
+within the rules is one an honest run could ask for); not measured.
 """
 from __future__ import annotations
 
@@ -201,6 +211,8 @@ class SecureBoost(Protection):
 
     def receive(self, payload: Any, n_samples: int) -> Any:
         data = payload.get("ciphertexts") if isinstance(payload, dict) else None
+        if not isinstance(data, (bytes, bytearray)):
+            raise ValueError("the round's gradients are not {ciphertexts: bytes}")
         vector = PaillierEncryptedVector.from_bytes(self.public, data)
         if len(vector) != n_samples:
             raise ValueError(f"the round's ciphertexts are {len(vector)}, not one per row ({n_samples})")
