@@ -92,3 +92,51 @@ def test_fedpass_benchmark_rows():
                        parties=(2,))
     assert [(r["defense"], r["variant"]) for r in rows] == [("none", None), ("fedpass", "N=10,sigma2=2")]
     assert all(r["metric"] == "accuracy" and 0 <= r["value"] <= 1 for r in rows)
+
+
+@pytest.mark.parametrize("how", ["refused", "huge"])
+def test_a_diverged_cell_is_a_labelled_row_not_a_crash(how):
+    """A DP-SGD cell whose training stops on non-finite values (the receiver refuses them) or
+    whose test MSE is beyond 100x the mean predictor's is recorded as diverged: value NaN, the
+    measured value kept, left out of the means, its report cell says so; the section goes on."""
+    from vflsec.bench.experiments.splitnn import dp
+    from vflsec.bench.experiments.splitnn.report import _report_dp_vfl
+    from vflsec.bench.experiments.splitnn.verdicts import mean
+    from vflsec.data.regression import load_diabetes
+    from vflsec.vfl.runner import PartyError
+
+    real = dp.dp_vfl_estimator_factory(epochs=1, batch_size=50, lr=0.01)
+
+    class Broken:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def fit(self, parts, y):
+            if how == "refused":
+                raise PartyError("passive_0", ValueError(
+                    "party 'passive_0' refused the message tagged 'sl_gradient': gradient: 3 non-finite value(s)"))
+            self.inner.fit(parts, y)
+            return self
+
+        def predict(self, parts):
+            return self.inner.predict(parts) * 1e6  # a model that ran away
+
+        @property
+        def privacy_spent_(self):
+            return self.inner.privacy_spent_
+
+    def make(task, owners, defense, seed, centralized=False):
+        est = real(task, owners, defense, seed, centralized=centralized)
+        return Broken(est) if defense is not None else est
+
+    rows = dp.run_dp_vfl({"diabetes": load_diabetes()}, make, epsilons=(2.0, 5.0), owners=(3,),
+                         dp_kwargs={"seed": 0})
+    cells = [r for r in rows if r["defense"] == "dp_sgd"]
+    assert len(cells) == 2 and all(np.isnan(r["value"]) and r["diverged"] for r in cells)
+    assert ("non-finite" in cells[0]["diverged"]) == (how == "refused")
+    assert ("mean predictor" in cells[0]["diverged"]) == (how == "huge")
+    assert (cells[0]["epsilon_composed"] is None) == (how == "refused")  # a stopped training reports none
+    assert mean([r["value"] for r in cells]) is None
+    config = {"dp_vfl": {"lr": 0.01, "batch_size": 50, "epochs": 1, "max_rows": 10000, "clips": [1.0]}}
+    text = "\n".join(_report_dp_vfl({"accuracy": [dict(r, section="dp_vfl") for r in rows], "config": config}))
+    assert text.count("**diverged**") == 2

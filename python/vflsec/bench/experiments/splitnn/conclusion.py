@@ -170,6 +170,11 @@ def _dp_vfl(result: Dict[str, Any]) -> List[str]:
             if limit is not None and len(mean_cost) == 2 and abs(mean_cost[0] - mean_cost[1]) < limit:
                 text += (f". The cost hardly changes from epsilon = {eps[0]:g} to {eps[-1]:g}: the noise is not what "
                          "costs accuracy here, the rest of DP-SGD (per-sample clipping, sampled batches) is")
+            diverged = [r for r in sub if r.get("diverged")]
+            if diverged:  # left out of the means above; each is a row of the table
+                text += (f". {len(diverged)} of its {sum(r['defense'] == 'dp_sgd' for r in sub)} DP-SGD cells "
+                         "diverged (" + ", ".join(f"{r['parties']} owners at epsilon {r['epsilon']:g}"
+                                                  for r in diverged) + "), left out of these means")
             out.append(text + ".")
     return out
 

@@ -30,11 +30,13 @@ pass smaller ``epochs`` for a quick run.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ...._arrays import check_positive_int, check_real
+from ....vfl.runner import PartyError
 from ...dp_sgd_clip import DEFAULT_CLIP_NORM, check_clip, clip_kwargs, clip_variant
 from .papers import DP_VFL, FEDPASS
 
@@ -163,6 +165,25 @@ def _composed(estimator: Any) -> Optional[float]:
     return max(s.epsilon for s in spent)
 
 
+#: the message the receiver of a non-finite array raises (vflsec.vfl.received): a diverged training
+NON_FINITE = "non-finite"
+#: a regression cell whose test MSE exceeds this multiple of the test targets' variance (the mean
+#: predictor's MSE) diverged: far beyond any model that learned something
+DIVERGED_MSE_FACTOR = 100.0
+
+
+def _divergence(value: float, metric: str, split: Dict[str, Any]) -> Optional[str]:
+    """Why a finished cell counts as diverged (None: it did not)."""
+    if not math.isfinite(value):
+        return f"the test {metric} is not finite"
+    if metric == "mse":
+        baseline = float(np.var(np.asarray(split["y_test"], dtype=np.float64)))
+        if value > DIVERGED_MSE_FACTOR * baseline:
+            return (f"test MSE {value:.3g}, over {DIVERGED_MSE_FACTOR:g}x the mean predictor's "
+                    f"{baseline:.3g}")
+    return None
+
+
 def _row(dataset: str, defense: str, variant: Optional[str], parties: int, epsilon: Optional[float],
          composed: Optional[float], delta: Optional[float], seed: int, metric: str, value: float,
          privacy_warning: Optional[str] = None) -> Dict[str, Any]:
@@ -261,12 +282,25 @@ def run_dp_vfl(datasets: Any, make_estimator: Optional[EstimatorFactory] = None,
                             # One noise stream per cell, shared by its clip entries: they differ only in the clip.
                             cell_kwargs.setdefault("seed", derived_seed(noise_seed, "dp_vfl", name, m, eps, seed))
                         defense = DPSGD(epsilon=eps, delta=delta, **cell_kwargs)
+                        diverged: Optional[str] = None
+                        metric, value = ("mse" if split["regression"] else "accuracy"), math.nan
                         with privacy_warnings() as warned:  # e.g. delta >= 1/n: the row is labelled
-                            est = make(task, m, defense, seed).fit(train, split["y_train"])
-                        metric, value = _metric(est, test, split)
-                        variant = clip_variant(defense.clip_norm, defense.clip_percentile)
-                        emit(_row(name, "dp_sgd", variant, m, eps, _composed(est), delta, seed, metric, value,
-                                  warning_text(warned)))
+                            try:
+                                est = make(task, m, defense, seed).fit(train, split["y_train"])
+                            except PartyError as exc:
+                                if NON_FINITE not in str(exc):
+                                    raise
+                                diverged = f"training stopped on non-finite values ({str(exc).splitlines()[0]})"
+                        composed = None  # a training stopped midway reports none (its rows say why)
+                        if diverged is None:
+                            metric, value = _metric(est, test, split)
+                            diverged = _divergence(value, metric, split)
+                            composed = _composed(est)
+                        row = _row(name, "dp_sgd", clip_variant(defense.clip_norm, defense.clip_percentile), m,
+                                   eps, composed, delta, seed, metric, value, warning_text(warned))
+                        if diverged is not None:  # a result, not a crash: kept out of the means and plots
+                            row.update(diverged=diverged, value=math.nan, value_measured=value)
+                        emit(row)
     return rows
 
 

@@ -162,6 +162,12 @@ def _report_dp_vfl(result: Dict[str, Any]) -> List[str]:
     for r in found:
         model = {"centralized": "centralized", "none": "non-private VFL"}.get(r["defense"], r["defense"])
         clip = r.get("variant") if r["defense"] == "dp_sgd" else None
+        if r.get("diverged"):  # a result: the cell's training diverged (dp.DIVERGED_MSE_FACTOR, non-finite values)
+            eps_cell = (_dp_sgd_epsilon(result, r) if r.get("epsilon_composed") is not None
+                        else "n/a (training stopped)")
+            rows.append([r["dataset"], model, r["parties"], clip, r["epsilon"], eps_cell, r["metric"],
+                         f"**diverged**: {r['diverged']}"])
+            continue
         rows.append([r["dataset"], model, r["parties"], clip, r["epsilon"], _dp_sgd_epsilon(result, r), r["metric"],
                      r["value"]])
     lines += [markdown_table(["dataset", "model", "owners", "clip", "epsilon", "composed epsilon", "metric", "value"],

@@ -36,7 +36,9 @@ def by_dataset(rows: List[Dict[str, Any]]) -> List[Tuple[str, List[Dict[str, Any
 
 
 def mean(values: List[float]) -> Optional[float]:
-    return float(np.mean(values)) if values else None
+    """The mean of the finite values (a diverged cell's NaN is a labelled result, not a number)."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else None
 
 
 def _cell(row: Dict[str, Any]) -> str:
