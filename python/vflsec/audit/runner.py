@@ -42,7 +42,7 @@ from .statistics import DEFAULT_CONFIDENCE, epsilon_lower_bound, fit_discrete_dp
 __all__ = ["AuditFailed", "add_arguments", "main", "render", "run", "violations"]
 
 SENSITIVITY_TOLERANCE = 1e-6
-#: how far above the stated mu (relative) a fitted mu's whole 95% interval must lie to fail the noise check
+#: how far above the stated mu (relative) a fitted mu's one-sided lower bound must lie to fail the noise check
 #: (the lattice rounds sigma up by at most 0.39%: an honest release never separates more than stated)
 NOISE_TOLERANCE = 0.1
 #: the noise check's one-sided normal quantile (99.95%): with ~20 checked cases an honest audit
