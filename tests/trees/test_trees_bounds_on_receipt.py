@@ -54,17 +54,20 @@ def _fit(protection="plain", **options):
         return VerticalGradientBoostingClassifier(protection, **params).fit(*_parts())
 
 
-def _active_sending(monkeypatch, change):
-    """The active party's own program, each message it sends passed through ``change(tag, payload)``."""
+def _sending(monkeypatch, role, change):
+    """The ``role`` party's own program ("active" or "passive"), each message it sends passed through
+    ``change(tag, payload)``."""
+    honest = getattr(protocol, f"{role}_program")
+
     def program(endpoint, job, data):
         send = endpoint.send
         endpoint.send = lambda receiver, tag, payload: send(receiver, tag, change(tag, payload))
-        return protocol.active_program(endpoint, job, data)
-    monkeypatch.setattr(trees_estimator, "active_program", program)
+        return honest(endpoint, job, data)
+    monkeypatch.setattr(trees_estimator, f"{role}_program", program)
 
 
 def _once(condition, alter):
-    """``change`` for :func:`_active_sending`: ``alter`` the first payload that meets ``condition``."""
+    """``change`` for :func:`_sending`: ``alter`` the first payload that meets ``condition``."""
     done = []
 
     def change(tag, payload):
@@ -104,7 +107,7 @@ def test_a_child_of_one_row_is_refused_naming_the_active_party(protection, monke
         mask[0] = True
         return {**payload, "mask": np.packbits(mask).tobytes()}
 
-    _active_sending(monkeypatch, _once(lambda tag, p: _children(tag, p) and "mask" in p, one_row_left))
+    _sending(monkeypatch, "active", _once(lambda tag, p: _children(tag, p) and "mask" in p, one_row_left))
     with _refused_by_the_passive_party("trees_step", r"split node \d+ into children of 1 and \d+ rows; "
                                                      r"min_samples_leaf 20 keeps at least 20 in each") as info:
         _fit(protection)
@@ -114,8 +117,8 @@ def test_a_child_of_one_row_is_refused_naming_the_active_party(protection, monke
 @pytest.mark.parametrize("protection", PROTECTIONS)
 def test_building_the_larger_child_is_refused_naming_the_active_party(protection, monkeypatch):
     swap = {"left": "right", "right": "left"}
-    _active_sending(monkeypatch, _once(lambda tag, p: _children(tag, p) and p["build"] != "none",
-                                       lambda p: {**p, "build": swap[p["build"]]}))
+    _sending(monkeypatch, "active", _once(lambda tag, p: _children(tag, p) and p["build"] != "none",
+                                          lambda p: {**p, "build": swap[p["build"]]}))
     with _refused_by_the_passive_party("trees_step", r"asked to build '(left|right)' of node \d+'s children \(\d+ "
                                                      r"and \d+ rows\); the protocol builds '(left|right)': the "
                                                      r"smaller child"):
@@ -259,7 +262,7 @@ def test_a_non_finite_gradient_is_refused_naming_the_active_party_and_the_round(
     def nan_at_row_5(g):
         g[5] = np.nan
 
-    _active_sending(monkeypatch, _gradients(alter_g=nan_at_row_5, round_index=1))
+    _sending(monkeypatch, "active", _gradients(alter_g=nan_at_row_5, round_index=1))
     with pytest.raises(PartyError, match=r"party 'passive_0' refused the message tagged 'trees_gradients' from "
                                          r"peer 'active' at step 1: g must be 300 finite float64 values") as info:
         _fit("plain")
@@ -272,7 +275,7 @@ def test_a_negative_hessian_is_refused_naming_the_active_party(monkeypatch):
     def negative(h):
         h[0] = -0.25
 
-    _active_sending(monkeypatch, _gradients(alter_h=negative))
+    _sending(monkeypatch, "active", _gradients(alter_h=negative))
     with _refused_by_the_passive_party("trees_gradients", r"hessian h: a hessian of -0.25; an honest one is "):
         _fit("plain")
 
@@ -287,7 +290,7 @@ def test_weighted_plain_gradients_beyond_one_pass_the_passive_party_which_cannot
             largest.append((float(np.max(np.abs(payload["g"]))), float(np.max(payload["h"]))))
         return payload
 
-    _active_sending(monkeypatch, recording)
+    _sending(monkeypatch, "active", recording)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = VerticalGradientBoostingClassifier(max_iter=2, max_bins=16, max_leaf_nodes=4).fit(
@@ -304,7 +307,7 @@ def test_a_dp_release_beyond_what_the_noise_allows_is_refused_naming_the_active_
     def set_row_3(values):
         values[3] = value
 
-    _active_sending(monkeypatch, _gradients(**{f"alter_{key}": set_row_3}))
+    _sending(monkeypatch, "active", _gradients(**{f"alter_{key}": set_row_3}))
     with _refused_by_the_passive_party("trees_gradients", rf".*\|value\| up to {re.escape(f'{value:g}')}, {bound}"):
         _fit("dp")
 
@@ -318,7 +321,7 @@ def test_secureboost_ciphertexts_short_of_one_per_row_are_refused_naming_the_act
             return {"ciphertexts": payload["ciphertexts"][:-10]}
         return payload
 
-    _active_sending(monkeypatch, change)
+    _sending(monkeypatch, "active", change)
     with _refused_by_the_passive_party("trees_gradients", r"expected 300 ciphertexts"):
         _fit("secureboost")
 
@@ -336,22 +339,14 @@ def test_node_totals_that_are_not_the_rows_sums_are_refused_naming_the_active_pa
         totals[0, column] += 1.0
         return {**payload, "totals": totals}
 
-    _active_sending(monkeypatch, _once(lambda tag, p: tag == protocol.TAG_STEP and isinstance(p, dict)
-                                       and p.get("op") == op and "totals" in p, off_by_one))
+    _sending(monkeypatch, "active", _once(lambda tag, p: tag == protocol.TAG_STEP and isinstance(p, dict)
+                                                          and p.get("op") == op and "totals" in p, off_by_one))
     with _refused_by_the_passive_party("trees_step", rf"node \d+'s {what} total .*; the round's {what}s of its "
                                                      r"\d+ rows sum to"):
         _fit(protection)
 
 
 # -- a passive party's best splits ----------------------------------------------------------------
-
-def _passive_sending(monkeypatch, change):
-    def program(endpoint, job, data):
-        send = endpoint.send
-        endpoint.send = lambda receiver, tag, payload: send(receiver, tag, change(tag, payload))
-        return protocol.passive_program(endpoint, job, data)
-    monkeypatch.setattr(trees_estimator, "passive_program", program)
-
 
 @pytest.mark.parametrize("column,factor,reason", [
     (0, 1e6, r"with gain .*; its G_left .*, H_left .* and the node's totals \(.*\) give"),
@@ -367,7 +362,7 @@ def test_a_best_split_its_own_sums_do_not_give_is_refused_naming_the_passive_par
             return {**payload, "gain": gain}
         return payload
 
-    _passive_sending(monkeypatch, scaled)
+    _sending(monkeypatch, "passive", scaled)
     with pytest.raises(ValueError, match=rf"party 'active': party 'passive_0' sent a best split of node \d+ "
                                          rf"{reason}"):
         _fit("plain")
