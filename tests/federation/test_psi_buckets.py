@@ -3,8 +3,6 @@ bucket count and the threads, every bucket a separate message each way, and a le
 more buckets than allowed or opens with another protocol is refused."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -34,29 +32,10 @@ def _sets(n=900, seed=0, parties=("a", "b", "c"), keep=0.7):
     return sets
 
 
-def _run(sets, leader="a", **kwargs):
-    hub = InMemoryHub(default_timeout=60, keep_payloads=True)
-    endpoints = {name: hub.endpoint(name) for name in sets}
-    members = [n for n in sets if n != leader]
-    results, errors = {}, {}
-
-    def party(name):
-        try:
-            results[name] = align_ids(endpoints[name], sets[name], leader=leader,
-                                      members=members if name == leader else (), **kwargs)
-        except Exception as exc:  # noqa: BLE001 - reported by the test
-            errors[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,)) for n in sets]
-    [t.start() for t in threads]
-    [t.join(120) for t in threads]
-    return results, errors, hub
-
-
 @pytest.mark.parametrize("bucket_target, workers", [(10 ** 6, 1), (100, 1), (100, 3), (7, 2)])
-def test_every_bucketing_finds_the_same_sorted_intersection(bucket_target, workers):
+def test_every_bucketing_finds_the_same_sorted_intersection(run_psi, bucket_target, workers):
     sets = _sets()
-    results, errors, hub = _run(sets, bucket_target=bucket_target, workers=workers)
+    results, errors, hub = run_psi(sets, bucket_target=bucket_target, workers=workers)
     assert not errors, errors
     expected = sorted(set(sets["a"]) & set(sets["b"]) & set(sets["c"]))
     assert len(expected) > 100
@@ -99,10 +78,10 @@ def test_a_member_refuses_too_many_buckets_and_another_protocol():
     assert "same vflsec version" in _member_facing(b"an old unbucketed request")
 
 
-def test_an_empty_bucket_on_either_side_is_still_answered():
+def test_an_empty_bucket_on_either_side_is_still_answered(run_psi):
     # Two IDs per side in 64 buckets: most buckets are empty at one party or both.
     sets = {"a": ["p", "q", "r"], "b": ["q", "r", "s"]}
-    results, errors, hub = _run(sets, bucket_target=1, workers=2)
+    results, errors, hub = run_psi(sets, bucket_target=1, workers=2)
     assert not errors and results["a"] == results["b"] == ["q", "r"]
     assert sum(1 for r, _ in hub.transcript if r.tag == TAG_PSI_SETUP) == 3
 
@@ -113,9 +92,9 @@ def test_bad_settings_are_refused(bad):
         align_ids(InMemoryHub().endpoint("a"), ["1"], leader="a", members=(), **bad)
 
 
-def test_the_leader_keeps_at_most_a_window_of_requests_unanswered():
+def test_the_leader_keeps_at_most_a_window_of_requests_unanswered(run_psi):
     sets = _sets(n=3000, parties=("a", "b"))
-    results, errors, hub = _run(sets, bucket_target=50, workers=2)
+    results, errors, hub = run_psi(sets, bucket_target=50, workers=2)
     assert not errors, errors
     header = next(p for r, p in hub.transcript if r.tag == TAG_PSI_REQUEST)
     assert header["window"] == 4 and header["buckets"] > 4 * header["window"]
@@ -129,12 +108,12 @@ def test_the_leader_keeps_at_most_a_window_of_requests_unanswered():
     assert most == 1 + header["window"]  # the header and a full window, never more
 
 
-def test_the_result_is_announced_in_parts(monkeypatch):
+def test_the_result_is_announced_in_parts(run_psi, monkeypatch):
     from vflsec.federation import psi
 
     monkeypatch.setattr(psi, "RESULT_PART", 7)
     sets = _sets(n=120)
-    results, errors, hub = _run(sets, bucket_target=20, workers=2)
+    results, errors, hub = run_psi(sets, bucket_target=20, workers=2)
     assert not errors, errors
     expected = sorted(set(sets["a"]) & set(sets["b"]) & set(sets["c"]))
     assert results["a"] == results["b"] == results["c"] == expected
@@ -142,7 +121,7 @@ def test_the_result_is_announced_in_parts(monkeypatch):
     assert parts[0] == {"count": len(expected), "parts": -(-len(expected) // 7)} and len(parts) == 1 + parts[0]["parts"]
 
 
-def test_a_member_refuses_a_bad_window_and_a_result_it_cannot_hold(monkeypatch):
+def test_a_member_refuses_a_bad_window_and_a_result_it_cannot_hold(run_psi, monkeypatch):
     from vflsec.federation import psi
 
     assert "window" in _member_facing({"protocol": PROTOCOL, "buckets": 2, "window": 3})
@@ -151,15 +130,15 @@ def test_a_member_refuses_a_bad_window_and_a_result_it_cannot_hold(monkeypatch):
     real = psi._announce
     monkeypatch.setattr(psi, "_announce", lambda endpoint, name, common: real(endpoint, name,
                                                                               psi.IdColumn.of(["1", "3"])))
-    results, errors, _ = _run({"a": ["1", "2"], "b": ["1", "2"]})
+    results, errors, _ = run_psi({"a": ["1", "2"], "b": ["1", "2"]})
     assert "announced ID '3' that party 'b' does not hold" in str(errors["b"])
 
 
-def test_a_local_pool_executor_keeps_the_threads_and_another_object_is_refused():
+def test_a_local_pool_executor_keeps_the_threads_and_another_object_is_refused(run_psi):
     from vflsec.he import LocalPoolExecutor
 
     sets = _sets(n=300, parties=("a", "b"))
-    results, errors, hub = _run(sets, bucket_target=50, workers=2, executor=LocalPoolExecutor())
+    results, errors, hub = run_psi(sets, bucket_target=50, workers=2, executor=LocalPoolExecutor())
     assert not errors, errors
     assert results["a"] == results["b"] == sorted(set(sets["a"]) & set(sets["b"]))
     with pytest.raises(TypeError, match="vflsec.he.Executor"):

@@ -9,15 +9,12 @@ ID is one of its own, which a dictionary ID it added is). In a party job the dic
 the party's data file, with made-up columns; those rows then join the training like any other."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 pytest.importorskip("private_set_intersection.python")
 
-from vflsec.federation.channel import InMemoryHub  # noqa: E402
-from vflsec.federation.psi import TAG_PSI_REQUEST, align_ids  # noqa: E402
+from vflsec.federation.psi import TAG_PSI_REQUEST  # noqa: E402
 
 
 def _population(seed=0):
@@ -26,26 +23,6 @@ def _population(seed=0):
     ids = [f"cust-{v:07d}" for v in rng.permutation(10 ** 7)[:650]]
     shared, only_a, only_b, nobodys = ids[:150], ids[150:300], ids[300:450], ids[450:]
     return shared + only_a, shared + only_b, only_a, only_b, nobodys
-
-
-def _align(sets, leader="a"):
-    hub = InMemoryHub(default_timeout=60, keep_payloads=True)
-    endpoints = {name: hub.endpoint(name) for name in sets}
-    members = [n for n in sets if n != leader]
-    results, errors = {}, {}
-
-    def party(name):
-        try:
-            results[name] = align_ids(endpoints[name], sets[name], leader=leader,
-                                      members=members if name == leader else ())
-        except Exception as exc:  # noqa: BLE001 - reported by the test
-            errors[name] = exc
-
-    threads = [threading.Thread(target=party, args=(n,)) for n in sets]
-    [t.start() for t in threads]
-    [t.join(120) for t in threads]
-    assert not errors, errors  # nothing detects the dictionary: every party completes
-    return results, hub
 
 
 def _membership(learned, dictionary, truth):
@@ -68,20 +45,24 @@ def _request_items(hub):
     return sum(sizes)
 
 
-def test_a_leader_that_adds_a_dictionary_learns_exactly_which_of_it_the_member_holds():
+def test_a_leader_that_adds_a_dictionary_learns_exactly_which_of_it_the_member_holds(run_psi):
     a, b, _, only_b, nobodys = _population()
     dictionary = only_b + nobodys  # candidates the leader does not hold: 150 of b's customers, 200 nobody's
-    honest, _ = _align({"a": a, "b": b})
+    honest, errors, _ = run_psi({"a": a, "b": b})
+    assert not errors, errors
     assert _membership(honest["a"], dictionary, b) == (0.0, 0.0)  # following the protocol: none of them
-    deviating, hub = _align({"a": a + dictionary, "b": b})
+    deviating, errors, hub = run_psi({"a": a + dictionary, "b": b})
+    assert not errors, errors  # nothing detects the dictionary: every party completes
     assert _membership(deviating["a"], dictionary, b) == (1.0, 1.0)  # all 150, and no other
     assert list(deviating["b"]) == list(deviating["a"])  # the member accepts the result: every ID is its own
     # What the member could have noticed: the leader sent 650 IDs, not 300. Nothing compares it.
     assert _request_items(hub) == len(a) + len(dictionary)
 
 
-def test_a_member_that_adds_a_dictionary_learns_from_the_announced_intersection_which_of_it_the_leader_holds():
+def test_a_member_that_adds_a_dictionary_learns_from_the_announced_intersection_which_of_it_the_leader_holds(
+        run_psi):
     a, b, only_a, _, nobodys = _population(seed=1)
     dictionary = only_a + nobodys  # candidates the member does not hold: 150 of the leader's customers, 200 nobody's
-    deviating, _ = _align({"a": a, "b": b + dictionary})
+    deviating, errors, _ = run_psi({"a": a, "b": b + dictionary})
+    assert not errors, errors  # nothing detects the dictionary: every party completes
     assert _membership(deviating["b"], dictionary, a) == (1.0, 1.0)
