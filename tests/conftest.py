@@ -192,3 +192,52 @@ def forwarding_attack():
 
     return SimpleNamespace(n=n, d_a=d_a, d_b=d_b, batch=batch, widths={"active": d_a, "passive": d_b},
                            data=data, malicious_active=malicious_active)
+
+
+# -- a party that tampers with one message (tests/vfl/test_peer_arrays.py, tests/glm/test_he_receipt_bounds.py) --
+
+@pytest.fixture(scope="session")
+def hostile_hub():
+    """``hostile_hub(sender, receiver, tag, hostile, at=1, accomplices=())``: the real in-memory hub,
+    on which party ``sender``'s ``at``-th message to ``receiver`` under ``tag`` is replaced by
+    ``hostile(original)`` (``accomplices`` tamper the same way, ahead of it in the receiver's order);
+    every other message is the honest program's. ``hub.tampered`` is the sender's channel (its
+    ``sent``: the hostile payload, once sent); ``hostile_hub.Tampered(inner, receiver, tag, hostile,
+    at)`` wraps any other channel the same way."""
+    from vflsec.federation.channel import Channel, InMemoryHub
+
+    class TamperedChannel(Channel):
+        def __init__(self, inner, receiver, tag, hostile, at=1):
+            super().__init__()
+            self.inner, self.receiver, self.tag, self.hostile, self.at = inner, receiver, tag, hostile, at
+            self.count = 0
+            self.sent = None  # the hostile payload, once sent
+
+        @property
+        def name(self):
+            return self.inner.name
+
+        def _send(self, receiver, tag, payload):
+            if (receiver, tag) == (self.receiver, self.tag):
+                if self.count == self.at:
+                    payload = self.sent = self.hostile(payload)
+                self.count += 1
+            self.inner.send(receiver, tag, payload)
+
+        def _recv(self, sender, tag, timeout):
+            return self.inner.recv(sender, tag, timeout=timeout)
+
+    class HostileHub(InMemoryHub):
+        Tampered = TamperedChannel
+
+        def __init__(self, sender, receiver, tag, hostile, at=1, accomplices=()):
+            super().__init__(default_timeout=120.0)
+            self.sender = sender
+            self._tampered = {name: TamperedChannel(InMemoryHub.endpoint(self, name), receiver, tag, hostile, at)
+                              for name in (*accomplices, sender)}
+            self.tampered = self._tampered[sender]
+
+        def endpoint(self, name):
+            return self._tampered.get(name) or super().endpoint(name)
+
+    return HostileHub

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Optional
 import numpy as np
 import pytest
 
-from vflsec.federation.channel import Channel, InMemoryHub
+from vflsec.federation.channel import InMemoryHub
 from vflsec.glm import GLMJob, PartyData, he_vfl, run_job
 from vflsec.glm.registry import get_protocol
 from vflsec.vfl import PeerMessageRefused
@@ -39,45 +39,6 @@ RESIDUAL_BOUND = 2 * K + 2.0
 # What the key holder's refusal of a request beyond an honest one's range says besides the requesting party.
 HOLDER_NAMES_THE_RESIDUAL = ("the requesting party deviated, or the encrypted residual its request multiplies "
                              "exceeded R = 6.00001 (the active party 'active' forms it")
-
-
-# -- the deviating party's channel ------------------------------------------------------------
-
-class TamperedChannel(Channel):
-    """``inner`` with its ``at``-th message to ``receiver`` under ``tag`` replaced by
-    ``hostile(original)``; every other message is the honest program's."""
-
-    def __init__(self, inner: Channel, receiver: str, tag: str, hostile: Callable[[Any], Any], at: int):
-        super().__init__()
-        self.inner, self.receiver, self.tag, self.hostile, self.at = inner, receiver, tag, hostile, at
-        self.count = 0
-        self.sent: Optional[Any] = None
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def _send(self, receiver: str, tag: str, payload: Any) -> None:
-        if (receiver, tag) == (self.receiver, self.tag):
-            if self.count == self.at:
-                payload = self.sent = self.hostile(payload)
-            self.count += 1
-        self.inner.send(receiver, tag, payload)
-
-    def _recv(self, sender: str, tag: str, timeout: Optional[float]) -> Any:
-        return self.inner.recv(sender, tag, timeout=timeout)
-
-
-class HostileHub(InMemoryHub):
-    """The in-memory hub on which party ``sender`` tampers with one message."""
-
-    def __init__(self, sender: str, receiver: str, tag: str, hostile: Callable[[Any], Any], at: int = 1):
-        super().__init__(default_timeout=120.0)
-        self.sender = sender
-        self.tampered = TamperedChannel(InMemoryHub.endpoint(self, sender), receiver, tag, hostile, at)
-
-    def endpoint(self, name: str):
-        return self.tampered if name == self.sender else super().endpoint(name)
 
 
 def _with(value: float) -> Callable[[np.ndarray], np.ndarray]:
@@ -169,16 +130,16 @@ PLAIN_CASES = {
 @pytest.mark.parametrize("case", sorted(PLAIN_CASES))
 @pytest.mark.parametrize("sender,receiver,tag", [("passive", "active", he_vfl.TAG_U_PASSIVE),
                                                  ("active", "passive", he_vfl.TAG_RESIDUAL)])
-def test_a_hostile_vector_in_the_clear_is_refused_naming_its_sender(protocol, case, sender, receiver, tag,
+def test_a_hostile_vector_in_the_clear_is_refused_naming_its_sender(hostile_hub, protocol, case, sender, receiver, tag,
                                                                     exception_chain):
-    hub = HostileHub(sender, receiver, tag, PLAIN_CASES[case])
+    hub = hostile_hub(sender, receiver, tag, PLAIN_CASES[case])
     failure = _failure(_job(protocol), hub)
     assert hub.tampered.sent is not None
     _peer_refusal(failure, exception_chain, receiver=receiver, sender=sender, tag=tag, step=1)
 
 
-def test_a_nan_residual_is_blamed_on_the_active_party_not_on_the_key_holders_answer(exception_chain):
-    hub = HostileHub("active", "passive", he_vfl.TAG_RESIDUAL, _with(np.nan), at=0)
+def test_a_nan_residual_is_blamed_on_the_active_party_not_on_the_key_holders_answer(hostile_hub, exception_chain):
+    hub = hostile_hub("active", "passive", he_vfl.TAG_RESIDUAL, _with(np.nan), at=0)
     refusal = _peer_refusal(_failure(_job("taylor"), hub), exception_chain, receiver="passive", sender="active",
                             tag=he_vfl.TAG_RESIDUAL, step=0)
     assert "non-finite" in refusal.reason
@@ -187,60 +148,62 @@ def test_a_nan_residual_is_blamed_on_the_active_party_not_on_the_key_holders_ans
 
 
 @pytest.mark.parametrize("case", ["nan", "int64", "list"])
-def test_the_taylor_key_holder_refuses_a_request_that_is_no_finite_float64_vector(case, exception_chain):
+def test_the_taylor_key_holder_refuses_a_request_that_is_no_finite_float64_vector(hostile_hub, case, exception_chain):
     hostile = {"nan": _request_with(np.nan), "int64": lambda r: {**r, "ciphertext": r["ciphertext"].astype(np.int64)},
                "list": lambda r: {**r, "ciphertext": [r["ciphertext"].tobytes()]}}[case]
-    hub = HostileHub("passive", "coordinator", he_vfl.TAG_MASKED_GRADIENT, hostile)
+    hub = hostile_hub("passive", "coordinator", he_vfl.TAG_MASKED_GRADIENT, hostile)
     _key_holder_refusal(_failure(_job("taylor"), hub), exception_chain, party="passive", step=1)
 
 
 @pytest.mark.parametrize("case", ["nan", "list", "int64"])
-def test_a_taylor_answer_that_is_no_finite_float64_vector_names_the_key_holder(case, exception_chain):
-    hub = HostileHub("coordinator", "passive", he_vfl.TAG_GRADIENT, PLAIN_CASES[case])
+def test_a_taylor_answer_that_is_no_finite_float64_vector_names_the_key_holder(hostile_hub, case, exception_chain):
+    hub = hostile_hub("coordinator", "passive", he_vfl.TAG_GRADIENT, PLAIN_CASES[case])
     _peer_refusal(_failure(_job("taylor"), hub), exception_chain, receiver="passive", sender="coordinator",
                   tag=he_vfl.TAG_GRADIENT, step=1)
 
 
 # -- "taylor_dp": the bounds of the DP derivation ---------------------------------------------
 
-def test_taylor_dp_refuses_a_partial_score_beyond_k(exception_chain):
-    hub = HostileHub("passive", "active", he_vfl.TAG_U_PASSIVE, _with(1.01 * K))
+def test_taylor_dp_refuses_a_partial_score_beyond_k(hostile_hub, exception_chain):
+    hub = hostile_hub("passive", "active", he_vfl.TAG_U_PASSIVE, _with(1.01 * K))
     refusal = _peer_refusal(_failure(_job("taylor_dp"), hub), exception_chain, receiver="active", sender="passive",
                             tag=he_vfl.TAG_U_PASSIVE, step=1)
     assert "partial score: |value| up to 2.02, beyond the bound 2 " in refusal.reason, refusal.reason
 
 
-def test_taylor_dp_refuses_a_residual_beyond_r(exception_chain):
-    hub = HostileHub("active", "passive", he_vfl.TAG_RESIDUAL, _with(-1.01 * RESIDUAL_BOUND))
+def test_taylor_dp_refuses_a_residual_beyond_r(hostile_hub, exception_chain):
+    hub = hostile_hub("active", "passive", he_vfl.TAG_RESIDUAL, _with(-1.01 * RESIDUAL_BOUND))
     refusal = _peer_refusal(_failure(_job("taylor_dp"), hub), exception_chain, receiver="passive", sender="active",
                             tag=he_vfl.TAG_RESIDUAL, step=1)
     assert "residual: |value| up to 6.06, beyond the bound 6.00001 " in refusal.reason, refusal.reason
 
 
-def test_taylor_dp_takes_the_largest_values_an_honest_sender_can_send():
+def test_taylor_dp_takes_the_largest_values_an_honest_sender_can_send(hostile_hub):
     """u = k and r = P k + s_max exactly (what clipped weights and unit rows allow) pass."""
-    for hub in (HostileHub("passive", "active", he_vfl.TAG_U_PASSIVE, _with(-K)),
-                HostileHub("active", "passive", he_vfl.TAG_RESIDUAL, _with(RESIDUAL_BOUND))):
+    for hub in (hostile_hub("passive", "active", he_vfl.TAG_U_PASSIVE, _with(-K)),
+                hostile_hub("active", "passive", he_vfl.TAG_RESIDUAL, _with(RESIDUAL_BOUND))):
         result = _run(_job("taylor_dp"), hub)
         assert hub.tampered.sent is not None
         assert all(np.all(np.isfinite(result.results[p].coef)) for p in WIDTHS)
 
 
-def test_the_taylor_dp_key_holder_refuses_a_request_beyond_the_bound_its_noise_is_calibrated_for(exception_chain):
+def test_the_taylor_dp_key_holder_refuses_a_request_beyond_the_bound_its_noise_is_calibrated_for(
+        hostile_hub, exception_chain):
     # an honest request sums |S| < 2b = 40 rows of features <= 1 times residuals <= R = 6: |x_j| <= 240
-    hub = HostileHub("passive", "coordinator", he_vfl.TAG_MASKED_GRADIENT, _request_with(241.0))
+    hub = hostile_hub("passive", "coordinator", he_vfl.TAG_MASKED_GRADIENT, _request_with(241.0))
     refusal = _key_holder_refusal(_failure(_job("taylor_dp"), hub), exception_chain, party="passive", step=1)
     message = str(refusal)
     assert "a requested value of 241, beyond the bound 240 of an honest request" in message, message
     assert HOLDER_NAMES_THE_RESIDUAL in message, message
     # just inside the bound is answered (the job completes)
-    result = _run(_job("taylor_dp"), HostileHub("passive", "coordinator", he_vfl.TAG_MASKED_GRADIENT,
+    result = _run(_job("taylor_dp"), hostile_hub("passive", "coordinator", he_vfl.TAG_MASKED_GRADIENT,
                                                 _request_with(239.0)))
     assert np.all(np.isfinite(result.results["passive"].coef))
 
 
-def test_a_taylor_dp_answer_beyond_the_gradient_bound_names_the_key_holder_and_the_active_party(exception_chain):
-    hub = HostileHub("coordinator", "passive", he_vfl.TAG_GRADIENT, _with(1e6))
+def test_a_taylor_dp_answer_beyond_the_gradient_bound_names_the_key_holder_and_the_active_party(
+        hostile_hub, exception_chain):
+    hub = hostile_hub("coordinator", "passive", he_vfl.TAG_GRADIENT, _with(1e6))
     refusal = _peer_refusal(_failure(_job("taylor_dp"), hub), exception_chain, receiver="passive",
                             sender="coordinator", tag=he_vfl.TAG_GRADIENT, step=1)
     assert "unmasked gradient: |value| up to" in refusal.reason

@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 import threading
 import warnings
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 import pytest
@@ -30,51 +30,6 @@ from vflsec.runtime import deadlines
 from vflsec.vfl import PeerMessageRefused, check_received_array, run_party_threads
 
 N = 40
-
-
-# -- the hostile peer -----------------------------------------------------------
-
-class TamperedChannel(Channel):
-    """``inner`` (the hostile party's own endpoint) with its ``at``-th message
-    to ``receiver`` under ``tag`` replaced by ``hostile(original)``; every other
-    message is the honest program's."""
-
-    def __init__(self, inner: Channel, receiver: str, tag: str, hostile: Callable[[Any], Any], at: int = 1):
-        super().__init__()
-        self.inner, self.receiver, self.tag, self.hostile, self.at = inner, receiver, tag, hostile, at
-        self.count = 0
-        self.sent: Optional[Any] = None  # the hostile payload, once sent
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def _send(self, receiver: str, tag: str, payload: Any) -> None:
-        if (receiver, tag) == (self.receiver, self.tag):
-            if self.count == self.at:
-                payload = self.sent = self.hostile(payload)
-            self.count += 1
-        self.inner.send(receiver, tag, payload)
-
-    def _recv(self, sender: str, tag: str, timeout: Optional[float]) -> Any:
-        return self.inner.recv(sender, tag, timeout=timeout)
-
-
-class HostileHub(InMemoryHub):
-    """The real in-memory hub, on which party ``sender`` is hostile (its
-    endpoint is a :class:`TamperedChannel`; ``accomplices`` tamper the same
-    way, ahead of it in the receiver's order)."""
-
-    def __init__(self, sender: str, receiver: str, tag: str, hostile: Callable[[Any], Any], at: int = 1,
-                 accomplices: tuple = ()):
-        super().__init__(default_timeout=120.0)
-        self.sender = sender
-        self._tampered = {name: TamperedChannel(InMemoryHub.endpoint(self, name), receiver, tag, hostile, at)
-                          for name in (*accomplices, sender)}
-        self.tampered = self._tampered[sender]
-
-    def endpoint(self, name: str):
-        return self._tampered.get(name) or super().endpoint(name)
 
 
 # -- hostile payloads -------------------------------------------------------------
@@ -115,7 +70,7 @@ def job_refusal(exception_chain):
     """``job_refusal(run, hub, receiver=..., step=...)``: run the job on ``hub``; it must fail
     with the victim ``receiver``'s refusal of the hostile message, naming the sender, the tag
     and ``step``."""
-    def refusal_of(run: Callable[[InMemoryHub], Any], hub: HostileHub, *, receiver: str,
+    def refusal_of(run: Callable[[InMemoryHub], Any], hub: InMemoryHub, *, receiver: str,
                    step) -> PeerMessageRefused:
         with pytest.raises(Exception) as info:
             run(hub)
@@ -199,51 +154,51 @@ IR_CASES = [(protocol, sender, receiver, tag, case)
 
 
 @pytest.mark.parametrize("protocol,sender,receiver,tag,case", IR_CASES)
-def test_hostile_ir_fails_the_job_naming_the_sender(protocol, sender, receiver, tag, case, job_refusal):
+def test_hostile_ir_fails_the_job_naming_the_sender(hostile_hub, protocol, sender, receiver, tag, case, job_refusal):
     job, data = _glm_job(protocol), _glm_data()
-    hub = HostileHub(sender, receiver, tag, {**ARRAY_CASES, **BOUND_CASES}[case])
+    hub = hostile_hub(sender, receiver, tag, {**ARRAY_CASES, **BOUND_CASES}[case])
     job_refusal(lambda h: run_job(job, data, h, timeout=120), hub, receiver=receiver, step=1)
 
 
-def test_hdp_passive_still_clips_in_range_noise():
+def test_hdp_passive_still_clips_in_range_noise(hostile_hub):
     # The clip stays for what an honest release can be: a value beyond L but within
     # the release's support is taken (and clipped to L), not refused.
     job, data = _glm_job("hdp"), _glm_data()
     L = hdp_sensitivities_for(job).constants.L
     limit = release_limit(L, hdp_noise_scales(job)["sigma_active"])
-    hub = HostileHub("active", "passive", TAG_IR_ACTIVE, lambda a: np.full_like(a, (L + limit) / 2))
+    hub = hostile_hub("active", "passive", TAG_IR_ACTIVE, lambda a: np.full_like(a, (L + limit) / 2))
     result = run_job(job, data, hub, timeout=120)
     assert hub.tampered.sent is not None and np.all(np.isfinite(result.results["passive"].coef))
 
 
-def test_plain_ir_whose_sum_overflows_names_the_sender(job_refusal):
+def test_plain_ir_whose_sum_overflows_names_the_sender(hostile_hub, job_refusal):
     # Each IR is finite, but theta = X_A w_A + the sum of the passive IRs is not:
     # the one whose addition overflows is refused.
     data = _glm_data()
     data["passive_1"] = PartyData(np.random.default_rng(1).normal(size=(N, 2)) / 4)
     job = _glm_job("plain", passives=("passive", "passive_1"))
-    hub = HostileHub("passive_1", "active", TAG_IR_PASSIVE, lambda a: np.full_like(a, 1.7e308),
+    hub = hostile_hub("passive_1", "active", TAG_IR_PASSIVE, lambda a: np.full_like(a, 1.7e308),
                      accomplices=("passive",))
     refusal = job_refusal(lambda h: run_job(job, data, h, timeout=120), hub, receiver="active", step=1)
     assert "overflows" in str(refusal)
 
 
 @pytest.mark.parametrize("value", [1e308, -1e308, 1e300])
-def test_a_finite_ir_that_overflows_the_passive_update_names_the_active_party(value, job_refusal):
+def test_a_finite_ir_that_overflows_the_passive_update_names_the_active_party(hostile_hub, value, job_refusal):
     """Issue 39: least squares has no IR bound a passive party knows; a finite 1e308 used to pass, and the honest
     passive party's next message (non-finite) was refused naming it. Now the passive refuses it naming the sender."""
     job, data = _glm_job("plain", loss="least_squares", lr=1e10), _glm_data()
     data["active"] = PartyData(data["active"].X, np.random.default_rng(2).normal(size=N))
-    hub = HostileHub("active", "passive", TAG_IR_ACTIVE, lambda a: np.full_like(a, value))
+    hub = hostile_hub("active", "passive", TAG_IR_ACTIVE, lambda a: np.full_like(a, value))
     refusal = job_refusal(lambda h: run_job(job, data, h, timeout=120), hub, receiver="passive", step=1)
     assert "overflows" in str(refusal)
 
 
-def test_a_weighted_plain_job_takes_residuals_beyond_one():
+def test_a_weighted_plain_job_takes_residuals_beyond_one(hostile_hub):
     """A weighted job's IR is the residual times the active party's private row weight: no [-1, 1] bound."""
     job, data = _glm_job("plain", weighted=True), _glm_data()
     data["active"] = PartyData(data["active"].X, data["active"].y, weights=RowWeights(negative=4.0, positive=3.0))
-    hub = HostileHub("active", "passive", TAG_IR_ACTIVE, lambda a: a)  # honest, with weights up to 4
+    hub = hostile_hub("active", "passive", TAG_IR_ACTIVE, lambda a: a)  # honest, with weights up to 4
     result = run_job(job, data, hub, timeout=120)
     assert np.all(np.isfinite(result.results["passive"].coef))
 
@@ -311,10 +266,10 @@ def _he_run(protocol, **options):
 @pytest.mark.slow  # end to end: an HE job per case (40)
 @pytest.mark.parametrize("sender,receiver,tag,at,step,case,hostile", HE_CASES,
                          ids=[f"{c[2]}-{c[5]}" for c in HE_CASES])
-def test_hostile_he_message_fails_the_job_naming_the_sender(sender, receiver, tag, at, step, case, hostile,
+def test_hostile_he_message_fails_the_job_naming_the_sender(hostile_hub, sender, receiver, tag, at, step, case, hostile,
                                                             job_refusal):
     pytest.importorskip("phe")
-    hub = HostileHub(sender, receiver, tag, hostile, at=at)
+    hub = hostile_hub(sender, receiver, tag, hostile, at=at)
     job_refusal(_he_run("paillier", encrypted_loss=True), hub, receiver=receiver, step=step)
 
 
@@ -324,9 +279,9 @@ CKKS_REPLY_CASES.update({"one-value-fewer": lambda a: a[:-1], "one-value-more": 
 
 @pytest.mark.slow  # end to end: a CKKS job per case (14)
 @pytest.mark.parametrize("case", sorted(CKKS_REPLY_CASES))
-def test_hostile_ckks_gradient_reply_fails_the_job_naming_the_key_holder(case, job_refusal):
+def test_hostile_ckks_gradient_reply_fails_the_job_naming_the_key_holder(hostile_hub, case, job_refusal):
     pytest.importorskip("tenseal")
-    hub = HostileHub("coordinator", "passive", "he_gradient", CKKS_REPLY_CASES[case])
+    hub = hostile_hub("coordinator", "passive", "he_gradient", CKKS_REPLY_CASES[case])
     job_refusal(_he_run("ckks"), hub, receiver="passive", step=1)
 
 
@@ -361,20 +316,20 @@ SPLIT_CASES = [(sender, receiver, tag, case)
 
 
 @pytest.mark.parametrize("sender,receiver,tag,case", SPLIT_CASES)
-def test_hostile_split_message_fails_the_job_naming_the_sender(sender, receiver, tag, case, job_refusal):
+def test_hostile_split_message_fails_the_job_naming_the_sender(hostile_hub, sender, receiver, tag, case, job_refusal):
     from vflsec.splitnn import run_split_job
 
     job, data = _split_setup()
-    hub = HostileHub(sender, receiver, tag, {**ARRAY_CASES, **WIDTH_CASES}[case])
+    hub = hostile_hub(sender, receiver, tag, {**ARRAY_CASES, **WIDTH_CASES}[case])
     job_refusal(lambda h: run_split_job(job, data, h, timeout=120), hub, receiver=receiver, step=1)
 
 
 @pytest.mark.parametrize("case", sorted(WIDTH_CASES))
-def test_embedding_width_is_fixed_by_the_first_batch_when_not_told(case, job_refusal):
+def test_embedding_width_is_fixed_by_the_first_batch_when_not_told(hostile_hub, case, job_refusal):
     from vflsec.splitnn import run_split_job
 
     job, data = _split_setup(embedding_dims=False)
-    hub = HostileHub("passive", "active", "sl_embedding", WIDTH_CASES[case])
+    hub = hostile_hub("passive", "active", "sl_embedding", WIDTH_CASES[case])
     job_refusal(lambda h: run_split_job(job, data, h, timeout=120), hub, receiver="active", step=1)
 
 
@@ -383,7 +338,7 @@ def test_embedding_width_is_fixed_by_the_first_batch_when_not_told(case, job_ref
 EVALUATION = deadlines.PHASE_EVALUATION
 
 
-def _evaluate_on(hub: HostileHub, kind, job, results: Dict[str, Any], X: Dict[str, np.ndarray], y: np.ndarray):
+def _evaluate_on(hub: InMemoryHub, kind, job, results: Dict[str, Any], X: Dict[str, np.ndarray], y: np.ndarray):
     def run_party(party: str, channel: Channel):
         return kind.evaluate(channel, job, job.role_of(party), results[party], X[party],
                              y if party == job.active else None)
@@ -392,7 +347,7 @@ def _evaluate_on(hub: HostileHub, kind, job, results: Dict[str, Any], X: Dict[st
 
 
 @pytest.mark.parametrize("case", sorted(ARRAY_CASES))
-def test_hostile_held_out_glm_scores_name_the_sender(case, job_refusal):
+def test_hostile_held_out_glm_scores_name_the_sender(hostile_hub, case, job_refusal):
     from vflsec.runtime.glm_kind import TAG_EVAL_SCORES, GLMJobKind
 
     job = _glm_job("plain")
@@ -400,13 +355,13 @@ def test_hostile_held_out_glm_scores_name_the_sender(case, job_refusal):
     results = {"active": PartyResult("active", "active", np.ones(3)),
                "passive": PartyResult("passive", "passive", np.ones(2))}
     X = {p: d.X for p, d in data.items()}
-    hub = HostileHub("passive", "active", TAG_EVAL_SCORES, ARRAY_CASES[case], at=0)
+    hub = hostile_hub("passive", "active", TAG_EVAL_SCORES, ARRAY_CASES[case], at=0)
     job_refusal(lambda h: _evaluate_on(h, GLMJobKind(), job, results, X, data["active"].y), hub, receiver="active",
                 step=EVALUATION)
 
 
 @pytest.mark.parametrize("case", sorted({**ARRAY_CASES, **WIDTH_CASES}))
-def test_hostile_held_out_embeddings_name_the_sender(case, job_refusal):
+def test_hostile_held_out_embeddings_name_the_sender(hostile_hub, case, job_refusal):
     from vflsec.runtime.splitnn_kind import TAG_EVAL_EMBEDDING, SplitJobKind
     from vflsec.splitnn.job import SplitPartyResult
 
@@ -415,14 +370,14 @@ def test_hostile_held_out_embeddings_name_the_sender(case, job_refusal):
                for p, d in data.items()}
     X = {p: d.X for p, d in data.items()}
     y = np.asarray(data["active"].y)
-    hub = HostileHub("passive", "active", TAG_EVAL_EMBEDDING, {**ARRAY_CASES, **WIDTH_CASES}[case], at=0)
+    hub = hostile_hub("passive", "active", TAG_EVAL_EMBEDDING, {**ARRAY_CASES, **WIDTH_CASES}[case], at=0)
     job_refusal(lambda h: _evaluate_on(h, SplitJobKind(), job, results, X, y), hub, receiver="active", step=EVALUATION)
 
 
 # -- over gRPC: the refusal fails the job and every peer hears it ------------------
 
 @pytest.mark.network
-def test_hostile_ir_over_grpc_fails_the_job_and_the_sender_hears_it(tmp_path, loopback_channels):
+def test_hostile_ir_over_grpc_fails_the_job_and_the_sender_hears_it(hostile_hub, tmp_path, loopback_channels):
     pytest.importorskip("grpc")
     pytest.importorskip("cryptography")
     from vflsec.federation.grpc_channel import NetworkSettings, PeerFailed
@@ -438,7 +393,7 @@ def test_hostile_ir_over_grpc_fails_the_job_and_the_sender_hears_it(tmp_path, lo
     outcome: Dict[str, BaseException] = {}
     settings = NetworkSettings(peer_timeout=2.0, heartbeat_interval=0.25, connect_timeout=10.0)
     with loopback_channels(tmp_path, names, settings, expected_tags={n: tags for n in names}) as ch:
-        hostile = TamperedChannel(ch["passive"], "active", TAG_IR_PASSIVE, _with(np.nan))
+        hostile = hostile_hub.Tampered(ch["passive"], "active", TAG_IR_PASSIVE, _with(np.nan))
         endpoints: Dict[str, Channel] = {"active": ch["active"], "passive": hostile}
 
         def run(name):
